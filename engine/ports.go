@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// This file holds the small interfaces through which the engine reaches the
+// rest of Herald. The engine imports neither Raft, Lua nor go-plugin: the
+// cluster, rules and plugins packages implement these and cmd/herald wires
+// them together.
+
+// Replicator proposes commands to the replicated log. It is implemented by
+// the cluster package.
+type Replicator interface {
+	// Apply replicates cmd (built with Encode) and returns what the state
+	// machine's Apply returned for it. It fails with ErrNotLeader on a
+	// follower.
+	Apply(ctx context.Context, cmd []byte) (any, error)
+	// VerifyLeader confirms with a quorum that this node still leads. The
+	// executor calls it after a claim commits and before the send.
+	VerifyLeader(ctx context.Context) error
+}
+
+// RuleSource is the engine's view of the loaded rule set. It is implemented
+// by the rules package and must be safe for concurrent use.
+type RuleSource interface {
+	// Rules returns the current good version of every rule.
+	Rules() []Rule
+	// Hash identifies the whole current rule set (recorded with every run).
+	Hash() string
+	// Plan evaluates a rule for one run: who receives and what each gets.
+	Plan(ctx context.Context, rule string, run RunContext) ([]Planned, error)
+	// OnFailed runs a rule's on_failed hook after a delivery finally fails.
+	// A rule without the hook returns nil.
+	OnFailed(ctx context.Context, rule string, run RunContext, failed FailedDelivery) error
+}
+
+// Rule is what the engine needs to know of one rule file.
+type Rule struct {
+	Name     string
+	File     string
+	Hash     string
+	Schedule string // cron spec; empty for rules triggered by API tasks
+	Timezone string // IANA zone name; empty means UTC
+	Calendar string // "", "cn_workday", "weekday" or a named calendar file
+	Shift    string // "", "skip" or "next_workday"
+	Channel  string
+	Priority Priority
+	Stagger  Stagger
+	Retry    []time.Duration // waits between attempts; nil means DefaultRetry
+	Deadline time.Duration   // 0 means DefaultDeadline
+	Catchup  time.Duration   // 0 means DefaultCatchup
+}
+
+// RunContext is what a rule's functions see as `run` (and `to.missed`).
+type RunContext struct {
+	Rule string
+	Key  string
+	Slot time.Time // in the rule's zone
+	Zone string
+	Data json.RawMessage // an API task's data; nil for scheduled runs
+	// Missed maps a userid to that person's earlier slots of this rule
+	// (RFC 3339) whose delivery finally failed and was not yet made good.
+	Missed map[string][]string
+}
+
+// Planned is one recipient's message as a rule decided it.
+type Planned struct {
+	Recipient string          // userid (or robot/chat id for group channels)
+	Payload   json.RawMessage // the channel's message body
+}
+
+// FailedDelivery describes a delivery that ended failed or expired, as the
+// rule's on_failed hook sees it.
+type FailedDelivery struct {
+	ID        string
+	Recipient string
+	State     DeliveryState
+	Attempts  int
+	Error     string
+}
+
+// Sender delivers batches through channel plugins. It is implemented by the
+// plugins host and must be safe for concurrent use.
+type Sender interface {
+	// Admit reserves rate-limit capacity for one message of priority p to
+	// recipient on channel at now. It returns 0 when the message may go now,
+	// else how long to wait before asking again (nothing is reserved then).
+	Admit(channel, recipient string, p Priority, now time.Time) time.Duration
+	// Send delivers a batch through channel. It returns one outcome per
+	// message, in any order, matched by ID. An error means the whole batch
+	// failed in a way that is worth retrying (plugin crashed, unreachable).
+	Send(ctx context.Context, channel string, batch []Outgoing) ([]Outcome, error)
+}
+
+// Outgoing is one message handed to a channel.
+type Outgoing struct {
+	ID             string // delivery id
+	IdempotencyKey string // stable across attempts and leaders
+	Recipient      string
+	Payload        json.RawMessage
+	Priority       Priority
+	Attempt        int
+}
+
+// OutcomeStatus is how a channel judged one message.
+type OutcomeStatus uint8
+
+// Append-only: the numbers are replicated in RecordResults.
+const (
+	OutcomeSent        OutcomeStatus = 1 // delivered; ProviderID set when known
+	OutcomeRetryable   OutcomeStatus = 2 // transient; spend an attempt, back off
+	OutcomeRateLimited OutcomeStatus = 3 // provider limit; wait RetryAfter, no attempt spent
+	OutcomePermanent   OutcomeStatus = 4 // will never succeed for this message
+	OutcomeConfig      OutcomeStatus = 5 // channel misconfigured; permanent and alert now
+)
+
+// Outcome is a channel's verdict on one message.
+type Outcome struct {
+	ID         string
+	Status     OutcomeStatus
+	ProviderID string
+	RetryAfter time.Duration
+	Code       string // provider error code, verbatim
+	Error      string // provider error text, verbatim (never a secret)
+}

@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults for rule fields left empty.
+const (
+	DefaultDeadline = 2 * time.Hour
+	DefaultCatchup  = time.Hour
+)
+
+// DefaultRetry is the wait before each retry when a rule names none.
+var DefaultRetry = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute}
+
+// ErrNotLeader is returned by a Replicator on a node that does not lead.
+var ErrNotLeader = errors.New("not the leader")
+
+// Priority orders due deliveries; lower numbers go first.
+type Priority uint8
+
+// Append-only: priorities are replicated.
+const (
+	PriorityHigh   Priority = 1
+	PriorityNormal Priority = 2
+	PriorityLow    Priority = 3
+)
+
+// ParsePriority reads "high", "normal" (or "") and "low".
+func ParsePriority(s string) (Priority, error) {
+	switch s {
+	case "high":
+		return PriorityHigh, nil
+	case "normal", "":
+		return PriorityNormal, nil
+	case "low":
+		return PriorityLow, nil
+	}
+	return 0, fmt.Errorf("priority %q: want high, normal or low", s)
+}
+
+func (p Priority) String() string {
+	switch p {
+	case PriorityHigh:
+		return "high"
+	case PriorityNormal:
+		return "normal"
+	case PriorityLow:
+		return "low"
+	}
+	return fmt.Sprintf("priority(%d)", uint8(p))
+}
+
+// Stagger spreads a run's deliveries so that 1,000 reports do not leave at
+// 9:00:00 sharp. Either Jitter, or Batches with Spacing; zero value: none.
+type Stagger struct {
+	Jitter  time.Duration
+	Batches int
+	Spacing time.Duration
+}
+
+// DeliveryState is where a delivery stands. See engine/DESIGN.md.
+type DeliveryState uint8
+
+// Append-only: states are replicated and snapshotted.
+const (
+	// StatePending: planned and waiting for not_before / next_at. Entered by
+	// AddDeliveries or a retryable result; left by Claim, Expire or Cancel.
+	StatePending DeliveryState = 1
+	// StateClaimed: an attempt is in flight by the leader named in the
+	// claim. Left by RecordResults for that claim, or by a later Claim once
+	// the claim is ambiguous (older leader, or timed out).
+	StateClaimed DeliveryState = 2
+	// StateSent: final; the channel accepted it.
+	StateSent DeliveryState = 3
+	// StateFailed: final; permanent error or attempts exhausted (alerted).
+	StateFailed DeliveryState = 4
+	// StateExpired: final; its deadline passed before it was sent (alerted).
+	StateExpired DeliveryState = 5
+	// StateCancelled: final; its task was cancelled before it was sent.
+	StateCancelled DeliveryState = 6
+)
+
+func (s DeliveryState) String() string {
+	switch s {
+	case StatePending:
+		return "pending"
+	case StateClaimed:
+		return "claimed"
+	case StateSent:
+		return "sent"
+	case StateFailed:
+		return "failed"
+	case StateExpired:
+		return "expired"
+	case StateCancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Final reports whether no further transition is possible.
+func (s DeliveryState) Final() bool { return s >= StateSent }

@@ -1,0 +1,81 @@
+// Package sdk is what a channel plugin author imports: implement Channel and
+// call Serve from main. Herald's host launches the plugin with go-plugin over
+// gRPC and talks to it only through this interface.
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// ProtocolVersion is the channel protocol's version; the host refuses a
+// plugin that speaks another one.
+const ProtocolVersion = 1
+
+// Channel is a delivery channel: WeCom app messages, a group robot, a mock.
+type Channel interface {
+	// Info names the plugin and declares the limits the host must enforce
+	// on its behalf (the host keeps them across plugin restarts).
+	Info(ctx context.Context) (Info, error)
+	// Configure hands the plugin its channel instance's configuration, as
+	// the node config gives it with ${ENV} references already resolved. It
+	// is called once after every (re)start, before any Send.
+	Configure(ctx context.Context, config json.RawMessage) error
+	// Send delivers a batch and judges each message on its own.
+	Send(ctx context.Context, batch []Message) ([]Result, error)
+}
+
+// Info describes a plugin.
+type Info struct {
+	Name    string
+	Version string
+	Limits  []Limit
+}
+
+// LimitScope says what a Limit counts.
+type LimitScope string
+
+const (
+	// ScopeRecipient: messages to one recipient through this channel.
+	ScopeRecipient LimitScope = "recipient"
+	// ScopeChannel: messages through this channel instance as a whole.
+	ScopeChannel LimitScope = "channel"
+)
+
+// Limit is a token bucket: at most Count messages per Per in Scope.
+type Limit struct {
+	Scope LimitScope
+	Count int
+	Per   time.Duration
+}
+
+// Message is one delivery for one recipient.
+type Message struct {
+	ID             string          // delivery id
+	IdempotencyKey string          // the same on every attempt, by every leader
+	Recipient      string          // userid, or as the channel defines it
+	Payload        json.RawMessage // the message body the rule produced
+	Attempt        int
+}
+
+// Status is the verdict on one message. Numbers are part of the protocol.
+type Status int
+
+const (
+	StatusSent        Status = 1 // accepted by the provider
+	StatusRetryable   Status = 2 // transient failure: try again later
+	StatusRateLimited Status = 3 // provider limit: wait RetryAfter, no attempt spent
+	StatusPermanent   Status = 4 // will never succeed
+	StatusConfig      Status = 5 // channel misconfigured: permanent, alert the operator
+)
+
+// Result is the verdict on one message, matched to it by ID.
+type Result struct {
+	ID         string
+	Status     Status
+	ProviderID string        // the provider's message id, when it gives one
+	RetryAfter time.Duration // with StatusRateLimited (and optionally Retryable)
+	Code       string        // provider error code, verbatim
+	Error      string        // provider error text, verbatim; never a secret
+}
