@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"time"
 )
 
@@ -125,4 +126,11 @@ type Outcome struct {
 	RetryAfter time.Duration
 	Code       string // provider error code, verbatim
 	Error      string // provider error text, verbatim (never a secret)
+}
+
+// Snapshot is an immutable view of the replicated state taken by
+// FSM.Snapshot; Persist writes it out (off the apply path).
+type Snapshot interface {
+	Persist(w io.Writer) error
+	Release()
 }
