@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // CommandType is the first byte of every replicated command. The numbers
@@ -18,6 +19,9 @@ const (
 	CmdRemoveMember  CommandType = 6
 	CmdInitCursor    CommandType = 7
 	CmdFinishPlan    CommandType = 8
+	CmdExpire        CommandType = 9
+	CmdRaiseAlert    CommandType = 10
+	CmdAckAlert      CommandType = 11
 )
 
 // CommandVersion is the body encoding version, the second byte of every
@@ -33,6 +37,9 @@ var commandNames = map[CommandType]string{
 	CmdRemoveMember:  "RemoveMember",
 	CmdInitCursor:    "InitCursor",
 	CmdFinishPlan:    "FinishPlan",
+	CmdExpire:        "Expire",
+	CmdRaiseAlert:    "RaiseAlert",
+	CmdAckAlert:      "AckAlert",
 }
 
 func (t CommandType) String() string {
@@ -64,5 +71,115 @@ type Member struct {
 
 // RemoveMember is the body of CmdRemoveMember.
 type RemoveMember struct {
+	ID string `json:"id"`
+}
+
+// StartRun claims a slot of a rule (or an API task) for a run. The state
+// machine refuses a second run with the same key: a slot fires once, cluster
+// wide, whatever happens to leaders.
+type StartRun struct {
+	Key       string          `json:"key"`
+	Rule      string          `json:"rule"`
+	Slot      time.Time       `json:"slot"`
+	Zone      string          `json:"zone,omitempty"`
+	TaskKey   string          `json:"task_key,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	Late      bool            `json:"late,omitempty"`
+	Skip      bool            `json:"skip,omitempty"` // missed beyond catch-up: record, alert, send nothing
+	RulesHash string          `json:"rules_hash,omitempty"`
+	Now       time.Time       `json:"now"`
+}
+
+// NewDelivery is one planned delivery inside AddDeliveries.
+type NewDelivery struct {
+	ID        string          `json:"id"`
+	Recipient string          `json:"recipient"`
+	Channel   string          `json:"channel"`
+	Payload   json.RawMessage `json:"payload"`
+	Priority  Priority        `json:"priority"`
+	NotBefore time.Time       `json:"not_before"`
+	Deadline  time.Time       `json:"deadline"`
+	Retry     []time.Duration `json:"retry,omitempty"`
+}
+
+// AddDeliveries replicates a chunk of a run's plan. Ids already present are
+// left as they are, so planning a run again is idempotent.
+type AddDeliveries struct {
+	RunKey     string        `json:"run_key"`
+	Deliveries []NewDelivery `json:"deliveries"`
+}
+
+// FinishPlan marks a run fully planned, or failed with the rule's error.
+type FinishPlan struct {
+	RunKey string    `json:"run_key"`
+	Error  string    `json:"error,omitempty"`
+	Now    time.Time `json:"now"`
+}
+
+// Claim takes due deliveries for one attempt by Leader. A delivery is
+// claimable when pending and due, or when claimed by an older term or past
+// its claim's expiry (ambiguous: it is sent again with the same key).
+type ClaimDeliveries struct {
+	IDs     []string      `json:"ids"`
+	Leader  string        `json:"leader"`
+	Now     time.Time     `json:"now"`
+	Timeout time.Duration `json:"timeout"`
+}
+
+// Claimed is the answer to ClaimDeliveries: what this leader may now send.
+type Claimed struct {
+	ID      string `json:"id"`
+	Seq     int    `json:"seq"`
+	Attempt int    `json:"attempt"`
+}
+
+// ClaimResult is what Apply returns for CmdClaim.
+type ClaimResult struct {
+	Claimed []Claimed
+}
+
+// Result is a channel's outcome for one claimed delivery.
+type Result struct {
+	ID         string        `json:"id"`
+	Seq        int           `json:"seq"`
+	Status     OutcomeStatus `json:"status"`
+	ProviderID string        `json:"provider_id,omitempty"`
+	RetryAfter time.Duration `json:"retry_after,omitempty"`
+	Code       string        `json:"code,omitempty"`
+	Error      string        `json:"error,omitempty"`
+}
+
+// RecordResults settles claims. A result applies only to the claim it
+// answers (same Seq and Leader, still claimed): a late or duplicate result
+// cannot overwrite a newer state.
+type RecordResults struct {
+	Leader  string    `json:"leader"`
+	Now     time.Time `json:"now"`
+	Results []Result  `json:"results"`
+}
+
+// Expire ends deliveries whose deadline has passed before they were sent.
+type Expire struct {
+	IDs []string  `json:"ids"`
+	Now time.Time `json:"now"`
+}
+
+// InitCursor records the instant from which a rule's schedule counts, the
+// first time any leader sees the rule. It does nothing if one is set.
+type InitCursor struct {
+	Rule string    `json:"rule"`
+	At   time.Time `json:"at"`
+}
+
+// RaiseAlert raises (or repeats) an alert for a cause.
+type RaiseAlert struct {
+	Cause   string    `json:"cause"`
+	Rule    string    `json:"rule,omitempty"`
+	Message string    `json:"message"`
+	Now     time.Time `json:"now"`
+}
+
+// AckAlert acknowledges an alert.
+type AckAlert struct {
 	ID string `json:"id"`
 }

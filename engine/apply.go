@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// applier holds what one Apply needs: the state and the entry's Raft term.
+type applier struct {
+	st   *state
+	term uint64
+}
+
+func (a applier) startRun(c StartRun) any {
+	if c.Key == "" || c.Rule == "" {
+		return fmt.Errorf("start run: key and rule are required")
+	}
+	if _, ok := a.st.Runs[c.Key]; ok {
+		return ErrRunExists
+	}
+	r := &Run{
+		Key: c.Key, Rule: c.Rule, Slot: c.Slot, Zone: c.Zone, TaskKey: c.TaskKey, Data: c.Data,
+		State: RunPlanning, Late: c.Late, RulesHash: c.RulesHash, StartedAt: c.Now,
+	}
+	if c.Skip {
+		r.State = RunSkipped
+		a.st.raise("skipped:"+c.Rule, c.Rule,
+			fmt.Sprintf("slot %s of rule %s was missed beyond its catch-up window and skipped", c.Slot.Format(time.RFC3339), c.Rule), c.Now)
+	}
+	a.st.Runs[c.Key] = r
+	if c.TaskKey == "" {
+		if cur, ok := a.st.Cursors[c.Rule]; !ok || c.Slot.After(cur) {
+			a.st.Cursors[c.Rule] = c.Slot
+		}
+	}
+	return nil
+}
+
+func (a applier) addDeliveries(c AddDeliveries) any {
+	run, ok := a.st.Runs[c.RunKey]
+	if !ok {
+		return fmt.Errorf("add deliveries: no run %q", c.RunKey)
+	}
+	added := 0
+	for _, nd := range c.Deliveries {
+		if _, ok := a.st.Deliveries[nd.ID]; ok {
+			continue // planned before, by this or an earlier leader
+		}
+		a.st.putDelivery(&Delivery{
+			ID: nd.ID, RunKey: run.Key, Rule: run.Rule, Slot: run.Slot,
+			Recipient: nd.Recipient, Channel: nd.Channel, Payload: nd.Payload,
+			Priority: nd.Priority, NotBefore: nd.NotBefore, Deadline: nd.Deadline, Retry: nd.Retry,
+			State: StatePending,
+		})
+		added++
+	}
+	return added
+}
+
+func (a applier) finishPlan(c FinishPlan) any {
+	run, ok := a.st.Runs[c.RunKey]
+	if !ok {
+		return fmt.Errorf("finish plan: no run %q", c.RunKey)
+	}
+	if run.State != RunPlanning {
+		return nil
+	}
+	r := *run
+	r.PlannedAt = c.Now
+	r.Planned = len(a.st.byRun[r.Key])
+	if c.Error != "" {
+		r.State = RunFailed
+		r.Error = c.Error
+		a.st.raise("rule-error:"+r.Key, r.Rule, fmt.Sprintf("rule %s failed to plan %s: %s", r.Rule, r.Key, c.Error), c.Now)
+	} else {
+		r.State = RunPlanned
+	}
+	a.st.Runs[r.Key] = &r
+	return nil
+}
+
+func (a applier) claim(c ClaimDeliveries) any {
+	res := ClaimResult{}
+	for _, id := range c.IDs {
+		d, ok := a.st.Deliveries[id]
+		if !ok || !a.claimable(d, c.Now) {
+			continue
+		}
+		nd := *d
+		seq := 1
+		if d.Claim != nil {
+			seq = d.Claim.Seq + 1
+		}
+		nd.State = StateClaimed
+		nd.Claim = &Claim{Seq: seq, Leader: c.Leader, Term: a.term, At: c.Now, ExpiresAt: c.Now.Add(c.Timeout)}
+		a.st.putDelivery(&nd)
+		res.Claimed = append(res.Claimed, Claimed{ID: id, Seq: seq, Attempt: nd.Attempts + 1})
+	}
+	return res
+}
+
+// claimable: pending and due and within its deadline; or claimed by an
+// older leader's term, or past its claim's expiry (the send is ambiguous and
+// goes again with the same idempotency key).
+func (a applier) claimable(d *Delivery, now time.Time) bool {
+	if !d.Deadline.IsZero() && !now.Before(d.Deadline) {
+		return false
+	}
+	switch d.State {
+	case StatePending:
+		return !now.Before(d.dueAt())
+	case StateClaimed:
+		return d.Claim.Term < a.term || !now.Before(d.Claim.ExpiresAt)
+	}
+	return false
+}
+
+func (a applier) recordResults(c RecordResults) any {
+	applied := 0
+	for _, r := range c.Results {
+		d, ok := a.st.Deliveries[r.ID]
+		if !ok || d.State != StateClaimed || d.Claim.Seq != r.Seq || d.Claim.Leader != c.Leader {
+			continue // answers a claim that is no longer current
+		}
+		nd := *d
+		nd.Claim = &Claim{Seq: d.Claim.Seq} // keep the sequence, drop the lease
+		nd.Code, nd.LastError = r.Code, r.Error
+		switch r.Status {
+		case OutcomeSent:
+			nd.Attempts++
+			nd.State, nd.SentAt, nd.EndedAt, nd.ProviderID = StateSent, c.Now, c.Now, r.ProviderID
+			nd.LastError, nd.Code = "", ""
+			a.madeGood(&nd)
+		case OutcomeRateLimited:
+			// The provider's limit is not the message's fault: no attempt spent.
+			nd.State, nd.NextAt = StatePending, c.Now.Add(max(r.RetryAfter, time.Second))
+		case OutcomeRetryable:
+			nd.Attempts++
+			wait, more := nd.retryWait(nd.Attempts)
+			if !more {
+				a.fail(&nd, StateFailed, c.Now, fmt.Sprintf("attempts exhausted after %d tries: %s", nd.Attempts, r.Error))
+				break
+			}
+			nd.State, nd.NextAt = StatePending, c.Now.Add(max(wait, r.RetryAfter))
+		case OutcomePermanent, OutcomeConfig:
+			nd.Attempts++
+			a.fail(&nd, StateFailed, c.Now, r.Error)
+			if r.Status == OutcomeConfig {
+				a.st.raise("channel-config:"+nd.Channel, nd.Rule,
+					fmt.Sprintf("channel %s is misconfigured (%s): %s", nd.Channel, r.Code, r.Error), c.Now)
+			}
+		default:
+			panic(fmt.Sprintf("herald: RecordResults: unknown outcome status %d", r.Status))
+		}
+		a.st.putDelivery(&nd)
+		applied++
+	}
+	return applied
+}
+
+// fail ends d as failed or expired, raises its alert and remembers the
+// missed slot so the rule's next run can carry it.
+func (a applier) fail(d *Delivery, st DeliveryState, now time.Time, why string) {
+	d.State, d.EndedAt, d.LastError = st, now, why
+	a.st.raise(st.String()+":"+d.ID, d.Rule,
+		fmt.Sprintf("%s to %s (run %s) %s: %s", d.Rule, d.Recipient, d.RunKey, st, why), now)
+	if run, ok := a.st.Runs[d.RunKey]; ok && run.TaskKey == "" {
+		m := a.st.Missed[d.Rule]
+		if m == nil {
+			m = map[string][]string{}
+			a.st.Missed[d.Rule] = m
+		}
+		slot := d.Slot.Format(time.RFC3339)
+		if !slices.Contains(m[d.Recipient], slot) {
+			m[d.Recipient] = append(slices.Clone(m[d.Recipient]), slot)
+		}
+	}
+}
+
+// madeGood forgets a recipient's missed slots of the rule that are older than
+// a delivery that was just sent: that message carried them.
+func (a applier) madeGood(d *Delivery) {
+	m := a.st.Missed[d.Rule]
+	slots, ok := m[d.Recipient]
+	if !ok {
+		return
+	}
+	var keep []string
+	for _, s := range slots {
+		if t, err := time.Parse(time.RFC3339, s); err == nil && !t.Before(d.Slot) {
+			keep = append(keep, s)
+		}
+	}
+	if len(keep) == 0 {
+		delete(m, d.Recipient)
+	} else {
+		m[d.Recipient] = keep
+	}
+}
+
+func (a applier) expire(c Expire) any {
+	n := 0
+	for _, id := range c.IDs {
+		d, ok := a.st.Deliveries[id]
+		if !ok || d.State.Final() || d.Deadline.IsZero() || c.Now.Before(d.Deadline) {
+			continue
+		}
+		nd := *d
+		if nd.Claim != nil {
+			nd.Claim = &Claim{Seq: nd.Claim.Seq}
+		}
+		a.fail(&nd, StateExpired, c.Now, "deadline "+d.Deadline.Format(time.RFC3339)+" passed before it was sent")
+		a.st.putDelivery(&nd)
+		n++
+	}
+	return n
+}
+
+func (a applier) initCursor(c InitCursor) any {
+	if _, ok := a.st.Cursors[c.Rule]; !ok {
+		a.st.Cursors[c.Rule] = c.At
+	}
+	return nil
+}
+
+func (a applier) ackAlert(c AckAlert) any {
+	al, ok := a.st.Alerts[c.ID]
+	if !ok {
+		return fmt.Errorf("no alert %q", c.ID)
+	}
+	n := *al
+	n.Acked = true
+	a.st.Alerts[c.ID] = &n
+	return nil
+}

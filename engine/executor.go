@@ -1,0 +1,200 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// maxDuePerPass bounds how many due deliveries one executor pass considers.
+const maxDuePerPass = 10000
+
+// executor sends due deliveries: it admits them through the channel's rate
+// limits, claims a batch through the log, confirms leadership, sends, and
+// replicates the results. It lives only while its node leads.
+type executor struct {
+	l        *Leader
+	mu       sync.Mutex
+	inflight map[string]bool // ids claimed by this leader and not yet settled
+	sends    chan struct{}   // bounds batches in flight
+	done     chan struct{}   // signalled when a batch settles
+	wg       sync.WaitGroup
+	// resend holds deliveries an older leader claimed and never settled:
+	// this leader sends them again at once, with the same key.
+	resend []*Delivery
+}
+
+func newExecutor(l *Leader) *executor {
+	return &executor{
+		l:        l,
+		inflight: map[string]bool{},
+		sends:    make(chan struct{}, l.cfg.MaxSends),
+		done:     make(chan struct{}, 1),
+	}
+}
+
+func (x *executor) run(ctx context.Context) {
+	defer x.wg.Wait()
+	x.resend = x.l.cfg.FSM.InFlight()
+	for {
+		next := x.runOnce(ctx)
+		wait := min(max(time.Until(next), 0), time.Minute)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-x.l.cfg.FSM.Changed():
+			t.Stop()
+		case <-x.done:
+			t.Stop()
+		}
+	}
+}
+
+// runOnce acts on everything due now and returns when to look again.
+func (x *executor) runOnce(ctx context.Context) time.Time {
+	now := x.l.now()
+	wake := now.Add(time.Minute)
+	due := append(x.l.cfg.FSM.Due(now, maxDuePerPass), x.resend...)
+	x.resend = nil
+
+	var expired []string
+	batches := map[string][]*Delivery{}
+	slices.SortStableFunc(due, func(a, b *Delivery) int {
+		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
+			return c
+		}
+		return a.dueAt().Compare(b.dueAt())
+	})
+	seen := map[string]bool{}
+	for _, d := range due {
+		if seen[d.ID] || x.isInflight(d.ID) {
+			continue
+		}
+		seen[d.ID] = true
+		if !d.Deadline.IsZero() && !now.Before(d.Deadline) {
+			expired = append(expired, d.ID)
+			continue
+		}
+		if wait := x.l.cfg.Sender.Admit(d.Channel, d.Recipient, d.Priority, now); wait > 0 {
+			if at := now.Add(wait); at.Before(wake) {
+				wake = at
+			}
+			continue
+		}
+		batches[d.Channel] = append(batches[d.Channel], d)
+	}
+	if len(expired) > 0 {
+		if _, err := x.l.propose(ctx, CmdExpire, Expire{IDs: expired, Now: now}); err != nil {
+			x.l.log.Warn("cannot expire deliveries", "n", len(expired), "err", err)
+		}
+	}
+	for ch, ds := range batches {
+		for start := 0; start < len(ds); start += x.l.cfg.BatchSize {
+			x.claimAndSend(ctx, ch, ds[start:min(start+x.l.cfg.BatchSize, len(ds))])
+		}
+	}
+	if at, ok := x.l.cfg.FSM.NextDue(); ok && at.Before(wake) {
+		wake = at
+	}
+	return wake
+}
+
+func (x *executor) isInflight(id string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.inflight[id]
+}
+
+// claimAndSend claims a batch through the log and, for what was claimed,
+// sends it in the background.
+func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Delivery) {
+	ids := make([]string, len(ds))
+	byID := make(map[string]*Delivery, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+		byID[d.ID] = d
+	}
+	select {
+	case x.sends <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	res, err := x.l.propose(ctx, CmdClaim, ClaimDeliveries{IDs: ids, Leader: x.l.cfg.NodeID, Now: x.l.now(), Timeout: x.l.cfg.ClaimTimeout})
+	if err != nil {
+		<-x.sends
+		x.l.log.Warn("claim failed", "channel", channel, "n", len(ids), "err", err)
+		return
+	}
+	claimed := res.(ClaimResult).Claimed
+	if len(claimed) == 0 {
+		<-x.sends
+		return
+	}
+	x.mu.Lock()
+	for _, c := range claimed {
+		x.inflight[c.ID] = true
+	}
+	x.mu.Unlock()
+	x.wg.Go(func() {
+		defer func() {
+			x.mu.Lock()
+			for _, c := range claimed {
+				delete(x.inflight, c.ID)
+			}
+			x.mu.Unlock()
+			<-x.sends
+			select {
+			case x.done <- struct{}{}:
+			default:
+			}
+		}()
+		x.send(ctx, channel, claimed, byID)
+	})
+}
+
+// send confirms leadership, sends the claimed batch and replicates the
+// results. If leadership is lost, nothing is recorded: the claims become
+// ambiguous and the next leader sends them again with the same keys.
+func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) {
+	if err := x.l.cfg.Replicator.VerifyLeader(ctx); err != nil {
+		x.l.log.Warn("not sending: leadership not confirmed", "channel", channel, "err", err)
+		return
+	}
+	batch := make([]Outgoing, len(claimed))
+	seqs := make(map[string]int, len(claimed))
+	for i, c := range claimed {
+		d := byID[c.ID]
+		batch[i] = Outgoing{ID: d.ID, IdempotencyKey: d.ID, Recipient: d.Recipient, Payload: d.Payload, Priority: d.Priority, Attempt: c.Attempt}
+		seqs[c.ID] = c.Seq
+	}
+	outs, err := x.l.cfg.Sender.Send(ctx, channel, batch)
+	if ctx.Err() != nil {
+		return
+	}
+	byOut := make(map[string]Outcome, len(outs))
+	for _, o := range outs {
+		byOut[o.ID] = o
+	}
+	results := make([]Result, 0, len(claimed))
+	for _, c := range claimed {
+		o, ok := byOut[c.ID]
+		switch {
+		case err != nil:
+			o = Outcome{Status: OutcomeRetryable, Error: "channel " + channel + ": " + err.Error()}
+		case !ok:
+			o = Outcome{Status: OutcomeRetryable, Error: "channel " + channel + " returned no result for this message"}
+		case o.Status < OutcomeSent || o.Status > OutcomeConfig:
+			// A bad plugin answer fails this message's attempt, never the node.
+			o = Outcome{Status: OutcomeRetryable, Error: "channel " + channel + " returned an unknown status"}
+		}
+		results = append(results, Result{ID: c.ID, Seq: seqs[c.ID], Status: o.Status, ProviderID: o.ProviderID, RetryAfter: o.RetryAfter, Code: o.Code, Error: o.Error})
+	}
+	if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results}); err != nil {
+		x.l.log.Warn("cannot record results; claims will time out and be resent with the same keys", "channel", channel, "err", err)
+	}
+}

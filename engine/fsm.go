@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// SnapshotVersion is written at the head of every snapshot; Restore refuses
+// versions it does not know.
+const SnapshotVersion = 1
+
+// ErrRunExists is StartRun's answer when the slot already fired.
+var ErrRunExists = errors.New("run already started for this slot")
+
+// FSM is Herald's replicated state machine. Apply is deterministic: it
+// reads no clock, randomness, Lua, network or plugin; every time it needs
+// is stamped into the command by the leader. It imports nothing of Raft: the
+// cluster package adapts it to raft.FSM.
+type FSM struct {
+	mu      sync.RWMutex
+	st      *state
+	applied uint64
+	changed chan struct{}
+}
+
+// NewFSM returns an empty state machine.
+func NewFSM() *FSM {
+	return &FSM{st: newState(), changed: make(chan struct{}, 1)}
+}
+
+// Changed is signalled (coalescing, never blocking Apply) after every
+// Apply and Restore, so the leader's loops wake up instead of polling.
+func (f *FSM) Changed() <-chan struct{} { return f.changed }
+
+func (f *FSM) notify() {
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+// AppliedIndex is the index of the last applied command.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.applied
+}
+
+// Apply applies one command. An unknown command type or version, or a body
+// that does not decode, panics: a node must stop loudly rather than diverge
+// from its peers silently.
+func (f *FSM) Apply(index, term uint64, cmd []byte) any {
+	if len(cmd) < 2 {
+		panic(fmt.Sprintf("herald: log entry %d: command of %d bytes is too short", index, len(cmd)))
+	}
+	t, v, body := CommandType(cmd[0]), cmd[1], cmd[2:]
+	if v != CommandVersion {
+		panic(fmt.Sprintf("herald: log entry %d: %s has version %d; this binary knows %d — upgrade this node", index, t, v, CommandVersion))
+	}
+	f.mu.Lock()
+	defer func() {
+		f.applied = index
+		f.mu.Unlock()
+		f.notify()
+	}()
+	a := applier{st: f.st, term: term}
+	switch t {
+	case CmdStartRun:
+		return a.startRun(decode[StartRun](index, t, body))
+	case CmdAddDeliveries:
+		return a.addDeliveries(decode[AddDeliveries](index, t, body))
+	case CmdFinishPlan:
+		return a.finishPlan(decode[FinishPlan](index, t, body))
+	case CmdClaim:
+		return a.claim(decode[ClaimDeliveries](index, t, body))
+	case CmdRecordResults:
+		return a.recordResults(decode[RecordResults](index, t, body))
+	case CmdExpire:
+		return a.expire(decode[Expire](index, t, body))
+	case CmdUpsertMember:
+		m := decode[Member](index, t, body)
+		f.st.Members[m.ID] = m
+		return nil
+	case CmdRemoveMember:
+		delete(f.st.Members, decode[RemoveMember](index, t, body).ID)
+		return nil
+	case CmdInitCursor:
+		return a.initCursor(decode[InitCursor](index, t, body))
+	case CmdRaiseAlert:
+		c := decode[RaiseAlert](index, t, body)
+		f.st.raise(c.Cause, c.Rule, c.Message, c.Now)
+		return nil
+	case CmdAckAlert:
+		return a.ackAlert(decode[AckAlert](index, t, body))
+	}
+	panic(fmt.Sprintf("herald: log entry %d: unknown command type %d — this binary is older than the cluster; upgrade this node", index, uint8(t)))
+}
+
+func decode[T any](index uint64, t CommandType, body []byte) T {
+	var v T
+	if err := json.Unmarshal(body, &v); err != nil {
+		panic(fmt.Sprintf("herald: log entry %d: cannot decode %s: %v", index, t, err))
+	}
+	return v
+}
+
+// snapshotHeader heads every snapshot.
+type snapshotHeader struct {
+	Version int    `json:"version"`
+	Applied uint64 `json:"applied"`
+}
+
+type fsmSnapshot struct {
+	st      *state
+	applied uint64
+}
+
+// Snapshot captures the state as it is now; Persist encodes it later while
+// Apply goes on.
+func (f *FSM) Snapshot() (Snapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &fsmSnapshot{st: f.st.clone(), applied: f.applied}, nil
+}
+
+// Persist writes the header line, then the state as JSON.
+func (s *fsmSnapshot) Persist(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	enc := json.NewEncoder(bw)
+	if err := enc.Encode(snapshotHeader{Version: SnapshotVersion, Applied: s.applied}); err != nil {
+		return fmt.Errorf("write snapshot header: %w", err)
+	}
+	if err := enc.Encode(s.st); err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return bw.Flush()
+}
+
+// Release does nothing: the captured maps are garbage once unreferenced.
+func (s *fsmSnapshot) Release() {}
+
+// Restore replaces the whole state with a snapshot's.
+func (f *FSM) Restore(r io.Reader) error {
+	dec := json.NewDecoder(bufio.NewReaderSize(r, 1<<20))
+	var h snapshotHeader
+	if err := dec.Decode(&h); err != nil {
+		return fmt.Errorf("read snapshot header: %w", err)
+	}
+	if h.Version != SnapshotVersion {
+		return fmt.Errorf("snapshot version %d: this binary reads version %d", h.Version, SnapshotVersion)
+	}
+	st := newState()
+	if err := dec.Decode(st); err != nil {
+		return fmt.Errorf("read snapshot: %w", err)
+	}
+	if st.Runs == nil || st.Deliveries == nil || st.Cursors == nil || st.Members == nil || st.Alerts == nil || st.Missed == nil {
+		return errors.New("read snapshot: a section is missing")
+	}
+	st.reindex()
+	f.mu.Lock()
+	f.st = st
+	f.applied = h.Applied
+	f.mu.Unlock()
+	f.notify()
+	return nil
+}

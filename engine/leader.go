@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Defaults of LeaderConfig.
+const (
+	BatchSizeDefault    = 50
+	ClaimTimeoutDefault = 30 * time.Second
+	PlanChunkDefault    = 500
+	PlannersDefault     = 4
+	PlanTimeoutDefault  = time.Minute
+	LateAfterDefault    = 5 * time.Second
+	MaxSendsDefault     = 8
+	ProposeTimeout      = 10 * time.Second
+)
+
+// Schedule yields the slots of a rule's trigger.
+type Schedule interface {
+	// Next returns the first slot strictly after after, or false if none.
+	Next(after time.Time) (time.Time, bool)
+}
+
+// LeaderConfig configures the leader-only parts: scheduler, planner and
+// executor. They run only while this node leads.
+type LeaderConfig struct {
+	NodeID     string
+	FSM        *FSM
+	Replicator Replicator
+	Rules      RuleSource
+	Sender     Sender
+	// ScheduleFunc builds the schedule of a rule (engine/schedule.New).
+	ScheduleFunc func(Rule) (Schedule, error)
+	// RulesChanged, when set, wakes the scheduler after a rule reload.
+	RulesChanged <-chan struct{}
+	NowFunc      func() time.Time
+	Logger       *slog.Logger
+
+	BatchSize    int           // deliveries per Claim and per Send; default BatchSizeDefault
+	ClaimTimeout time.Duration // a claim not settled by then is ambiguous; default ClaimTimeoutDefault
+	PlanChunk    int           // deliveries per AddDeliveries; default PlanChunkDefault
+	Planners     int           // runs planned at once; default PlannersDefault
+	PlanTimeout  time.Duration // default PlanTimeoutDefault
+	LateAfter    time.Duration // a run started this long after its slot is flagged late
+	MaxSends     int           // batches in flight at once; default MaxSendsDefault
+}
+
+func (c *LeaderConfig) setDefaults() error {
+	if c.FSM == nil || c.Replicator == nil || c.Rules == nil || c.Sender == nil || c.ScheduleFunc == nil {
+		return errors.New("leader: FSM, Replicator, Rules, Sender and ScheduleFunc are required")
+	}
+	if c.NodeID == "" {
+		return errors.New("leader: NodeID is required")
+	}
+	if c.NowFunc == nil {
+		c.NowFunc = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	setDefault(&c.BatchSize, BatchSizeDefault)
+	setDefault(&c.ClaimTimeout, ClaimTimeoutDefault)
+	setDefault(&c.PlanChunk, PlanChunkDefault)
+	setDefault(&c.Planners, PlannersDefault)
+	setDefault(&c.PlanTimeout, PlanTimeoutDefault)
+	setDefault(&c.LateAfter, LateAfterDefault)
+	setDefault(&c.MaxSends, MaxSendsDefault)
+	return nil
+}
+
+func setDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
+// Leader runs the leader-only loops. Build one per node; Run it each time
+// the node gains leadership, with a context cancelled when it loses it.
+type Leader struct {
+	cfg LeaderConfig
+	log *slog.Logger
+}
+
+// NewLeader validates cfg and returns a Leader.
+func NewLeader(cfg LeaderConfig) (*Leader, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Leader{cfg: cfg, log: cfg.Logger.With("component", "leader")}, nil
+}
+
+// Run runs the scheduler and executor until ctx is cancelled (leadership
+// lost or node stopping). Cancelling ctx cancels every send in flight.
+func (l *Leader) Run(ctx context.Context) {
+	l.log.Info("leading: scheduler and executor started")
+	var wg sync.WaitGroup
+	s := newScheduler(l)
+	x := newExecutor(l)
+	wg.Go(func() { s.run(ctx) })
+	wg.Go(func() { x.run(ctx) })
+	wg.Wait()
+	l.log.Info("no longer leading: scheduler and executor stopped")
+}
+
+// propose replicates one command and returns the state machine's answer.
+func (l *Leader) propose(ctx context.Context, t CommandType, body any) (any, error) {
+	cmd, err := Encode(t, body)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, ProposeTimeout)
+	defer cancel()
+	res, err := l.cfg.Replicator.Apply(ctx, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("propose %s: %w", t, err)
+	}
+	if e, ok := res.(error); ok {
+		return nil, e
+	}
+	return res, nil
+}
+
+func (l *Leader) now() time.Time { return l.cfg.NowFunc() }

@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Reads of the local replicated state. They return records (immutable, see
+// record.go) or copies, so callers may keep them.
+
+// Run returns the run with key, if any.
+func (f *FSM) Run(key string) (*Run, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	r, ok := f.st.Runs[key]
+	return r, ok
+}
+
+// Delivery returns the delivery with id, if any.
+func (f *FSM) Delivery(id string) (*Delivery, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	d, ok := f.st.Deliveries[id]
+	return d, ok
+}
+
+// Cursor returns the latest slot of rule that fired (or the instant its
+// schedule started counting from).
+func (f *FSM) Cursor(rule string) (time.Time, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t, ok := f.st.Cursors[rule]
+	return t, ok
+}
+
+// Members returns the cluster members' records, sorted by id.
+func (f *FSM) Members() []Member {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := slices.Collect(maps.Values(f.st.Members))
+	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Missed returns a copy of rule's missed slots per recipient.
+func (f *FSM) Missed(rule string) map[string][]string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := map[string][]string{}
+	for k, v := range f.st.Missed[rule] {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// Runs returns the runs that match keep, sorted by slot then key.
+func (f *FSM) Runs(keep func(*Run) bool) []*Run {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []*Run
+	for _, r := range f.st.Runs {
+		if keep == nil || keep(r) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Run) int {
+		if c := a.Slot.Compare(b.Slot); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+	return out
+}
+
+// Deliveries returns the deliveries that match keep, sorted by not_before
+// then id.
+func (f *FSM) Deliveries(keep func(*Delivery) bool) []*Delivery {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []*Delivery
+	for _, d := range f.st.Deliveries {
+		if keep == nil || keep(d) {
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Delivery) int {
+		if c := a.NotBefore.Compare(b.NotBefore); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// RunDeliveries returns the deliveries of one run.
+func (f *FSM) RunDeliveries(runKey string) []*Delivery {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	ids := f.st.byRun[runKey]
+	out := make([]*Delivery, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, f.st.Deliveries[id])
+	}
+	return out
+}
+
+// Alerts returns every alert, newest first.
+func (f *FSM) Alerts() []*Alert {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := slices.Collect(maps.Values(f.st.Alerts))
+	slices.SortFunc(out, func(a, b *Alert) int {
+		if c := b.Last.Compare(a.Last); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// Due returns up to limit deliveries the executor must act on at now:
+// pending ones that may be sent, and claimed ones whose claim timed out. It
+// walks the due index, so its cost is in what is due, not in what waits.
+func (f *FSM) Due(now time.Time, limit int) []*Delivery {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []*Delivery
+	f.st.due.Ascend(func(it dueItem) bool {
+		if it.at.After(now) || len(out) >= limit {
+			return false
+		}
+		out = append(out, f.st.Deliveries[it.id])
+		return true
+	})
+	return out
+}
+
+// NextDue returns when the earliest delivery not yet due becomes due.
+func (f *FSM) NextDue() (time.Time, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	it, ok := f.st.due.Min()
+	return it.at, ok
+}
+
+// InFlight returns every claimed delivery. A new leader resends those
+// claimed by an older term at once instead of waiting for their claims to
+// time out.
+func (f *FSM) InFlight() []*Delivery {
+	return f.Deliveries(func(d *Delivery) bool { return d.State == StateClaimed })
+}

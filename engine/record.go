@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Records kept in the replicated state. Once stored, a record is never
+// mutated in place: an update stores a modified copy. That lets Snapshot
+// capture the state by copying maps of pointers while Apply goes on.
+
+// RunState is where a run stands.
+type RunState uint8
+
+// Append-only: run states are replicated.
+const (
+	// RunPlanning: the slot is claimed; its deliveries are being planned
+	// and replicated. A new leader that finds a run here plans it again.
+	RunPlanning RunState = 1
+	// RunPlanned: every delivery of the run is in the state.
+	RunPlanned RunState = 2
+	// RunFailed: the rule failed at plan time (error kept, alert raised).
+	RunFailed RunState = 3
+	// RunSkipped: the slot was missed beyond the rule's catch-up window.
+	RunSkipped RunState = 4
+)
+
+func (s RunState) String() string {
+	switch s {
+	case RunPlanning:
+		return "planning"
+	case RunPlanned:
+		return "planned"
+	case RunFailed:
+		return "failed"
+	case RunSkipped:
+		return "skipped"
+	}
+	return "unknown"
+}
+
+// Run is one firing of a rule: a scheduled slot or an API task.
+type Run struct {
+	Key       string          `json:"key"`
+	Rule      string          `json:"rule"`
+	Slot      time.Time       `json:"slot"`
+	Zone      string          `json:"zone,omitempty"`
+	TaskKey   string          `json:"task_key,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	State     RunState        `json:"state"`
+	Late      bool            `json:"late,omitempty"`
+	RulesHash string          `json:"rules_hash,omitempty"`
+	StartedAt time.Time       `json:"started_at"`
+	PlannedAt time.Time       `json:"planned_at,omitzero"`
+	Planned   int             `json:"planned"`
+	Error     string          `json:"error,omitempty"`
+}
+
+// Claim is one attempt in flight: who sent it and until when it is theirs.
+type Claim struct {
+	Seq       int       `json:"seq"` // increases with every claim; identifies it
+	Leader    string    `json:"leader"`
+	Term      uint64    `json:"term"`
+	At        time.Time `json:"at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Delivery is one message for one recipient of one run.
+type Delivery struct {
+	ID        string          `json:"id"`
+	RunKey    string          `json:"run_key"`
+	Rule      string          `json:"rule"`
+	Slot      time.Time       `json:"slot"`
+	Recipient string          `json:"recipient"`
+	Channel   string          `json:"channel"`
+	Payload   json.RawMessage `json:"payload"`
+	Priority  Priority        `json:"priority"`
+	NotBefore time.Time       `json:"not_before"`
+	Deadline  time.Time       `json:"deadline"`
+	Retry     []time.Duration `json:"retry,omitempty"`
+
+	State      DeliveryState `json:"state"`
+	Attempts   int           `json:"attempts"` // attempts spent (rate limits spend none)
+	NextAt     time.Time     `json:"next_at,omitzero"`
+	Claim      *Claim        `json:"claim,omitempty"`
+	ProviderID string        `json:"provider_id,omitempty"`
+	Code       string        `json:"code,omitempty"`
+	LastError  string        `json:"last_error,omitempty"`
+	SentAt     time.Time     `json:"sent_at,omitzero"`
+	EndedAt    time.Time     `json:"ended_at,omitzero"`
+}
+
+// dueAt is when the executor should next look at d: a pending delivery when
+// it may be sent, a claimed one when its claim times out.
+func (d *Delivery) dueAt() time.Time {
+	switch d.State {
+	case StatePending:
+		if d.NextAt.After(d.NotBefore) {
+			return d.NextAt
+		}
+		return d.NotBefore
+	case StateClaimed:
+		return d.Claim.ExpiresAt
+	}
+	return time.Time{}
+}
+
+// retryWait returns the wait before attempt n+1 after n attempts failed, and
+// false when the attempts are exhausted.
+func (d *Delivery) retryWait(n int) (time.Duration, bool) {
+	waits := d.Retry
+	if waits == nil {
+		waits = DefaultRetry
+	}
+	if n < 1 || n > len(waits) {
+		return 0, false
+	}
+	return waits[n-1], true
+}
+
+// Alert is an operator-visible problem, deduplicated by cause.
+type Alert struct {
+	ID      string    `json:"id"`
+	Cause   string    `json:"cause"`
+	Rule    string    `json:"rule,omitempty"`
+	Message string    `json:"message"`
+	First   time.Time `json:"first"`
+	Last    time.Time `json:"last"`
+	Count   int       `json:"count"`
+	Acked   bool      `json:"acked"`
+}

@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// maxSlotsPerPass bounds how many slots of one rule a scheduler pass fires,
+// so a long outage of a fast schedule cannot stall the others.
+const maxSlotsPerPass = 1000
+
+// scheduler fires rule slots (StartRun) and plans started runs. It lives
+// only while its node leads.
+type scheduler struct {
+	l         *Leader
+	schedules map[string]cachedSchedule // by rule name
+	planning  map[string]bool           // run keys being planned now
+	mu        sync.Mutex
+	sem       chan struct{}
+	wg        sync.WaitGroup
+}
+
+type cachedSchedule struct {
+	hash, spec, zone, cal, shift string
+	s                            Schedule
+	err                          error
+}
+
+func newScheduler(l *Leader) *scheduler {
+	return &scheduler{
+		l:         l,
+		schedules: map[string]cachedSchedule{},
+		planning:  map[string]bool{},
+		sem:       make(chan struct{}, l.cfg.Planners),
+	}
+}
+
+func (s *scheduler) run(ctx context.Context) {
+	defer s.wg.Wait()
+	for {
+		next := s.runOnce(ctx)
+		wait := time.Until(next) // NowFunc may be fake; cap the wait below
+		if wait > time.Minute || wait < 0 {
+			wait = min(max(wait, 0), time.Minute)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-s.l.cfg.RulesChanged:
+			t.Stop()
+		}
+	}
+}
+
+// runOnce fires every slot that is due, starts planning every run still
+// planning, and returns when it should run again.
+func (s *scheduler) runOnce(ctx context.Context) time.Time {
+	now := s.l.now()
+	wake := now.Add(time.Minute)
+	hash := s.l.cfg.Rules.Hash()
+	for _, r := range s.l.cfg.Rules.Rules() {
+		if r.Schedule == "" || ctx.Err() != nil {
+			continue
+		}
+		if next, ok := s.fire(ctx, r, hash, now); ok && next.Before(wake) {
+			wake = next
+		}
+	}
+	s.planPending(ctx)
+	return wake
+}
+
+// fire starts the runs of rule r's due slots and returns its next slot.
+func (s *scheduler) fire(ctx context.Context, r Rule, hash string, now time.Time) (time.Time, bool) {
+	sched, err := s.schedule(r)
+	if err != nil {
+		s.l.log.Error("rule schedule is invalid", "rule", r.Name, "err", err)
+		return time.Time{}, false
+	}
+	cursor, ok := s.l.cfg.FSM.Cursor(r.Name)
+	if !ok {
+		// First sight of the rule, cluster wide: count slots from now on,
+		// replicated, so a later leader misses nothing in between.
+		if _, err := s.l.propose(ctx, CmdInitCursor, InitCursor{Rule: r.Name, At: now}); err != nil {
+			s.l.log.Warn("cannot start rule's schedule", "rule", r.Name, "err", err)
+			return time.Time{}, false
+		}
+		cursor, _ = s.l.cfg.FSM.Cursor(r.Name)
+	}
+	catchup := r.Catchup
+	if catchup <= 0 {
+		catchup = DefaultCatchup
+	}
+	for range maxSlotsPerPass {
+		slot, ok := sched.Next(cursor)
+		if !ok {
+			return time.Time{}, false
+		}
+		if slot.After(now) {
+			return slot, true
+		}
+		lateBy := now.Sub(slot)
+		c := StartRun{
+			Key: RunKey(r.Name, slot), Rule: r.Name, Slot: slot, Zone: r.Timezone,
+			Late: lateBy > s.l.cfg.LateAfter, Skip: lateBy > catchup, RulesHash: hash, Now: now,
+		}
+		if _, err := s.l.propose(ctx, CmdStartRun, c); err != nil && !errors.Is(err, ErrRunExists) {
+			s.l.log.Warn("cannot start run", "run", c.Key, "err", err)
+			return now.Add(time.Second), true
+		}
+		switch {
+		case c.Skip:
+			s.l.log.Warn("slot missed beyond catch-up: skipped and alerted", "run", c.Key, "late_by", lateBy)
+		case c.Late:
+			s.l.log.Warn("slot fired late", "run", c.Key, "late_by", lateBy)
+		}
+		cursor = slot
+	}
+	return now, true // more slots to catch up: come back at once
+}
+
+func (s *scheduler) schedule(r Rule) (Schedule, error) {
+	c, ok := s.schedules[r.Name]
+	if ok && c.spec == r.Schedule && c.zone == r.Timezone && c.cal == r.Calendar && c.shift == r.Shift {
+		return c.s, c.err
+	}
+	sched, err := s.l.cfg.ScheduleFunc(r)
+	s.schedules[r.Name] = cachedSchedule{spec: r.Schedule, zone: r.Timezone, cal: r.Calendar, shift: r.Shift, s: sched, err: err}
+	return sched, err
+}
+
+// planPending plans every run still planning — ours, or one an earlier
+// leader left half done — each in its own goroutine so that one slow rule
+// does not hold up the others.
+func (s *scheduler) planPending(ctx context.Context) {
+	for _, run := range s.l.cfg.FSM.Runs(func(r *Run) bool { return r.State == RunPlanning }) {
+		s.mu.Lock()
+		busy := s.planning[run.Key]
+		s.planning[run.Key] = true
+		s.mu.Unlock()
+		if busy {
+			continue
+		}
+		s.wg.Go(func() {
+			defer func() {
+				s.mu.Lock()
+				delete(s.planning, run.Key)
+				s.mu.Unlock()
+			}()
+			select {
+			case s.sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-s.sem }()
+			if err := s.l.plan(ctx, run); err != nil && ctx.Err() == nil {
+				s.l.log.Warn("planning failed; will retry", "run", run.Key, "err", err)
+			}
+		})
+	}
+}
