@@ -22,9 +22,9 @@ func TestCNWorkday(t *testing.T) {
 	}{
 		{"2026-01-01", false, "元旦节", ""},
 		{"2026-01-04", true, "", "元旦节"}, // Sunday 调休
-		{"2026-02-14", true, "", "春节"},   // Saturday 调休
-		{"2026-02-16", false, "春节", ""},  // Monday, 除夕 eve period
-		{"2026-02-17", false, "春节", ""},  // 正月初一
+		{"2026-02-14", true, "", "春节"},  // Saturday 调休
+		{"2026-02-16", false, "春节", ""}, // Monday, 除夕 eve period
+		{"2026-02-17", false, "春节", ""}, // 正月初一
 		{"2026-02-23", false, "春节", ""},
 		{"2026-02-24", true, "", ""},
 		{"2026-02-28", true, "", "春节"},
@@ -38,8 +38,8 @@ func TestCNWorkday(t *testing.T) {
 		{"2026-10-05", false, "国庆节", ""}, // Monday
 		{"2026-10-08", true, "", ""},
 		{"2026-10-10", true, "", "国庆节"}, // Saturday 调休
-		{"2026-10-11", false, "", ""},    // ordinary Sunday
-		{"2026-10-12", true, "", ""},     // ordinary Monday
+		{"2026-10-11", false, "", ""},   // ordinary Sunday
+		{"2026-10-12", true, "", ""},    // ordinary Monday
 		{"2027-02-06", false, "春节", ""},
 		{"2027-01-31", true, "", "春节"},
 		{"2027-10-01", false, "国庆节", ""},
@@ -138,7 +138,7 @@ func TestNextPrevWorkday(t *testing.T) {
 	cn, err := NewRegistry().Lookup(CNWorkday)
 	require.NoError(t, err)
 	cases := []struct{ from, next, prev string }{
-		{"2026-09-30", "2026-10-09", "2026-09-29"}, // into 国庆: next is Fri 10-09
+		{"2026-09-30", "2026-10-08", "2026-09-29"}, // across 国庆 (10-01..07)
 		{"2026-10-08", "2026-10-09", "2026-09-30"},
 		{"2026-10-09", "2026-10-10", "2026-10-08"}, // Saturday 调休 is next
 		{"2026-02-13", "2026-02-14", "2026-02-12"},
