@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// localLog replicates by applying directly: a one-node "cluster".
+type localLog struct {
+	mu     sync.Mutex
+	fsm    *FSM
+	index  uint64
+	term   uint64
+	leader bool
+}
+
+func (r *localLog) Apply(_ context.Context, cmd []byte) (any, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.leader {
+		return nil, ErrNotLeader
+	}
+	r.index++
+	return r.fsm.Apply(r.index, r.term, cmd), nil
+}
+
+func (r *localLog) VerifyLeader(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.leader {
+		return ErrNotLeader
+	}
+	return nil
+}
+
+type staticRules struct {
+	rules []Rule
+	fail  error
+}
+
+func (s *staticRules) Rules() []Rule { return s.rules }
+func (s *staticRules) Hash() string  { return "h1" }
+func (s *staticRules) Plan(_ context.Context, rule string, run RunContext) ([]Planned, error) {
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	var out []Planned
+	for _, who := range []string{"alice", "bob"} {
+		p, _ := json.Marshal(map[string]string{"msgtype": "text", "content": run.Slot.Format(time.RFC3339)})
+		out = append(out, Planned{Recipient: who, Payload: p})
+	}
+	return out, nil
+}
+func (s *staticRules) OnFailed(context.Context, string, RunContext, FailedDelivery) error { return nil }
+
+// recordingSender accepts everything and records what it was asked to send.
+type recordingSender struct {
+	mu   sync.Mutex
+	sent map[string]int // idempotency key → sends
+	fail int            // fail this many sends first (retryable)
+}
+
+func (s *recordingSender) Admit(string, string, Priority, time.Time) time.Duration { return 0 }
+func (s *recordingSender) Send(_ context.Context, _ string, batch []Outgoing) ([]Outcome, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Outcome, len(batch))
+	for i, m := range batch {
+		if s.fail > 0 {
+			s.fail--
+			out[i] = Outcome{ID: m.ID, Status: OutcomeRetryable, Error: "busy"}
+			continue
+		}
+		s.sent[m.IdempotencyKey]++
+		out[i] = Outcome{ID: m.ID, Status: OutcomeSent, ProviderID: "p-" + m.ID}
+	}
+	return out, nil
+}
+
+func (s *recordingSender) count() (keys, sends int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.sent {
+		keys++
+		sends += n
+	}
+	return
+}
+
+// everySecond is a schedule with a slot on every whole second.
+type everySecond struct{}
+
+func (everySecond) Next(after time.Time) (time.Time, bool) {
+	return after.Truncate(time.Second).Add(time.Second), true
+}
+
+type leaderBundle struct {
+	log    *localLog
+	sender *recordingSender
+	rules  *staticRules
+	leader *Leader
+}
+
+func setupLeader(t *testing.T) *leaderBundle {
+	b := &leaderBundle{
+		log:    &localLog{fsm: NewFSM(), term: 1, leader: true},
+		sender: &recordingSender{sent: map[string]int{}},
+		rules:  &staticRules{rules: []Rule{{Name: "tick", Schedule: "@every 1s", Channel: "mock"}}},
+	}
+	l, err := NewLeader(LeaderConfig{
+		NodeID: "n1", FSM: b.log.fsm, Replicator: b.log, Rules: b.rules, Sender: b.sender,
+		ScheduleFunc: func(Rule) (Schedule, error) { return everySecond{}, nil },
+	})
+	require.NoError(t, err)
+	b.leader = l
+	return b
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
+	}
+}
+
+func TestLeaderFiresPlansAndSendsOncePerSlot(t *testing.T) {
+	t.Parallel()
+	b := setupLeader(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.leader.Run(ctx); close(done) }()
+	waitFor(t, "three slots sent", func() bool {
+		keys, _ := b.sender.count()
+		return keys >= 6
+	})
+	cancel()
+	<-done
+
+	keys, sends := b.sender.count()
+	require.Equal(t, keys, sends, "a key was sent twice")
+	runs := b.log.fsm.Runs(nil)
+	for i := 1; i < len(runs); i++ {
+		require.Equal(t, time.Second, runs[i].Slot.Sub(runs[i-1].Slot), "slots must be consecutive")
+	}
+}
+
+func TestLeaderRetriesThenSends(t *testing.T) {
+	t.Parallel()
+	b := setupLeader(t)
+	b.rules.rules[0].Retry = []time.Duration{time.Millisecond, time.Millisecond}
+	b.sender.fail = 2
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { b.leader.Run(ctx); close(done) }()
+	waitFor(t, "a delivery sent after retries", func() bool {
+		return len(b.log.fsm.Deliveries(func(d *Delivery) bool { return d.State == StateSent && d.Attempts > 1 })) > 0
+	})
+	cancel()
+	<-done
+}
+
+func TestLeaderRecordsRuleErrors(t *testing.T) {
+	t.Parallel()
+	b := setupLeader(t)
+	b.rules.fail = errors.New("boom at line 3")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { b.leader.Run(ctx); close(done) }()
+	waitFor(t, "a failed run", func() bool {
+		return len(b.log.fsm.Runs(func(r *Run) bool { return r.State == RunFailed })) > 0
+	})
+	cancel()
+	<-done
+	require.NotEmpty(t, b.log.fsm.Alerts())
+	require.Contains(t, fmt.Sprint(b.log.fsm.Alerts()[0].Message), "boom at line 3")
+}
+
+// A new leader resends what an old one claimed and never settled, with the
+// same idempotency key, and plans runs left half planned.
+func TestNewLeaderFinishesOldLeadersWork(t *testing.T) {
+	t.Parallel()
+	b := setupLeader(t)
+	now := time.Now().Truncate(time.Second)
+	key := RunKey("tick", now)
+	fb := &fsmBundle{t: t, fsm: b.log.fsm, term: 1}
+	fb.apply(CmdInitCursor, InitCursor{Rule: "tick", At: now})
+	fb.apply(CmdStartRun, StartRun{Key: key, Rule: "tick", Slot: now, Now: now})
+	fb.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{{ID: DeliveryID(key, "alice"), Recipient: "alice", Channel: "mock", NotBefore: now, Deadline: now.Add(time.Hour)}}})
+	fb.claim("old", now, DeliveryID(key, "alice"))
+	b.log.index, b.log.term = fb.index, 2
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.leader.Run(ctx); close(done) }()
+	waitFor(t, "the half-done run finished", func() bool {
+		r, _ := b.log.fsm.Run(key)
+		return r.State == RunPlanned && len(b.log.fsm.Deliveries(func(d *Delivery) bool { return d.RunKey == key && d.State == StateSent })) == 2
+	})
+	cancel()
+	<-done
+	b.sender.mu.Lock()
+	defer b.sender.mu.Unlock()
+	require.Equal(t, 1, b.sender.sent[DeliveryID(key, "alice")])
+}
