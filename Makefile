@@ -1,0 +1,38 @@
+# Herald's developer commands. `make help` lists them.
+GO        ?= go
+BIN       ?= bin/herald
+LINT_VER  ?= v2.6.2
+# The protobuf generators, pinned to the versions in go.mod: the generated
+# files record them, so another version shows as drift in CI.
+PROTOC_GEN_GO_VER      ?= v1.36.12
+PROTOC_GEN_GO_GRPC_VER ?= v1.6.2
+
+.PHONY: help build test test-short lint generate generate-check bench
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+build: ## build bin/herald
+	$(GO) build -o $(BIN) ./cmd/herald
+
+test: ## run every test with the race detector (what CI runs)
+	$(GO) vet ./...
+	$(GO) test -race -timeout 20m ./...
+
+test-short: ## the quick tests only (no multi-process cluster tests)
+	$(GO) test -short ./...
+
+lint: ## golangci-lint with the repo's .golangci.yml
+	@command -v golangci-lint >/dev/null 2>&1 || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(LINT_VER)
+	golangci-lint run ./...
+
+generate: ## regenerate the channel protocol's Go code from its .proto (needs protoc)
+	@command -v protoc-gen-go >/dev/null 2>&1 || $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VER)
+	@command -v protoc-gen-go-grpc >/dev/null 2>&1 || $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VER)
+	bash plugins/proto/generate.sh
+
+generate-check: generate ## fail if the committed generated code differs from a fresh generation
+	@git diff --exit-code -- plugins/proto || (echo "generated code is stale: run make generate and commit" && exit 1)
+
+bench: ## the benchmarks whose figures the issues report
+	$(GO) test -run '^$$' -bench . -benchmem ./...

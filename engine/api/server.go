@@ -1,0 +1,230 @@
+// Package api is Herald's HTTP face: status, deliveries, runs, alerts and
+// Prometheus metrics. Reads are served from the local replicated state;
+// writes go to the leader (the cluster's forwarding middleware sends them
+// there) and through the log.
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	NodeID       string          `json:"node_id"`
+	LeaderID     string          `json:"leader_id"`
+	State        string          `json:"state"`
+	Term         uint64          `json:"term"`
+	AppliedIndex uint64          `json:"applied_index"`
+	Members      []MemberStatus  `json:"members"`
+	Rules        []RuleStatus    `json:"rules"`
+	RulesHash    string          `json:"rules_hash"`
+	Channels     []ChannelStatus `json:"channels"`
+}
+
+// MemberStatus is one cluster member in Status.
+type MemberStatus struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+}
+
+// RuleStatus is one rule file in Status; Error is set while the file's
+// newest version fails (its last good version keeps running).
+type RuleStatus struct {
+	Name  string `json:"name"`
+	File  string `json:"file"`
+	Hash  string `json:"hash"`
+	Error string `json:"error,omitempty"`
+}
+
+// ChannelStatus is one channel instance in Status.
+type ChannelStatus struct {
+	Name    string `json:"name"`
+	Plugin  string `json:"plugin"`
+	Healthy bool   `json:"healthy"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Config wires the server to the node's parts.
+type Config struct {
+	FSM        *engine.FSM
+	Replicator engine.Replicator
+	// StatusFunc assembles the node's status from cluster, rules and plugins.
+	StatusFunc func() Status
+	// Cluster serves /v1/cluster/ (join, leave, remove, status).
+	Cluster http.Handler
+	// ForwardFunc wraps the whole API so that writes reach the leader.
+	ForwardFunc func(http.Handler) http.Handler
+	Gatherer    prometheus.Gatherer
+	Logger      *slog.Logger
+}
+
+// New returns the API handler.
+func New(cfg Config) http.Handler {
+	s := &server{cfg: cfg}
+	if s.cfg.Logger == nil {
+		s.cfg.Logger = slog.Default()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/deliveries", s.deliveries)
+	mux.HandleFunc("GET /v1/deliveries/{id}", s.delivery)
+	mux.HandleFunc("GET /v1/runs", s.runs)
+	mux.HandleFunc("GET /v1/alerts", s.alerts)
+	mux.HandleFunc("POST /v1/alerts/{id}/ack", s.ackAlert)
+	if cfg.Cluster != nil {
+		mux.Handle("/v1/cluster/", cfg.Cluster)
+	}
+	if cfg.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	var h http.Handler = mux
+	if cfg.ForwardFunc != nil {
+		h = cfg.ForwardFunc(h)
+	}
+	return h
+}
+
+type server struct{ cfg Config }
+
+func (s *server) status(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.cfg.StatusFunc())
+}
+
+func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	rule, run, state := q.Get("rule"), q.Get("run"), q.Get("state")
+	limit, err := intParam(q.Get("limit"), 100, 10000)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "limit: "+err.Error())
+		return
+	}
+	if state != "" && !validState(state) {
+		writeError(w, http.StatusBadRequest, "state: want pending, claimed, sent, failed, expired or cancelled")
+		return
+	}
+	ds := s.cfg.FSM.Deliveries(func(d *engine.Delivery) bool {
+		return (rule == "" || d.Rule == rule) && (run == "" || d.RunKey == run) && (state == "" || d.State.String() == state)
+	})
+	total := len(ds)
+	if len(ds) > limit {
+		ds = ds[len(ds)-limit:] // the newest
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total": total, "deliveries": deliveryViews(ds)})
+}
+
+func (s *server) delivery(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.cfg.FSM.Delivery(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "no delivery "+r.PathValue("id"))
+		return
+	}
+	writeJSON(w, http.StatusOK, deliveryViews([]*engine.Delivery{d})[0])
+}
+
+func (s *server) runs(w http.ResponseWriter, r *http.Request) {
+	rule := r.URL.Query().Get("rule")
+	limit, err := intParam(r.URL.Query().Get("limit"), 100, 10000)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "limit: "+err.Error())
+		return
+	}
+	runs := s.cfg.FSM.Runs(func(run *engine.Run) bool { return rule == "" || run.Rule == rule })
+	total := len(runs)
+	if len(runs) > limit {
+		runs = runs[len(runs)-limit:]
+	}
+	type view struct {
+		*engine.Run
+		State string `json:"state"`
+	}
+	out := make([]view, len(runs))
+	for i, run := range runs {
+		out[i] = view{run, run.State.String()}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total": total, "runs": out})
+}
+
+func (s *server) alerts(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"alerts": s.cfg.FSM.Alerts()})
+}
+
+func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {
+	cmd, err := engine.Encode(engine.CmdAckAlert, engine.AckAlert{ID: r.PathValue("id")})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	res, err := s.cfg.Replicator.Apply(r.Context(), cmd)
+	if err == nil {
+		err, _ = res.(error)
+	}
+	switch {
+	case errors.Is(err, engine.ErrNotLeader):
+		writeError(w, http.StatusServiceUnavailable, "no leader to take the write; try again")
+	case err != nil:
+		writeError(w, http.StatusNotFound, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"id": r.PathValue("id"), "acked": true})
+	}
+}
+
+type deliveryView struct {
+	*engine.Delivery
+	State    string `json:"state"`
+	Priority string `json:"priority"`
+}
+
+func deliveryViews(ds []*engine.Delivery) []deliveryView {
+	out := make([]deliveryView, len(ds))
+	for i, d := range ds {
+		out[i] = deliveryView{d, d.State.String(), d.Priority.String()}
+	}
+	return out
+}
+
+func validState(s string) bool {
+	for st := engine.StatePending; st <= engine.StateCancelled; st++ {
+		if st.String() == s {
+			return true
+		}
+	}
+	return false
+}
+
+func intParam(s string, def, most int) (int, error) {
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > most {
+		return 0, errors.New("want a whole number from 1 to " + strconv.Itoa(most))
+	}
+	return n, nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, reason string) {
+	writeJSON(w, code, map[string]string{"error": reason})
+}
