@@ -2,8 +2,8 @@ package wecomfake
 
 import (
 	"crypto/sha256"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
