@@ -1,0 +1,157 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+)
+
+// Client talks to any node's /v1/cluster/ endpoints. The CLI uses it, and so
+// does a joining node.
+type Client struct {
+	// Addr is the node's HTTP address: host:port, or a URL with a scheme.
+	Addr string
+	// HTTP is the client used; nil means http.DefaultClient.
+	HTTP *http.Client
+}
+
+// JoinRequest is the body of POST /v1/cluster/join.
+type JoinRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+// RemoveRequest is the body of POST /v1/cluster/remove.
+type RemoveRequest struct {
+	ID string `json:"id"`
+}
+
+// UnreachableError means nothing answered at a node's HTTP address.
+type UnreachableError struct {
+	Addr string
+	Err  error
+}
+
+func (e *UnreachableError) Error() string {
+	reason := e.Err.Error()
+	if errors.Is(e.Err, syscall.ECONNREFUSED) {
+		reason = "connection refused"
+	}
+	return fmt.Sprintf("no Herald node at %s: %s", e.Addr, reason)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// APIError is a non-2xx answer from a node, with its {"error": ...} reason.
+type APIError struct {
+	Addr    string
+	Status  int
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s: %s (HTTP %d)", e.Addr, e.Message, e.Status)
+}
+
+// retryable reports whether a join attempt is worth repeating: nothing
+// listening yet, or the cluster is between leaders.
+func retryable(err error) bool {
+	var ue *UnreachableError
+	var ae *APIError
+	switch {
+	case errors.As(err, &ue):
+		return true
+	case errors.As(err, &ae):
+		return ae.Status >= 500
+	}
+	return false
+}
+
+// baseURL turns host:port into http://host:port; a URL is kept as is.
+func baseURL(addr string) string {
+	if strings.Contains(addr, "://") {
+		return strings.TrimSuffix(addr, "/")
+	}
+	return "http://" + addr
+}
+
+// Status fetches the node's view of the cluster.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := c.do(ctx, http.MethodGet, "/v1/cluster/status", nil, &st)
+	return st, err
+}
+
+// Join adds a member through the node at Addr (forwarded to the leader).
+func (c *Client) Join(ctx context.Context, req JoinRequest) error {
+	return c.do(ctx, http.MethodPost, "/v1/cluster/join", req, nil)
+}
+
+// Leave makes the node at Addr leave the cluster.
+func (c *Client) Leave(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/v1/cluster/leave", struct{}{}, nil)
+}
+
+// Remove removes member id through the node at Addr.
+func (c *Client) Remove(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/v1/cluster/remove", RemoveRequest{ID: id}, nil)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, baseURL(c.Addr)+path, body)
+	if err != nil {
+		return fmt.Errorf("node address %q: %w", c.Addr, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &UnreachableError{Addr: c.Addr, Err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return &UnreachableError{Addr: c.Addr, Err: err}
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		if e.Error == "" {
+			e.Error = http.StatusText(resp.StatusCode)
+		}
+		return &APIError{Addr: c.Addr, Status: resp.StatusCode, Message: e.Error}
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s: bad response: %w", c.Addr, err)
+		}
+	}
+	return nil
+}

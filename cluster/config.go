@@ -1,0 +1,213 @@
+// Package cluster is Herald's Raft plumbing: it bootstraps a cluster exactly
+// once, joins, leaves and removes members, forwards writes to the leader,
+// starts and stops the engine's leader-only work as leadership moves, and
+// wraps the engine's state machine as a raft.FSM. See DESIGN.md.
+package cluster
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults for Config fields left zero. The Raft timeouts are raft's own
+// defaults, tuned for a LAN; DevConfig shortens them for tests and `herald
+// dev`.
+const (
+	DefaultHeartbeatTimeout   = time.Second
+	DefaultElectionTimeout    = time.Second
+	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
+	DefaultCommitTimeout      = 50 * time.Millisecond
+	DefaultSnapshotThreshold  = 8192
+	DefaultSnapshotInterval   = 2 * time.Minute
+	DefaultTrailingLogs       = 10240
+	DefaultSnapshotRetain     = 2
+	DefaultApplyTimeout       = 10 * time.Second
+	DefaultJoinTimeout        = time.Minute
+	DefaultDialTimeout        = 5 * time.Second
+	DefaultRaftLogLevel       = "warn"
+	// DefaultReconcileInterval is how often a restarted node checks that the
+	// replicated member record still carries its current addresses.
+	DefaultReconcileInterval = 2 * time.Second
+)
+
+// Config configures a Node. Only NodeID, DataDir and RaftAddr (or
+// RaftListener) are required.
+type Config struct {
+	// NodeID is this node's stable identity in Raft; it must not change
+	// across restarts of the same data directory.
+	NodeID string
+	// DataDir holds raft.db (log and stable store) and snapshots/.
+	DataDir string
+	// RaftAddr is the TCP address the Raft transport binds and advertises,
+	// e.g. 127.0.0.1:7101. It must be routable from the other members (not
+	// 0.0.0.0). When RaftListener is set, RaftAddr defaults to its address.
+	RaftAddr string
+	// RaftListener, when set, is used instead of binding RaftAddr. Tests use
+	// it to avoid racing for free ports; the node closes it on Shutdown.
+	RaftListener net.Listener
+	// HTTPAddr is this node's HTTP API address (host:port, or a URL with a
+	// scheme), replicated in its member record for forwarding and clients.
+	HTTPAddr string
+
+	// Bootstrap forms a new single-voter cluster if this node has no Raft
+	// state yet. A node with existing state never bootstraps again.
+	Bootstrap bool
+	// Join is the HTTP address of any member to join through. Retried with
+	// backoff for JoinTimeout. Ignored (harmless) when the node has state,
+	// except that it is used to refresh a stale member record.
+	Join string
+
+	// Logger receives the node's logs and, bridged, raft's. Default: slog.Default().
+	Logger *slog.Logger
+	// RaftLogLevel filters raft's own chatter: "debug", "info", "warn"
+	// (default) or "error".
+	RaftLogLevel string
+
+	// Raft timeouts; see hashicorp/raft Config. Zero means the Default*
+	// constant above.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+
+	// SnapshotThreshold is how many log entries since the last snapshot make
+	// raft take a new one, checked every SnapshotInterval (randomised up to
+	// twice that). TrailingLogs is how many entries a snapshot leaves behind
+	// in the log for slow followers.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// SnapshotRetain is how many snapshots are kept on disk (default 2).
+	SnapshotRetain int
+
+	// ApplyTimeout bounds one Apply, Barrier or VerifyLeader when the
+	// caller's context has no earlier deadline.
+	ApplyTimeout time.Duration
+	// JoinTimeout bounds the whole join attempt in Start.
+	JoinTimeout time.Duration
+	// DialTimeout bounds one outgoing Raft connection.
+	DialTimeout time.Duration
+	// ReconcileInterval: see DefaultReconcileInterval.
+	ReconcileInterval time.Duration
+
+	// TLS, when set, secures the Raft transport: it is used both to accept
+	// (server side) and to dial (client side), so for mutual TLS give it
+	// Certificates, RootCAs, ClientCAs and ClientAuth.
+	TLS *tls.Config
+	// HTTPClient is used to join and to forward requests to the leader.
+	// Default: a client with its own transport, closed on Shutdown.
+	HTTPClient *http.Client
+	// Registerer, when set, receives the node's Prometheus gauges.
+	Registerer prometheus.Registerer
+}
+
+// DevConfig returns c with short Raft timeouts, so that a new leader is
+// elected within a second or two. For tests and `herald dev`, not for
+// production networks.
+func DevConfig(c Config) Config {
+	c.HeartbeatTimeout = 200 * time.Millisecond
+	c.ElectionTimeout = 200 * time.Millisecond
+	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	c.CommitTimeout = 10 * time.Millisecond
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = 200 * time.Millisecond
+	}
+	return c
+}
+
+// ErrInvalidConfig is wrapped by every configuration error from New.
+var ErrInvalidConfig = errors.New("invalid cluster config")
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	def(&c.ElectionTimeout, DefaultElectionTimeout)
+	def(&c.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
+	def(&c.CommitTimeout, DefaultCommitTimeout)
+	def(&c.SnapshotInterval, DefaultSnapshotInterval)
+	def(&c.ApplyTimeout, DefaultApplyTimeout)
+	def(&c.JoinTimeout, DefaultJoinTimeout)
+	def(&c.DialTimeout, DefaultDialTimeout)
+	def(&c.ReconcileInterval, DefaultReconcileInterval)
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = DefaultTrailingLogs
+	}
+	if c.SnapshotRetain == 0 {
+		c.SnapshotRetain = DefaultSnapshotRetain
+	}
+	if c.RaftLogLevel == "" {
+		c.RaftLogLevel = DefaultRaftLogLevel
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.RaftAddr == "" && c.RaftListener != nil {
+		c.RaftAddr = c.RaftListener.Addr().String()
+	}
+}
+
+func (c *Config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case strings.TrimSpace(c.NodeID) == "":
+		return bad("node id is empty")
+	case c.DataDir == "":
+		return bad("data dir is empty")
+	case c.RaftAddr == "":
+		return bad("raft address is empty")
+	case c.Bootstrap && c.Join != "":
+		return bad("bootstrap and join are mutually exclusive: bootstrap one node, join the others to it")
+	}
+	host, port, err := net.SplitHostPort(c.RaftAddr)
+	if err != nil {
+		return bad("raft address %q: want host:port", c.RaftAddr)
+	}
+	if port == "0" && c.RaftListener == nil {
+		return bad("raft address %q: a fixed port is needed, it is advertised to the other members", c.RaftAddr)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return bad("raft address %q: give an address the other members can reach, not a wildcard", c.RaftAddr)
+	}
+	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		return bad("leader lease timeout %s exceeds heartbeat timeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	}
+	if c.ElectionTimeout < c.HeartbeatTimeout {
+		return bad("election timeout %s is below heartbeat timeout %s", c.ElectionTimeout, c.HeartbeatTimeout)
+	}
+	if _, err := parseLevel(c.RaftLogLevel); err != nil {
+		return bad("%v", err)
+	}
+	return nil
+}
+
+func parseLevel(s string) (hclog.Level, error) {
+	switch strings.ToLower(s) {
+	case "trace", "debug":
+		return hclog.Debug, nil
+	case "info":
+		return hclog.Info, nil
+	case "warn", "warning":
+		return hclog.Warn, nil
+	case "error":
+		return hclog.Error, nil
+	}
+	return hclog.NoLevel, fmt.Errorf("raft log level %q: want debug, info, warn or error", s)
+}

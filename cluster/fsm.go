@@ -1,0 +1,73 @@
+package cluster
+
+import (
+	"io"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// StateMachine is the replicated state machine cluster wraps as a raft.FSM.
+// engine.FSM implements it; cluster depends on nothing else of the engine's
+// state.
+type StateMachine interface {
+	// Apply applies one committed command. It panics (stopping the node
+	// loudly) on an unknown or undecodable command: diverging silently
+	// would be worse.
+	Apply(index, term uint64, cmd []byte) any
+	// Snapshot captures an immutable view of the state; the returned
+	// Snapshot's Persist does the slow work off the apply path.
+	Snapshot() (engine.Snapshot, error)
+	// Restore replaces the whole state with one read from r.
+	Restore(r io.Reader) error
+	// Members lists the replicated member records.
+	Members() []engine.Member
+}
+
+// fsm adapts a StateMachine to raft.FSM.
+type fsm struct {
+	sm StateMachine
+}
+
+var _ raft.FSM = (*fsm)(nil)
+
+// Apply hands a committed command to the state machine. raft only calls it
+// for LogCommand entries today; the type check keeps a future raft log type
+// from ever reaching the engine's decoder (which would stop the node).
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	return f.sm.Apply(l.Index, l.Term, l.Data)
+}
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	s, err := f.sm.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &fsmSnapshot{s: s}, nil
+}
+
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	return f.sm.Restore(rc)
+}
+
+// fsmSnapshot adapts engine.Snapshot to raft.FSMSnapshot.
+type fsmSnapshot struct {
+	s engine.Snapshot
+}
+
+// Persist writes the snapshot to the sink. On failure the sink is cancelled
+// so raft discards the partial file instead of keeping a corrupt snapshot.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.s.Persist(sink); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() { s.s.Release() }

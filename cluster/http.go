@@ -1,0 +1,217 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// HopHeader marks a request already forwarded once by a follower. A node
+// that receives it and does not lead answers 503 instead of forwarding
+// again, so two nodes with stale views of the leader cannot bounce a write
+// between them.
+const HopHeader = "X-Herald-Forwarded-By"
+
+// clusterPrefix is where Handler is mounted. ForwardWrites lets these paths
+// through: Handler forwards its own writes, and leave must act on the node
+// that received it, not on the leader.
+const clusterPrefix = "/v1/cluster/"
+
+// Handler serves the cluster API. Mount it at /v1/cluster/ without
+// stripping the prefix:
+//
+//	POST /v1/cluster/join   {id, raft_addr, http_addr}  add a voter (forwarded to the leader)
+//	POST /v1/cluster/leave                              this node leaves the cluster
+//	POST /v1/cluster/remove {id}                        remove a member (forwarded to the leader)
+//	GET  /v1/cluster/status                             this node's view of the cluster
+func (n *Node) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+clusterPrefix+"status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, n.Status())
+	})
+	mux.HandleFunc("POST "+clusterPrefix+"join", n.handleJoin)
+	mux.HandleFunc("POST "+clusterPrefix+"remove", n.handleRemove)
+	mux.HandleFunc("POST "+clusterPrefix+"leave", n.handleLeave)
+	mux.HandleFunc(clusterPrefix, func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no cluster endpoint %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
+	if !n.IsLeader() {
+		n.forward(w, r)
+		return
+	}
+	var req JoinRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if err := n.addMember(r.Context(), req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"id": req.ID, "leader_id": n.cfg.NodeID})
+}
+
+func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
+	if !n.IsLeader() {
+		n.forward(w, r)
+		return
+	}
+	var req RemoveRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.ID == n.cfg.NodeID {
+		// The leader cannot commit its own removal and then record it: hand
+		// leadership over and let the new leader do both.
+		if err := n.transferLeadership(r.Context()); err != nil {
+			writeErr(w, err)
+			return
+		}
+		if err := n.clientForLeader().Remove(r.Context(), req.ID); err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"removed": req.ID})
+		return
+	}
+	if err := n.removeMember(r.Context(), req.ID); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"removed": req.ID})
+}
+
+// handleLeave removes this node: a follower asks the leader to remove it; a
+// leader first transfers leadership, then asks the new leader.
+func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
+	if err := n.leave(r.Context()); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"removed": n.cfg.NodeID})
+}
+
+func (n *Node) leave(ctx context.Context) error {
+	if n.IsLeader() {
+		if err := n.transferLeadership(ctx); err != nil {
+			return err
+		}
+	}
+	if n.LeaderHTTPAddr() == "" {
+		return ErrNoLeader
+	}
+	if err := n.clientForLeader().Remove(ctx, n.cfg.NodeID); err != nil {
+		return err
+	}
+	n.log.Info("left the cluster; stop this agent (or join it again)")
+	return nil
+}
+
+func (n *Node) clientForLeader() *Client {
+	return &Client{Addr: n.LeaderHTTPAddr(), HTTP: n.client}
+}
+
+// ForwardWrites wraps next so that, on a follower, requests that change
+// state (anything but GET, HEAD and OPTIONS) are reverse-proxied to the
+// leader's HTTP address. Reads are served locally. With no known leader it
+// answers 503 with a reason. Cluster endpoints pass through: Handler
+// forwards those itself.
+func (n *Node) ForwardWrites(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet, r.Method == http.MethodHead, r.Method == http.MethodOptions,
+			strings.HasPrefix(r.URL.Path, clusterPrefix), n.IsLeader():
+			next.ServeHTTP(w, r)
+		default:
+			n.forward(w, r)
+		}
+	})
+}
+
+// forward proxies r to the leader, or answers 503 when that is impossible.
+func (n *Node) forward(w http.ResponseWriter, r *http.Request) {
+	if by := r.Header.Get(HopHeader); by != "" {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf(
+			"not the leader, and the request was already forwarded once (by %s): the cluster is changing leaders, retry", by))
+		return
+	}
+	_, leaderID := n.raft.LeaderWithID()
+	if leaderID == "" {
+		writeError(w, http.StatusServiceUnavailable, "no leader elected: the cluster has no quorum or is electing one, retry")
+		return
+	}
+	addr := n.memberHTTP(string(leaderID))
+	if addr == "" {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("leader %s has not recorded its HTTP address yet, retry", leaderID))
+		return
+	}
+	target, err := url.Parse(baseURL(addr))
+	if err != nil {
+		writeError(w, http.StatusBadGateway, fmt.Sprintf("leader %s has a bad HTTP address %q", leaderID, addr))
+		return
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.SetXForwarded()
+			pr.Out.Header.Set(HopHeader, n.cfg.NodeID)
+		},
+		Transport: n.client.Transport,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, http.StatusBadGateway, fmt.Sprintf("forwarding to leader %s at %s: %v", leaderID, addr, err))
+		},
+	}
+	proxy.ServeHTTP(w, r)
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("bad JSON body: %v", err))
+		return false
+	}
+	return true
+}
+
+// writeErr maps an error to a status: the caller's mistakes are 4xx, the
+// cluster's transient states 503.
+func writeErr(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	var ae *APIError
+	switch {
+	case errors.Is(err, ErrBadRequest):
+		status = http.StatusBadRequest
+	case errors.Is(err, ErrUnknownMember):
+		status = http.StatusNotFound
+	case errors.Is(err, ErrLastVoter):
+		status = http.StatusConflict
+	case errors.Is(err, engine.ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrShutdown):
+		status = http.StatusServiceUnavailable
+	case errors.As(err, &ae):
+		status = ae.Status
+		err = errors.New(ae.Message)
+	}
+	writeError(w, status, err.Error())
+}
+
+func writeError(w http.ResponseWriter, status int, reason string) {
+	writeJSON(w, status, map[string]string{"error": reason})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,194 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// leadership turns raft's NotifyCh into a queue that never blocks raft:
+// raft blocks on NotifyCh until someone reads, so a pump goroutine reads it
+// at once, whether or not RunLeader is running, and keeps every transition
+// (a true/false/true burst must not look like an unbroken true).
+type leadership struct {
+	notify chan bool
+	signal chan struct{} // cap 1: "the queue is not empty"
+	quit   chan struct{}
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	queue []bool
+
+	startOnce, stopOnce sync.Once
+}
+
+func newLeadership() *leadership {
+	return &leadership{
+		notify: make(chan bool, 256),
+		signal: make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+	}
+}
+
+func (l *leadership) start() {
+	l.startOnce.Do(func() {
+		l.wg.Add(1)
+		go l.pump()
+	})
+}
+
+// stop ends the pump; call it only after raft has shut down, so raft's last
+// notification is not left blocked.
+func (l *leadership) stop() {
+	l.stopOnce.Do(func() {
+		close(l.quit)
+		l.wg.Wait()
+	})
+}
+
+func (l *leadership) pump() {
+	defer l.wg.Done()
+	for {
+		select {
+		case v := <-l.notify:
+			l.mu.Lock()
+			l.queue = append(l.queue, v)
+			l.mu.Unlock()
+			select {
+			case l.signal <- struct{}{}:
+			default:
+			}
+		case <-l.quit:
+			return
+		}
+	}
+}
+
+func (l *leadership) drain() []bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queue
+	l.queue = nil
+	return q
+}
+
+// RunLeader is the leadership monitor. Whenever this node gains leadership
+// it issues a Barrier (so the state machine holds every committed entry),
+// upserts its own member record (its HTTP address, for forwarding), then
+// runs lead(leaderCtx) in a goroutine. When leadership is lost, ctx ends or
+// the node shuts down, it cancels leaderCtx and waits for lead to return.
+// RunLeader blocks until ctx is done or the node shuts down. Run one
+// RunLeader per node.
+func (n *Node) RunLeader(ctx context.Context, lead func(ctx context.Context)) {
+	var (
+		cancel context.CancelFunc
+		done   chan struct{}
+	)
+	stopLead := func() {
+		if cancel == nil {
+			return
+		}
+		cancel()
+		<-done
+		cancel, done = nil, nil
+		n.log.Info("leader work stopped")
+	}
+	startLead := func() {
+		var leaderCtx context.Context
+		leaderCtx, cancel = context.WithCancel(ctx)
+		done = make(chan struct{})
+		go func() {
+			defer close(done)
+			n.lead(leaderCtx, lead)
+		}()
+	}
+	defer stopLead()
+
+	// Transitions queued before this call are history: the current state
+	// decides where to begin.
+	n.leadership.drain()
+	if n.IsLeader() {
+		startLead()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.shutdownCh:
+			return
+		case <-n.leadership.signal:
+		}
+		batch := n.leadership.drain()
+		if len(batch) == 0 {
+			continue
+		}
+		gained := batch[len(batch)-1]
+		if cancel != nil && (!gained || slices.Contains(batch, false)) {
+			stopLead()
+		}
+		if gained && cancel == nil {
+			startLead()
+		}
+	}
+}
+
+// lead establishes leadership, then runs the caller's leader work.
+func (n *Node) lead(ctx context.Context, work func(ctx context.Context)) {
+	n.log.Info("gained leadership; establishing")
+	if !n.retry(ctx, "barrier", func() error {
+		return mapRaftErr(wait(ctx, n.raft.Barrier(n.timeout(ctx))))
+	}) {
+		return
+	}
+	if !n.retry(ctx, "record own member", func() error { return n.upsertSelf(ctx) }) {
+		return
+	}
+	n.log.Info("leader work started")
+	work(ctx)
+}
+
+// upsertSelf proposes this node's member record unless it is already
+// current (so elections do not grow the log).
+func (n *Node) upsertSelf(ctx context.Context) error {
+	self := engine.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
+	if slices.Contains(n.sm.Members(), self) {
+		return nil
+	}
+	return n.upsertMember(ctx, self)
+}
+
+func (n *Node) upsertMember(ctx context.Context, m engine.Member) error {
+	cmd, err := engine.Encode(engine.CmdUpsertMember, m)
+	if err != nil {
+		return err
+	}
+	_, err = n.Apply(ctx, cmd)
+	return err
+}
+
+// retry runs f until it succeeds (true) or ctx ends (false), backing off
+// from 50ms to 2s between attempts.
+func (n *Node) retry(ctx context.Context, what string, f func() error) bool {
+	wait := 50 * time.Millisecond
+	for {
+		err := f()
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		n.log.Warn(what+" failed; retrying", "err", err, "in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}

@@ -1,0 +1,219 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// Membership errors.
+var (
+	// ErrUnknownMember: the id is neither in the Raft configuration nor in
+	// the member records.
+	ErrUnknownMember = errors.New("no such member")
+	// ErrLastVoter: the only voter cannot leave or be removed (the cluster
+	// would have no one left to decide).
+	ErrLastVoter = errors.New("cannot remove the only voter")
+	// ErrBadRequest wraps every invalid join/remove request.
+	ErrBadRequest = errors.New("bad request")
+)
+
+func (r JoinRequest) validate() error {
+	if r.ID == "" {
+		return fmt.Errorf("%w: id is empty", ErrBadRequest)
+	}
+	if _, port, err := net.SplitHostPort(r.RaftAddr); err != nil || port == "" || port == "0" {
+		return fmt.Errorf("%w: raft_addr %q: want host:port", ErrBadRequest, r.RaftAddr)
+	}
+	if r.HTTPAddr == "" {
+		return fmt.Errorf("%w: http_addr is empty", ErrBadRequest)
+	}
+	return nil
+}
+
+// joinVia asks the node at addr to add this node, retrying with backoff for
+// JoinTimeout while nothing answers or the cluster has no leader.
+func (n *Node) joinVia(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.JoinTimeout)
+	defer cancel()
+	c := &Client{Addr: addr, HTTP: n.client}
+	req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
+	backoff := 100 * time.Millisecond
+	for {
+		err := c.Join(ctx, req)
+		if err == nil {
+			n.log.Info("joined the cluster", "via", addr)
+			return nil
+		}
+		if !retryable(err) {
+			return fmt.Errorf("cannot join via %s: %w", addr, err)
+		}
+		n.log.Debug("join attempt failed; retrying", "via", addr, "err", err, "in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("cannot join via %s (gave up after %s): %w", addr, n.cfg.JoinTimeout, err)
+		case <-n.shutdownCh:
+			t.Stop()
+			return ErrShutdown
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// addMember runs on the leader: it makes id a voter at raftAddr and records
+// its HTTP address. An id already present at the same address is a no-op
+// for Raft; at a new address raft's AddVoter moves it (the old address is
+// stale: one id is one node). Another id holding the same Raft address is a
+// dead predecessor (two processes cannot bind one address) and is removed.
+func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
+	if err := req.validate(); err != nil {
+		return err
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return mapRaftErr(err)
+	}
+	present := false
+	for _, s := range cf.Configuration().Servers {
+		switch {
+		case string(s.ID) == req.ID && string(s.Address) == req.RaftAddr && s.Suffrage == raft.Voter:
+			present = true
+		case string(s.ID) == req.ID:
+			n.log.Info("member rejoins at a new raft address; replacing the stale one",
+				"id", req.ID, "old", s.Address, "new", req.RaftAddr)
+		case string(s.Address) == req.RaftAddr:
+			n.log.Info("removing a stale member that held the joining node's raft address",
+				"stale_id", s.ID, "raft_addr", s.Address, "id", req.ID)
+			if err := n.removeServer(ctx, string(s.ID)); err != nil {
+				return err
+			}
+		}
+	}
+	if !present {
+		f := n.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, n.timeout(ctx))
+		if err := wait(ctx, f); err != nil {
+			return fmt.Errorf("add voter %s: %w", req.ID, mapRaftErr(err))
+		}
+		n.log.Info("added voter", "id", req.ID, "raft_addr", req.RaftAddr)
+	}
+	m := engine.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr}
+	if slices.Contains(n.sm.Members(), m) {
+		return nil
+	}
+	return n.upsertMember(ctx, m)
+}
+
+// removeMember runs on the leader for another member: it drops the server
+// from Raft, then its record.
+func (n *Node) removeMember(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: id is empty", ErrBadRequest)
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return mapRaftErr(err)
+	}
+	inRaft := slices.ContainsFunc(cf.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == id })
+	inRecords := slices.ContainsFunc(n.sm.Members(), func(m engine.Member) bool { return m.ID == id })
+	if !inRaft && !inRecords {
+		return fmt.Errorf("%w: %s", ErrUnknownMember, id)
+	}
+	if inRaft {
+		return n.removeServer(ctx, id)
+	}
+	return n.removeRecord(ctx, id)
+}
+
+// removeServer drops id from Raft and its member record (if any).
+func (n *Node) removeServer(ctx context.Context, id string) error {
+	if err := wait(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, n.timeout(ctx))); err != nil {
+		return fmt.Errorf("remove server %s: %w", id, mapRaftErr(err))
+	}
+	n.log.Info("removed server", "id", id)
+	return n.removeRecord(ctx, id)
+}
+
+// removeRecord drops id's member record, if there is one.
+func (n *Node) removeRecord(ctx context.Context, id string) error {
+	if !slices.ContainsFunc(n.sm.Members(), func(m engine.Member) bool { return m.ID == id }) {
+		return nil
+	}
+	cmd, err := engine.Encode(engine.CmdRemoveMember, engine.RemoveMember{ID: id})
+	if err != nil {
+		return err
+	}
+	_, err = n.Apply(ctx, cmd)
+	return err
+}
+
+// transferLeadership hands leadership to another voter and waits until
+// someone else leads, so the caller can forward to the new leader.
+func (n *Node) transferLeadership(ctx context.Context) error {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return mapRaftErr(err)
+	}
+	others := slices.ContainsFunc(cf.Configuration().Servers, func(s raft.Server) bool {
+		return string(s.ID) != n.cfg.NodeID && s.Suffrage == raft.Voter
+	})
+	if !others {
+		return ErrLastVoter
+	}
+	n.log.Info("transferring leadership before leaving")
+	if err := wait(ctx, n.raft.LeadershipTransfer()); err != nil {
+		return fmt.Errorf("leadership transfer: %w", err)
+	}
+	return poll(ctx, n.shutdownCh, 20*time.Millisecond, func() bool {
+		_, id := n.raft.LeaderWithID()
+		return id != "" && string(id) != n.cfg.NodeID && n.LeaderHTTPAddr() != ""
+	})
+}
+
+// reconcileSelf runs on a node restarted with existing state: until the
+// replicated record carries this node's current addresses, it asks the
+// leader (or cfg.Join) to re-add it. That covers a restart at a new Raft or
+// HTTP address; with unchanged addresses it ends at the first check once the
+// state machine has caught up.
+func (n *Node) reconcileSelf(ctx context.Context) {
+	self := engine.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
+	req := JoinRequest{ID: self.ID, RaftAddr: self.RaftAddr, HTTPAddr: self.HTTPAddr}
+	t := time.NewTicker(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if slices.Contains(n.sm.Members(), self) {
+			n.log.Debug("member record is current")
+			return
+		}
+		if n.IsLeader() {
+			continue // RunLeader records the leader's own member
+		}
+		target := n.LeaderHTTPAddr()
+		if target == "" {
+			target = n.cfg.Join
+		}
+		if target == "" || target == n.cfg.HTTPAddr {
+			continue
+		}
+		c := &Client{Addr: target, HTTP: n.client}
+		if err := c.Join(ctx, req); err != nil {
+			n.log.Debug("refreshing own member record failed; will retry", "via", target, "err", err)
+			continue
+		}
+		n.log.Info("refreshed own member record", "via", target)
+	}
+}

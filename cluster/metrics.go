@@ -1,0 +1,72 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are gauges computed at scrape time from raft, so they cost
+// nothing between scrapes and need no goroutine.
+type metrics struct {
+	reg        prometheus.Registerer
+	collectors []prometheus.Collector
+}
+
+// raftStateValue encodes raft's state for the herald_raft_state gauge.
+func raftStateValue(s raft.RaftState) float64 {
+	switch s {
+	case raft.Follower:
+		return 0
+	case raft.Candidate:
+		return 1
+	case raft.Leader:
+		return 2
+	}
+	return 3 // shutdown
+}
+
+func newMetrics(n *Node, reg prometheus.Registerer) *metrics {
+	m := &metrics{reg: reg}
+	if reg == nil {
+		return m
+	}
+	labels := prometheus.Labels{"node_id": n.cfg.NodeID}
+	gauge := func(name, help string, f func() float64) {
+		m.collectors = append(m.collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: name, Help: help, ConstLabels: labels,
+		}, f))
+	}
+	gauge("herald_raft_state", "Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown.",
+		func() float64 { return raftStateValue(n.raft.State()) })
+	gauge("herald_raft_term", "Current Raft term.",
+		func() float64 { return float64(n.raft.CurrentTerm()) })
+	gauge("herald_raft_applied_index", "Last Raft log index applied to the state machine.",
+		func() float64 { return float64(n.raft.AppliedIndex()) })
+	gauge("herald_raft_last_contact_seconds", "Seconds since this node last heard from the leader (0 on the leader).",
+		func() float64 {
+			if n.raft.State() == raft.Leader {
+				return 0
+			}
+			last := n.raft.LastContact()
+			if last.IsZero() {
+				return -1
+			}
+			return time.Since(last).Seconds()
+		})
+	for i, c := range m.collectors {
+		if err := reg.Register(c); err != nil {
+			n.log.Warn("cannot register raft metrics", "err", err)
+			m.collectors = m.collectors[:i]
+			break
+		}
+	}
+	return m
+}
+
+func (m *metrics) unregister() {
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+}

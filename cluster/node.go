@@ -1,0 +1,418 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// Errors returned by Node.
+var (
+	// ErrNoLeader means no leader is known right now (an election is under
+	// way, or there is no quorum).
+	ErrNoLeader = errors.New("no leader elected")
+	// ErrDataDirInUse means another process (or Node) holds the data dir.
+	ErrDataDirInUse = errors.New("data dir is in use by another node")
+	// ErrShutdown is returned by a Node that has been shut down.
+	ErrShutdown = errors.New("cluster node is shut down")
+)
+
+// Start modes, recorded for Status and tests.
+const (
+	startBootstrap = "bootstrap"
+	startJoin      = "join"
+	startExisting  = "existing"
+	startWait      = "wait"
+)
+
+// Node is one Herald cluster member: a raft.Raft around the engine's state
+// machine, plus join, forwarding and leadership monitoring.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	sm     StateMachine
+	raft   *raft.Raft
+	store  *raftboltdb.BoltStore
+	snaps  *raft.FileSnapshotStore
+	stream *streamLayer
+	client *http.Client
+	ownTr  *http.Transport // closed on Shutdown when the client is ours
+
+	hasState  bool
+	startMode string
+
+	leadership *leadership
+	metrics    *metrics
+
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+	shutdownCh   chan struct{}
+}
+
+var _ engine.Replicator = (*Node)(nil)
+
+// New opens the Raft stores and transport in cfg.DataDir and starts Raft.
+// It neither bootstraps nor joins: Start does.
+func New(cfg Config, sm StateMachine) (*Node, error) {
+	if sm == nil {
+		return nil, fmt.Errorf("%w: state machine is nil", ErrInvalidConfig)
+	}
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		if cfg.RaftListener != nil {
+			cfg.RaftListener.Close()
+		}
+		return nil, err
+	}
+	level, _ := parseLevel(cfg.RaftLogLevel)
+	hlog := newRaftLogger(cfg.Logger, level)
+	n := &Node{
+		cfg:        cfg,
+		log:        cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
+		sm:         sm,
+		shutdownCh: make(chan struct{}),
+		leadership: newLeadership(),
+	}
+	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
+	n.client = cfg.HTTPClient
+	if n.client == nil {
+		n.ownTr = http.DefaultTransport.(*http.Transport).Clone()
+		n.client = &http.Client{Transport: n.ownTr, Timeout: 30 * time.Second}
+	}
+
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeResources()
+		}
+	}()
+
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	dbPath := filepath.Join(cfg.DataDir, "raft.db")
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path: dbPath,
+		// bbolt waits forever for its file lock by default; a second node on
+		// the same dir must fail clearly instead.
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+	})
+	if err != nil {
+		if errors.Is(err, bbolt.ErrTimeout) {
+			return nil, fmt.Errorf("%w: %s", ErrDataDirInUse, cfg.DataDir)
+		}
+		return nil, fmt.Errorf("open raft store %s: %w", dbPath, err)
+	}
+	n.store = store
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		return nil, fmt.Errorf("raft log cache: %w", err)
+	}
+	n.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, hlog)
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	n.hasState, err = raft.HasExistingState(logs, store, n.snaps)
+	if err != nil {
+		return nil, fmt.Errorf("read raft state: %w", err)
+	}
+
+	n.stream, err = listen(cfg.RaftAddr, cfg.RaftListener, cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  n.stream,
+		MaxPool: 3,
+		Timeout: cfg.DialTimeout,
+		Logger:  hlog,
+	})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = hlog
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.NotifyCh = n.leadership.notify
+	if err := raft.ValidateConfig(rc); err != nil {
+		trans.Close()
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	n.leadership.start()
+	n.raft, err = raft.NewRaft(rc, &fsm{sm: sm}, logs, store, n.snaps, trans)
+	if err != nil {
+		trans.Close()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	n.metrics = newMetrics(n, cfg.Registerer)
+	ok = true
+	return n, nil
+}
+
+// closeResources releases what New opened, in reverse order.
+func (n *Node) closeResources() {
+	if n.raft == nil && n.stream != nil {
+		n.stream.Close()
+	}
+	if n.raft == nil && n.stream == nil && n.cfg.RaftListener != nil {
+		n.cfg.RaftListener.Close()
+	}
+	n.leadership.stop()
+	if n.store != nil {
+		n.store.Close()
+	}
+	if n.ownTr != nil {
+		n.ownTr.CloseIdleConnections()
+	}
+}
+
+// Start brings the node into a cluster: a node with existing Raft state just
+// resumes (never bootstraps again); otherwise it bootstraps (cfg.Bootstrap),
+// joins through cfg.Join, or waits to be added by `herald cluster join`.
+// It returns once bootstrapped (and elected) or joined, or on failure.
+func (n *Node) Start(ctx context.Context) error {
+	switch {
+	case n.hasState:
+		n.startMode = startExisting
+		n.log.Info("resuming with existing raft state", "raft_addr", n.cfg.RaftAddr)
+		n.bg.Add(1)
+		go func() {
+			defer n.bg.Done()
+			n.reconcileSelf(n.bgCtx)
+		}()
+		return nil
+	case n.cfg.Bootstrap:
+		n.startMode = startBootstrap
+		n.log.Info("bootstrapping a new cluster", "raft_addr", n.cfg.RaftAddr)
+		f := n.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter,
+			ID:       raft.ServerID(n.cfg.NodeID),
+			Address:  raft.ServerAddress(n.cfg.RaftAddr),
+		}}})
+		if err := f.Error(); err != nil {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+		return n.waitLeader(ctx)
+	case n.cfg.Join != "":
+		n.startMode = startJoin
+		return n.joinVia(ctx, n.cfg.Join)
+	default:
+		n.startMode = startWait
+		n.log.Warn("no raft state, not bootstrapping and nothing to join: waiting to be added (herald cluster join)")
+		return nil
+	}
+}
+
+// waitLeader waits until some leader is known.
+func (n *Node) waitLeader(ctx context.Context) error {
+	return poll(ctx, n.shutdownCh, 20*time.Millisecond, func() bool {
+		_, id := n.raft.LeaderWithID()
+		return id != ""
+	})
+}
+
+// poll calls done every interval until it reports true, ctx ends or stop
+// closes.
+func poll(ctx context.Context, stop <-chan struct{}, interval time.Duration, done func() bool) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for !done() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-stop:
+			return ErrShutdown
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Apply replicates cmd and returns the state machine's response. On a
+// follower it fails with engine.ErrNotLeader. If the response is an error
+// value, it is returned as the error. A cancelled ctx returns early, but the
+// command may still commit.
+func (n *Node) Apply(ctx context.Context, cmd []byte) (any, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, engine.ErrNotLeader
+	}
+	f := n.raft.Apply(cmd, n.timeout(ctx))
+	if err := wait(ctx, f); err != nil {
+		return nil, mapRaftErr(err)
+	}
+	resp := f.Response()
+	if err, ok := resp.(error); ok {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// VerifyLeader confirms with a quorum that this node still leads.
+func (n *Node) VerifyLeader(ctx context.Context) error {
+	if n.raft.State() != raft.Leader {
+		return engine.ErrNotLeader
+	}
+	return mapRaftErr(wait(ctx, n.raft.VerifyLeader()))
+}
+
+// timeout is the raft-side bound for one operation: ApplyTimeout, or less
+// if ctx has an earlier deadline.
+func (n *Node) timeout(ctx context.Context) time.Duration {
+	d := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < d {
+			d = max(left, time.Millisecond)
+		}
+	}
+	return d
+}
+
+// wait waits for a raft future or ctx, whichever ends first. raft futures
+// cannot be cancelled: the waiting goroutine ends when raft resolves the
+// future (it always does, at the latest on its timeout or shutdown).
+func wait(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// mapRaftErr turns raft's leadership errors into engine.ErrNotLeader (still
+// wrapping raft's, which says whether the outcome is unknown).
+func mapRaftErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w: %w", engine.ErrNotLeader, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("%w: %w", ErrShutdown, err)
+	}
+	return err
+}
+
+// IsLeader reports whether this node currently leads (without asking a
+// quorum; use VerifyLeader before acting on it).
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// LeaderHTTPAddr is the leader's HTTP address from the replicated member
+// records, or "" when no leader is known or it has no record yet.
+func (n *Node) LeaderHTTPAddr() string {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return ""
+	}
+	return n.memberHTTP(string(id))
+}
+
+func (n *Node) memberHTTP(id string) string {
+	if id == n.cfg.NodeID {
+		return n.cfg.HTTPAddr
+	}
+	for _, m := range n.sm.Members() {
+		if m.ID == id {
+			return m.HTTPAddr
+		}
+	}
+	return ""
+}
+
+// Status is a node's view of the cluster, served at GET /v1/cluster/status.
+type Status struct {
+	NodeID       string         `json:"node_id"`
+	RaftAddr     string         `json:"raft_addr"`
+	HTTPAddr     string         `json:"http_addr"`
+	LeaderID     string         `json:"leader_id"`
+	State        string         `json:"state"`
+	Term         uint64         `json:"term"`
+	AppliedIndex uint64         `json:"applied_index"`
+	Members      []MemberStatus `json:"members"`
+}
+
+// MemberStatus is one server of the Raft configuration.
+type MemberStatus struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+}
+
+// Status reports this node's view of the cluster. Members come from the
+// Raft configuration, with HTTP addresses from the replicated records.
+func (n *Node) Status() Status {
+	_, leader := n.raft.LeaderWithID()
+	st := Status{
+		NodeID:       n.cfg.NodeID,
+		RaftAddr:     n.cfg.RaftAddr,
+		HTTPAddr:     n.cfg.HTTPAddr,
+		LeaderID:     string(leader),
+		State:        strings.ToLower(n.raft.State().String()),
+		Term:         n.raft.CurrentTerm(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		Members:      []MemberStatus{},
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return st
+	}
+	http := map[string]string{}
+	for _, m := range n.sm.Members() {
+		http[m.ID] = m.HTTPAddr
+	}
+	http[n.cfg.NodeID] = n.cfg.HTTPAddr
+	for _, s := range f.Configuration().Servers {
+		st.Members = append(st.Members, MemberStatus{
+			ID:       string(s.ID),
+			RaftAddr: string(s.Address),
+			HTTPAddr: http[string(s.ID)],
+			Voter:    s.Suffrage == raft.Voter,
+			Leader:   s.ID == leader,
+		})
+	}
+	return st
+}
+
+// Shutdown stops background work and Raft and closes the stores. It does
+// not leave the cluster: a restart with the same data dir resumes.
+func (n *Node) Shutdown() error {
+	n.shutdownOnce.Do(func() {
+		close(n.shutdownCh)
+		n.bgCancel()
+		n.bg.Wait()
+		n.shutdownErr = n.raft.Shutdown().Error()
+		n.metrics.unregister()
+		n.closeResources()
+		if n.shutdownErr != nil {
+			n.shutdownErr = fmt.Errorf("raft shutdown: %w", n.shutdownErr)
+		}
+	})
+	return n.shutdownErr
+}

@@ -1,0 +1,146 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"sync"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// Test-only command types, far from the engine's numbers.
+const (
+	cmdSet  engine.CommandType = 200 // body kv: set Key to Value, respond with the log index
+	cmdFail engine.CommandType = 201 // respond with an error value
+)
+
+type kv struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+func setCmd(key, value string) []byte {
+	b, err := engine.Encode(cmdSet, kv{key, value})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// errRefused is what cmdFail responds with.
+var errRefused = errors.New("refused by the state machine")
+
+// testSM is a tiny StateMachine: a KV map plus member records.
+type testSM struct {
+	mu       sync.Mutex
+	data     map[string]string
+	members  map[string]engine.Member
+	restores int
+}
+
+var _ StateMachine = (*testSM)(nil)
+
+func newTestSM() *testSM {
+	return &testSM{data: map[string]string{}, members: map[string]engine.Member{}}
+}
+
+func (s *testSM) Apply(index, term uint64, cmd []byte) any {
+	if len(cmd) < 2 || cmd[1] != engine.CommandVersion {
+		panic(fmt.Sprintf("test sm: bad command %q", cmd))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	body := cmd[2:]
+	switch t := engine.CommandType(cmd[0]); t {
+	case cmdSet:
+		var b kv
+		mustUnmarshal(body, &b)
+		s.data[b.Key] = b.Value
+		return index
+	case cmdFail:
+		return errRefused
+	case engine.CmdUpsertMember:
+		var m engine.Member
+		mustUnmarshal(body, &m)
+		s.members[m.ID] = m
+		return nil
+	case engine.CmdRemoveMember:
+		var r engine.RemoveMember
+		mustUnmarshal(body, &r)
+		delete(s.members, r.ID)
+		return nil
+	default:
+		panic(fmt.Sprintf("test sm: unknown command %s", t))
+	}
+}
+
+func mustUnmarshal(b []byte, v any) {
+	if err := json.Unmarshal(b, v); err != nil {
+		panic(err)
+	}
+}
+
+type smState struct {
+	Data    map[string]string        `json:"data"`
+	Members map[string]engine.Member `json:"members"`
+}
+
+type smSnapshot struct{ st smState }
+
+func (s *smSnapshot) Persist(w io.Writer) error { return json.NewEncoder(w).Encode(s.st) }
+func (s *smSnapshot) Release()                  {}
+
+func (s *testSM) Snapshot() (engine.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &smSnapshot{st: smState{Data: maps.Clone(s.data), Members: maps.Clone(s.members)}}, nil
+}
+
+func (s *testSM) Restore(r io.Reader) error {
+	var st smState
+	if err := json.NewDecoder(r).Decode(&st); err != nil {
+		return err
+	}
+	if st.Data == nil {
+		st.Data = map[string]string{}
+	}
+	if st.Members == nil {
+		st.Members = map[string]engine.Member{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.data, s.members = st.Data, st.Members
+	s.restores++
+	return nil
+}
+
+func (s *testSM) Members() []engine.Member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]engine.Member, 0, len(s.members))
+	for _, m := range s.members {
+		out = append(out, m)
+	}
+	return out
+}
+
+func (s *testSM) get(key string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.data[key]
+}
+
+func (s *testSM) member(id string) engine.Member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.members[id]
+}
+
+func (s *testSM) restoreCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restores
+}

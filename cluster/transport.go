@@ -1,0 +1,142 @@
+package cluster
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// ErrAddrInUse is matched (errors.Is) by the error New returns when the Raft
+// address is already bound by another process.
+var ErrAddrInUse = errors.New("address in use")
+
+// addrInUseError reads "raft address 127.0.0.1:7101 is in use", the message
+// an operator needs, while still matching ErrAddrInUse.
+type addrInUseError struct{ addr string }
+
+func (e *addrInUseError) Error() string { return fmt.Sprintf("raft address %s is in use", e.addr) }
+func (e *addrInUseError) Is(target error) bool {
+	return target == ErrAddrInUse
+}
+
+// streamLayer is raft's network layer: plain TCP, or TLS on both sides when
+// a tls.Config is given. It exists (rather than raft.NewTCPTransport) so the
+// node can use an already-open listener and TLS.
+type streamLayer struct {
+	net.Listener
+	advertise net.Addr
+	tls       *tls.Config
+
+	// conns tracks every open connection, accepted or dialed: raft's
+	// NetworkTransport closes neither kind on Close, which would leave this
+	// node's connection handlers (and the peers' handlers of our pooled
+	// connections) blocked in Read after Shutdown.
+	mu     sync.Mutex
+	conns  map[*trackedConn]struct{}
+	closed bool
+}
+
+// trackedConn removes itself from its stream layer when closed.
+type trackedConn struct {
+	net.Conn
+	s    *streamLayer
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		delete(c.s.conns, c)
+		c.s.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+func (s *streamLayer) track(c net.Conn) (net.Conn, error) {
+	tc := &trackedConn{Conn: c, s: s}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	s.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+// Accept waits for the next inbound Raft connection.
+func (s *streamLayer) Accept() (net.Conn, error) {
+	c, err := s.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return s.track(c)
+}
+
+// Close stops accepting and closes every open connection.
+func (s *streamLayer) Close() error {
+	err := s.Listener.Close()
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]*trackedConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	return err
+}
+
+var _ raft.StreamLayer = (*streamLayer)(nil)
+
+// listen opens the Raft listener, or wraps the given one.
+func listen(addr string, ln net.Listener, tlsConf *tls.Config) (*streamLayer, error) {
+	if ln == nil {
+		var err error
+		ln, err = net.Listen("tcp", addr)
+		if err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return nil, &addrInUseError{addr: addr}
+			}
+			return nil, fmt.Errorf("listen on raft address %s: %w", addr, err)
+		}
+	}
+	adv, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("raft address %s: %w", addr, err)
+	}
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
+	}
+	return &streamLayer{Listener: ln, advertise: adv, tls: tlsConf, conns: map[*trackedConn]struct{}{}}, nil
+}
+
+// Addr is the advertised address: what the other members dial.
+func (s *streamLayer) Addr() net.Addr { return s.advertise }
+
+// Dial opens a connection to another member's Raft transport.
+func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout}
+	var (
+		c   net.Conn
+		err error
+	)
+	if s.tls != nil {
+		c, err = tls.DialWithDialer(d, "tcp", string(address), s.tls)
+	} else {
+		c, err = d.Dial("tcp", string(address))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.track(c)
+}
