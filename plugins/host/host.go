@@ -1,0 +1,362 @@
+// Package host runs Herald's channel plugins: it discovers them, launches
+// each configured channel instance as a go-plugin subprocess, verifies its
+// protocol version, configures it, watches its health, restarts it when it
+// crashes, and enforces its rate limits. *Host is the engine's Sender.
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/plugins/sdk"
+)
+
+// Defaults of Config.
+const (
+	DefaultHighReserve    = 0.2
+	DefaultHealthInterval = 10 * time.Second
+	DefaultRestartMin     = 200 * time.Millisecond
+	DefaultRestartMax     = 30 * time.Second
+	DefaultRecipientCache = 100_000
+	// NotReadyWait is what Admit answers for a channel whose plugin has
+	// not started yet: its limits are not known, and Send would fail.
+	NotReadyWait = time.Second
+)
+
+var (
+	// ErrUnknownChannel is returned by Send for a channel that is not in
+	// the configuration.
+	ErrUnknownChannel = errors.New("unknown channel")
+	// ErrUnknownPlugin is returned by New for a channel whose plugin is
+	// neither built in nor found in the plugins directory.
+	ErrUnknownPlugin = errors.New("unknown plugin")
+	// ErrUnavailable is returned by Send when the channel's plugin is not
+	// running: its last start failed, or it died and did not come back.
+	ErrUnavailable = errors.New("channel unavailable")
+	// ErrSendFailed is returned by Send when the plugin failed the batch
+	// as a whole (its Send returned an error).
+	ErrSendFailed = errors.New("channel failed the batch")
+	// ErrBadResponse is returned by Send when a plugin's answer does not
+	// match the batch (a result for an unknown id, two for one id, one
+	// missing, or an unknown status). The batch is failed as a whole.
+	ErrBadResponse = errors.New("plugin answered the batch wrongly")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("plugin host closed")
+	// ErrConfig is returned by New for an invalid Config.
+	ErrConfig = errors.New("invalid plugin host config")
+)
+
+// Config configures a Host.
+type Config struct {
+	// PluginsDir holds external plugins: executables named
+	// herald-channel-NAME provide plugin NAME. Empty means none.
+	PluginsDir string
+	// Channels are the channel instances of the node configuration, by
+	// instance name.
+	Channels map[string]ChannelConfig
+	// BuiltinCmdFunc returns the command that serves a built-in channel.
+	// Default: this executable with args `plugin serve NAME`.
+	BuiltinCmdFunc func(name string) *exec.Cmd
+	// Logger receives the host's and the plugins' logs. Default: discard.
+	Logger *slog.Logger
+	// HighReserve is the share (0 ≤ x < 1) of every rate-limit bucket that
+	// only PriorityHigh may use. Default DefaultHighReserve; set
+	// NoHighReserve for none.
+	HighReserve float64
+	// NoHighReserve turns the reserve off (HighReserve's zero value means
+	// the default).
+	NoHighReserve bool
+	// HealthInterval is the period of the Health call. Default 10s.
+	HealthInterval time.Duration
+	// StartTimeout bounds a plugin's start, and each Configure, Info and
+	// Health call. Default DefaultStartTimeout.
+	StartTimeout time.Duration
+	// RestartMin and RestartMax bound the backoff between restarts of a
+	// failing plugin. The first restart after a plugin ran well is
+	// immediate. Defaults 200ms and 30s.
+	RestartMin, RestartMax time.Duration
+	// RecipientCache caps the per-recipient buckets kept per channel.
+	// Default 100,000.
+	RecipientCache int
+	// LookupEnvFunc resolves ${NAME} in channel configs. Default
+	// os.LookupEnv.
+	LookupEnvFunc func(name string) (string, bool)
+}
+
+// ChannelConfig is one channel instance of the node configuration,
+// `channels: {NAME: {plugin: mock, outbox: PATH}}`: Plugin is the plugin's
+// name and Config every other key, handed to the plugin's Configure as JSON
+// after ${ENV} references in string values are resolved, with "channel" set
+// to the instance name.
+type ChannelConfig struct {
+	Plugin string
+	Config map[string]any
+}
+
+// ChannelStatus is the state of one channel instance, for status pages. It
+// never holds a secret.
+type ChannelStatus struct {
+	Name     string
+	Plugin   string
+	Version  string // the plugin's version, once it started
+	Healthy  bool
+	Error    string // why it is not healthy
+	Restarts int    // restarts since the host started
+}
+
+// DefaultBuiltinCmd runs this executable as `herald plugin serve NAME`.
+func DefaultBuiltinCmd(name string) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return exec.Command(exe, "plugin", "serve", name)
+}
+
+// Host runs the channel plugins of one node. It is safe for concurrent use.
+type Host struct {
+	cfg       Config
+	log       *slog.Logger
+	instances map[string]*instance
+
+	ctx    context.Context // ends at Close; bounds every plugin
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+}
+
+// New checks cfg, finds every channel's plugin and resolves its
+// configuration. It starts nothing: see Start.
+func New(cfg Config) (*Host, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	sources, err := sources(cfg)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{cfg: cfg, log: cfg.Logger, instances: make(map[string]*instance)}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	for name, cc := range cfg.Channels {
+		if name == "" {
+			return nil, fmt.Errorf("%w: a channel has an empty name", ErrConfig)
+		}
+		if cc.Plugin == "" {
+			return nil, fmt.Errorf("%w: channel %s: plugin is required", ErrConfig, name)
+		}
+		src, ok := sources[cc.Plugin]
+		if !ok {
+			return nil, fmt.Errorf("%w: channel %s: plugin %q is neither built in (%v) nor herald-channel-%s in the plugins directory %q",
+				ErrUnknownPlugin, name, cc.Plugin, builtinNames(), cc.Plugin, cfg.PluginsDir)
+		}
+		if _, ok := cc.Config["channel"]; ok {
+			return nil, fmt.Errorf("%w: channel %s: the key \"channel\" is reserved (the host sets it to the instance name)", ErrConfig, name)
+		}
+		resolved, secrets, err := resolveConfig(cc.Config, cfg.LookupEnvFunc)
+		if err != nil {
+			return nil, fmt.Errorf("%w: channel %s: %w", ErrConfig, name, err)
+		}
+		resolved["channel"] = name
+		raw, err := json.Marshal(resolved)
+		if err != nil {
+			return nil, fmt.Errorf("%w: channel %s: config is not JSON-able: %v", ErrConfig, name, err)
+		}
+		h.instances[name] = newInstance(h, name, src, raw, newRedactor(secrets))
+	}
+	return h, nil
+}
+
+func (c *Config) setDefaults() error {
+	if c.BuiltinCmdFunc == nil {
+		c.BuiltinCmdFunc = DefaultBuiltinCmd
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case c.NoHighReserve:
+		c.HighReserve = 0
+	case c.HighReserve == 0:
+		c.HighReserve = DefaultHighReserve
+	case c.HighReserve < 0 || c.HighReserve >= 1:
+		return fmt.Errorf("%w: high reserve %v is outside [0, 1)", ErrConfig, c.HighReserve)
+	}
+	if c.HealthInterval <= 0 {
+		c.HealthInterval = DefaultHealthInterval
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = DefaultStartTimeout
+	}
+	if c.RestartMin <= 0 {
+		c.RestartMin = DefaultRestartMin
+	}
+	if c.RestartMax <= 0 {
+		c.RestartMax = DefaultRestartMax
+	}
+	if c.RestartMax < c.RestartMin {
+		c.RestartMax = c.RestartMin
+	}
+	if c.RecipientCache <= 0 {
+		c.RecipientCache = DefaultRecipientCache
+	}
+	if c.LookupEnvFunc == nil {
+		c.LookupEnvFunc = os.LookupEnv
+	}
+	return nil
+}
+
+// Start launches every channel's plugin and returns once each has had its
+// first start attempt, or when ctx ends (then with ctx's error; the plugins
+// keep starting in the background). A plugin that fails to start does not
+// fail Start: it shows in Status and is retried with backoff, and Send on
+// its channel fails with ErrUnavailable meanwhile.
+func (h *Host) Start(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return ErrClosed
+	}
+	if h.started {
+		h.mu.Unlock()
+		return errors.New("plugin host already started")
+	}
+	h.started = true
+	h.mu.Unlock()
+
+	first := make(chan struct{}, len(h.instances))
+	for _, in := range h.instances {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			in.run(h.ctx, func() { first <- struct{}{} })
+		}()
+	}
+	for range h.instances {
+		select {
+		case <-first:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Close stops every plugin and waits for them. Sends in flight fail.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.cancel()
+	h.wg.Wait()
+	return nil
+}
+
+// Status reports every channel instance, sorted by name.
+func (h *Host) Status() []ChannelStatus {
+	out := make([]ChannelStatus, 0, len(h.instances))
+	for _, in := range h.instances {
+		out = append(out, in.status())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Admit implements engine.Sender. It returns 0 for a channel it does not
+// know: Send then fails the batch with ErrUnknownChannel, which is where the
+// error belongs. For a known channel whose plugin never started, the limits
+// are unknown and it answers NotReadyWait.
+func (h *Host) Admit(channel, recipient string, p engine.Priority, now time.Time) time.Duration {
+	in, ok := h.instances[channel]
+	if !ok {
+		return 0
+	}
+	lim := in.limiter()
+	if lim == nil {
+		return NotReadyWait
+	}
+	return lim.admit(recipient, p, now)
+}
+
+// Send implements engine.Sender. A batch that fails because the plugin
+// died is sent once more, unchanged, on the restarted plugin before Send
+// gives up. Cancelling ctx cancels the send in the plugin too.
+func (h *Host) Send(ctx context.Context, channel string, batch []engine.Outgoing) ([]engine.Outcome, error) {
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	in, ok := h.instances[channel]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownChannel, channel)
+	}
+	if len(batch) == 0 {
+		return []engine.Outcome{}, nil
+	}
+	msgs := make([]sdk.Message, len(batch))
+	for i, o := range batch {
+		msgs[i] = sdk.Message{
+			ID:             o.ID,
+			IdempotencyKey: o.IdempotencyKey,
+			Recipient:      o.Recipient,
+			Payload:        o.Payload,
+			Attempt:        o.Attempt,
+		}
+	}
+	results, err := in.send(ctx, msgs)
+	if err != nil {
+		return nil, err
+	}
+	return in.outcomes(msgs, results)
+}
+
+// outcomes checks a plugin's results against its batch and converts them.
+func (in *instance) outcomes(batch []sdk.Message, results []sdk.Result) ([]engine.Outcome, error) {
+	want := make(map[string]bool, len(batch))
+	for _, m := range batch {
+		want[m.ID] = true
+	}
+	out := make([]engine.Outcome, 0, len(results))
+	for _, r := range results {
+		if !want[r.ID] {
+			return nil, fmt.Errorf("%w: channel %s: result for id %q, which is not in the batch or was answered twice", ErrBadResponse, in.name, r.ID)
+		}
+		if r.Status < sdk.StatusSent || r.Status > sdk.StatusConfig {
+			return nil, fmt.Errorf("%w: channel %s: id %q: unknown status %d", ErrBadResponse, in.name, r.ID, r.Status)
+		}
+		delete(want, r.ID)
+		out = append(out, engine.Outcome{
+			ID:         r.ID,
+			Status:     engine.OutcomeStatus(r.Status),
+			ProviderID: r.ProviderID,
+			RetryAfter: max(r.RetryAfter, 0),
+			Code:       in.redact(r.Code),
+			Error:      in.redact(r.Error),
+		})
+	}
+	if len(want) > 0 {
+		missing := make([]string, 0, len(want))
+		for id := range want {
+			missing = append(missing, id)
+		}
+		slices.Sort(missing)
+		return nil, fmt.Errorf("%w: channel %s: no result for %d of %d messages (first: %q)", ErrBadResponse, in.name, len(missing), len(batch), missing[0])
+	}
+	return out, nil
+}
+
+var _ engine.Sender = (*Host)(nil)

@@ -1,0 +1,172 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/heraldhq/herald/plugins/sdk"
+)
+
+var (
+	// ErrProtocolVersion means the plugin was built for another version of
+	// the channel protocol than this Herald speaks (sdk.ProtocolVersion).
+	ErrProtocolVersion = errors.New("plugin speaks another channel protocol version")
+	// ErrLaunch means the plugin process could not be started or did not
+	// complete the go-plugin handshake.
+	ErrLaunch = errors.New("plugin did not start")
+	// ErrBadInfo means the plugin's Info is unusable (no name, or a limit
+	// the host cannot enforce).
+	ErrBadInfo = errors.New("plugin info is invalid")
+)
+
+// DefaultStartTimeout bounds a plugin's start: process launch, handshake
+// and its first Info call.
+const DefaultStartTimeout = 10 * time.Second
+
+// Plugin is one running plugin process, connected and verified.
+type Plugin struct {
+	client *plugin.Client
+	ch     *sdk.Client
+	watch  *os.File // the host's end of the host-watch pipe
+	pid    int
+	info   sdk.Info
+}
+
+// Launch starts cmd as a channel plugin, completes the handshake, and
+// checks the plugin's protocol version and Info. The caller must Close the
+// Plugin. It is what the host does for every start and what
+// `herald plugins list` and the conformance tests use directly.
+func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Plugin, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return launch(ctx, cmd, newHCLogger(logger, nil), DefaultStartTimeout)
+}
+
+func launch(ctx context.Context, cmd *exec.Cmd, logger hclog.Logger, timeout time.Duration) (*Plugin, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// The plugin reads its end of this pipe until EOF, which comes when
+	// the host closes its end or dies (see sdk.EnvParentFD).
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: host-watch pipe: %v", ErrLaunch, cmd.Path, err)
+	}
+	cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", sdk.EnvParentFD, 3+len(cmd.ExtraFiles)))
+	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
+
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  sdk.Handshake,
+		Plugins:          sdk.PluginSet(nil),
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           logger,
+		StartTimeout:     timeout,
+		Stderr:           io.Discard,
+	})
+	p := &Plugin{client: client, watch: w}
+
+	// go-plugin's start does not take a context: kill the process if ctx
+	// ends first, which makes the start fail.
+	started := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+			client.Kill()
+		case <-started:
+		}
+	}()
+	rpc, err := client.Client()
+	close(started)
+	<-stopped
+	_ = r.Close()
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		p.Close()
+		if strings.Contains(err.Error(), "incompatible API version") {
+			return nil, fmt.Errorf("%w: %s: want version %d: %v", ErrProtocolVersion, cmd.Path, sdk.ProtocolVersion, err)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrLaunch, cmd.Path, err)
+	}
+	if cmd.Process != nil {
+		p.pid = cmd.Process.Pid
+	}
+	raw, err := rpc.Dispense(sdk.PluginName)
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrLaunch, cmd.Path, err)
+	}
+	ch, ok := raw.(*sdk.Client)
+	if !ok {
+		p.Close()
+		return nil, fmt.Errorf("%w: %s: dispensed %T", ErrLaunch, cmd.Path, raw)
+	}
+	p.ch = ch
+
+	infoCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	info, version, err := ch.InfoVersion(infoCtx)
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrLaunch, cmd.Path, err)
+	}
+	if version != sdk.ProtocolVersion {
+		p.Close()
+		return nil, fmt.Errorf("%w: %s reports version %d, want %d", ErrProtocolVersion, cmd.Path, version, sdk.ProtocolVersion)
+	}
+	if err := checkInfo(info); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("%s: %w", cmd.Path, err)
+	}
+	p.info = info
+	return p, nil
+}
+
+// checkInfo refuses an Info whose limits the host could not enforce.
+func checkInfo(info sdk.Info) error {
+	if info.Name == "" {
+		return fmt.Errorf("%w: empty name", ErrBadInfo)
+	}
+	for i, l := range info.Limits {
+		if l.Scope != sdk.ScopeRecipient && l.Scope != sdk.ScopeChannel {
+			return fmt.Errorf("%w: limit %d: unknown scope %q", ErrBadInfo, i, l.Scope)
+		}
+		if l.Count <= 0 || l.Per <= 0 {
+			return fmt.Errorf("%w: limit %d: count %d per %s must both be positive", ErrBadInfo, i, l.Count, l.Per)
+		}
+	}
+	return nil
+}
+
+// Channel returns the plugin's channel protocol client.
+func (p *Plugin) Channel() *sdk.Client { return p.ch }
+
+// Info returns what the plugin said of itself when launched.
+func (p *Plugin) Info() sdk.Info { return p.info }
+
+// Pid returns the plugin's process id.
+func (p *Plugin) Pid() int { return p.pid }
+
+// Exited reports whether the plugin process has ended.
+func (p *Plugin) Exited() bool { return p.client.Exited() }
+
+// Close stops the plugin process and waits for it.
+func (p *Plugin) Close() {
+	p.client.Kill()
+	_ = p.watch.Close()
+}

@@ -1,0 +1,229 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	channelv1 "github.com/heraldhq/herald/plugins/proto/channel/v1"
+)
+
+// Client is a Channel reached over gRPC: the host's side of the protocol.
+// It is safe for concurrent use.
+type Client struct {
+	rpc channelv1.ChannelClient
+}
+
+// NewClient returns a Client speaking the channel protocol over conn.
+func NewClient(conn grpc.ClientConnInterface) *Client {
+	return &Client{rpc: channelv1.NewChannelClient(conn)}
+}
+
+// InfoVersion is like Info and also returns the protocol version the plugin
+// was built with.
+func (c *Client) InfoVersion(ctx context.Context) (Info, int, error) {
+	resp, err := c.rpc.Info(ctx, &channelv1.InfoRequest{})
+	if err != nil {
+		return Info{}, 0, fromStatus(ctx, "info", err)
+	}
+	info := Info{Name: resp.GetName(), Version: resp.GetVersion()}
+	for _, l := range resp.GetLimits() {
+		info.Limits = append(info.Limits, Limit{
+			Scope: LimitScope(l.GetScope()),
+			Count: int(l.GetCount()),
+			Per:   time.Duration(l.GetPerMs()) * time.Millisecond,
+		})
+	}
+	return info, int(resp.GetProtocolVersion()), nil
+}
+
+// Info implements Channel.
+func (c *Client) Info(ctx context.Context) (Info, error) {
+	info, _, err := c.InfoVersion(ctx)
+	return info, err
+}
+
+// Configure implements Channel.
+func (c *Client) Configure(ctx context.Context, config json.RawMessage) error {
+	_, err := c.rpc.Configure(ctx, &channelv1.ConfigureRequest{ConfigJson: config})
+	return fromStatus(ctx, "configure", err)
+}
+
+// Send implements Channel.
+func (c *Client) Send(ctx context.Context, batch []Message) ([]Result, error) {
+	req := &channelv1.SendRequest{Batch: make([]*channelv1.Message, len(batch))}
+	for i, m := range batch {
+		req.Batch[i] = &channelv1.Message{
+			Id:             m.ID,
+			IdempotencyKey: m.IdempotencyKey,
+			Recipient:      m.Recipient,
+			Payload:        m.Payload,
+			Attempt:        int32(m.Attempt),
+		}
+	}
+	resp, err := c.rpc.Send(ctx, req)
+	if err != nil {
+		return nil, fromStatus(ctx, "send", err)
+	}
+	results := make([]Result, len(resp.GetResults()))
+	for i, r := range resp.GetResults() {
+		results[i] = Result{
+			ID:         r.GetId(),
+			Status:     Status(r.GetStatus()),
+			ProviderID: r.GetProviderId(),
+			RetryAfter: time.Duration(r.GetRetryAfterMs()) * time.Millisecond,
+			Code:       r.GetCode(),
+			Error:      r.GetError(),
+		}
+	}
+	return results, nil
+}
+
+// Health asks the plugin whether it can deliver. A transport error (the
+// plugin does not answer) comes back as the error; a channel that answers
+// but cannot deliver comes back as a nil error and a non-empty reason.
+func (c *Client) Health(ctx context.Context) (reason string, err error) {
+	resp, err := c.rpc.Health(ctx, &channelv1.HealthRequest{})
+	if err != nil {
+		return "", fromStatus(ctx, "health", err)
+	}
+	return resp.GetError(), nil
+}
+
+// fromStatus turns a gRPC error back into a plain one: the caller's own
+// cancellation or deadline as ctx.Err() (so errors.Is works across the
+// plugin boundary), anything else with the plugin's message and the RPC's
+// name. The gRPC status stays reachable with status.FromError.
+func fromStatus(ctx context.Context, rpc string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("plugin %s: %w", rpc, ctxErr)
+	}
+	return &RPCError{RPC: rpc, Err: err}
+}
+
+// RPCError is a failed call to a plugin that the caller did not cancel.
+type RPCError struct {
+	RPC string // "info", "configure", "send" or "health"
+	Err error  // the gRPC status error
+}
+
+func (e *RPCError) Error() string {
+	if s, ok := status.FromError(e.Err); ok {
+		if s.Code() == codes.Unknown {
+			return "plugin " + e.RPC + ": " + s.Message()
+		}
+		return fmt.Sprintf("plugin %s: %s: %s", e.RPC, s.Code(), s.Message())
+	}
+	return "plugin " + e.RPC + ": " + e.Err.Error()
+}
+
+func (e *RPCError) Unwrap() error { return e.Err }
+
+// GRPCStatus lets status.FromError and status.Code see through the wrapper.
+func (e *RPCError) GRPCStatus() *status.Status {
+	s, _ := status.FromError(e.Err)
+	return s
+}
+
+// server is the plugin's side of the protocol.
+type server struct {
+	channelv1.UnimplementedChannelServer
+	impl Channel
+}
+
+// NewServer returns the gRPC server of the channel protocol for impl.
+func NewServer(impl Channel) channelv1.ChannelServer {
+	return &server{impl: impl}
+}
+
+func (s *server) Info(ctx context.Context, _ *channelv1.InfoRequest) (*channelv1.InfoResponse, error) {
+	info, err := s.impl.Info(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &channelv1.InfoResponse{
+		Name:            info.Name,
+		Version:         info.Version,
+		ProtocolVersion: ProtocolVersion,
+	}
+	for _, l := range info.Limits {
+		resp.Limits = append(resp.Limits, &channelv1.Limit{
+			Scope: string(l.Scope),
+			Count: int64(l.Count),
+			PerMs: l.Per.Milliseconds(),
+		})
+	}
+	return resp, nil
+}
+
+func (s *server) Configure(ctx context.Context, req *channelv1.ConfigureRequest) (*channelv1.ConfigureResponse, error) {
+	if err := s.impl.Configure(ctx, req.GetConfigJson()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &channelv1.ConfigureResponse{}, nil
+}
+
+func (s *server) Send(ctx context.Context, req *channelv1.SendRequest) (*channelv1.SendResponse, error) {
+	batch := make([]Message, len(req.GetBatch()))
+	for i, m := range req.GetBatch() {
+		batch[i] = Message{
+			ID:             m.GetId(),
+			IdempotencyKey: m.GetIdempotencyKey(),
+			Recipient:      m.GetRecipient(),
+			Payload:        m.GetPayload(),
+			Attempt:        int(m.GetAttempt()),
+		}
+	}
+	results, err := s.impl.Send(ctx, batch)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &channelv1.SendResponse{Results: make([]*channelv1.Result, len(results))}
+	for i, r := range results {
+		resp.Results[i] = &channelv1.Result{
+			Id:           r.ID,
+			Status:       channelv1.Status(r.Status),
+			ProviderId:   r.ProviderID,
+			RetryAfterMs: r.RetryAfter.Milliseconds(),
+			Code:         r.Code,
+			Error:        r.Error,
+		}
+	}
+	return resp, nil
+}
+
+func (s *server) Health(ctx context.Context, _ *channelv1.HealthRequest) (*channelv1.HealthResponse, error) {
+	hc, ok := s.impl.(HealthChecker)
+	if !ok {
+		return &channelv1.HealthResponse{}, nil
+	}
+	if err := hc.Health(ctx); err != nil {
+		return &channelv1.HealthResponse{Error: err.Error()}, nil
+	}
+	return &channelv1.HealthResponse{}, nil
+}
+
+// toStatus keeps a context error recognisable on the host's side.
+func toStatus(err error) error {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return status.Error(codes.Unknown, err.Error())
+}
+
+var (
+	_ Channel                 = (*Client)(nil)
+	_ channelv1.ChannelServer = (*server)(nil)
+)

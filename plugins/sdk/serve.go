@@ -1,0 +1,113 @@
+package sdk
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+)
+
+// EnvParentFD names the environment variable through which the host tells a
+// plugin the file descriptor of its end of the host-watch pipe. The host
+// keeps the other end open for as long as it wants the plugin; when the host
+// dies, even by SIGKILL, the kernel closes it and the plugin sees EOF.
+// go-plugin itself does not stop a plugin whose host died: the plugin keeps
+// serving its socket forever.
+const EnvParentFD = "HERALD_PLUGIN_PARENT_FD"
+
+// stderr is the process's original stderr, which the host reads for plugin
+// logs. go-plugin swaps os.Stderr for its stdio stream once serving, so
+// loggers made later must not pick up os.Stderr then.
+var stderr = os.Stderr
+
+// parentPoll is how often a plugin started without the host-watch pipe
+// checks that its parent process is still the one that started it.
+const parentPoll = time.Second
+
+// Serve runs c as a channel plugin and does not return: it answers the
+// host's handshake on stdout, serves the channel protocol over gRPC, and
+// exits when the host closes the plugin or dies. Call it from main.
+func Serve(c Channel) {
+	logger := Logger()
+	go watchHost(logger, os.Exit)
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig: Handshake,
+		Plugins:         PluginSet(c),
+		GRPCServer:      plugin.DefaultGRPCServer,
+		Logger: hclog.New(&hclog.LoggerOptions{
+			Level:      hclog.Info,
+			Output:     stderr,
+			JSONFormat: true,
+		}),
+	})
+	// go-plugin returns when the host's gRPC connection asked it to stop.
+	os.Exit(0)
+}
+
+// watchHost exits the process when the host is gone: by the host-watch pipe
+// when the host gave one, else by noticing that the parent process changed
+// (the plugin was re-parented after its host died).
+func watchHost(logger *slog.Logger, exit func(int)) {
+	if s := os.Getenv(EnvParentFD); s != "" {
+		fd, err := strconv.Atoi(s)
+		if err == nil && fd > 2 {
+			f := os.NewFile(uintptr(fd), "host-watch")
+			// The host never writes: Read returns only when the host's
+			// end is closed.
+			_, _ = io.Copy(io.Discard, f)
+			logger.Info("host went away; plugin exiting")
+			exit(0)
+			return
+		}
+		logger.Warn("ignoring malformed "+EnvParentFD, "value", s)
+	}
+	parent := os.Getppid()
+	for range time.Tick(parentPoll) {
+		if os.Getppid() != parent {
+			logger.Info("host went away; plugin exiting")
+			exit(0)
+			return
+		}
+	}
+}
+
+// Logger returns a logger for plugin code. It writes JSON lines to stderr in
+// the shape go-plugin forwards to the host's log, so a plugin's records
+// appear in Herald's log with their level and attributes. Never log secrets.
+func Logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{
+		Level:       slog.LevelDebug,
+		ReplaceAttr: hclogAttr,
+	}))
+}
+
+// hclogAttr renames slog's built-in keys to hclog's JSON keys, which
+// go-plugin's host side parses (with its fixed timestamp layout).
+func hclogAttr(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) > 0 {
+		return a
+	}
+	switch a.Key {
+	case slog.TimeKey:
+		return slog.String("@timestamp", a.Value.Time().Format("2006-01-02T15:04:05.000000Z07:00"))
+	case slog.LevelKey:
+		lvl := a.Value.Any().(slog.Level)
+		name := "error"
+		switch {
+		case lvl < slog.LevelInfo:
+			name = "debug"
+		case lvl < slog.LevelWarn:
+			name = "info"
+		case lvl < slog.LevelError:
+			name = "warn"
+		}
+		return slog.String("@level", name)
+	case slog.MessageKey:
+		return slog.String("@message", a.Value.String())
+	}
+	return a
+}
