@@ -394,3 +394,18 @@ func TestConcurrentNext(t *testing.T) {
 		require.Equal(t, want, r)
 	}
 }
+
+func TestExtremeAfter(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []Spec{
+		{Cron: "0 9 * * *", Timezone: "Asia/Shanghai", Calendar: "cn_workday", Shift: "next_workday"},
+		{Cron: "@every 1h", Calendar: "cn_workday"},
+	} {
+		s := mustNew(t, spec)
+		for _, after := range []time.Time{{}, time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)} {
+			got, ok := s.Next(after)
+			require.True(t, ok, "%+v after %s", spec, after)
+			require.True(t, got.After(after))
+		}
+	}
+}
