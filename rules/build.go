@@ -1,0 +1,282 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/heraldhq/herald/engine/calendar"
+)
+
+// version is one immutable rule set: what Plan, Rules and Status read. A
+// reload builds a new version beside the current one and swaps it in.
+type version struct {
+	env         *env
+	pool        *pool
+	rules       map[string]*compiled // by rule name
+	order       []*compiled          // by rule name
+	byFile      map[string]*compiled // rule in force for each rule file
+	cals        map[string]*calEntry // calendar in force for each calendar file
+	people      *Directory
+	peopleHash  string
+	status      map[string]FileStatus
+	hash        string
+	fingerprint string
+}
+
+type calEntry struct {
+	name string
+	hash string
+	cal  calendar.Calendar
+}
+
+// reload rescans the directory and, if anything changed, builds and swaps
+// in a new version. It fails only when the directory cannot be read; the
+// current version then stays.
+func (s *Set) reload() (bool, error) {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	scan, err := scanDir(s.cfg.Dir)
+	if err != nil {
+		s.metrics.reload("error")
+		return false, err
+	}
+	prev := s.cur.Load()
+	s.watchDirs = scan.dirs
+	fp := scan.fingerprint()
+	if prev != nil && prev.fingerprint == fp {
+		return false, nil
+	}
+	v := s.build(scan, prev)
+	v.fingerprint = fp
+	s.cur.Store(v)
+	if prev != nil {
+		prev.pool.close()
+	}
+	s.report(prev, v)
+	s.signal()
+	return true, nil
+}
+
+// Reload rescans the directory now (Watch does this on changes and every
+// RescanInterval). It reports whether a new version was swapped in.
+func (s *Set) Reload() (bool, error) { return s.reload() }
+
+// build makes a version from a scan. A file that fails keeps the version
+// that was in force before (last good), and its error goes to status.
+func (s *Set) build(scan *scanResult, prev *version) *version {
+	if prev == nil {
+		prev = &version{byFile: map[string]*compiled{}, cals: map[string]*calEntry{}}
+	}
+	v := &version{
+		rules:  map[string]*compiled{},
+		byFile: map[string]*compiled{},
+		cals:   map[string]*calEntry{},
+		status: map[string]FileStatus{},
+	}
+	files := make([]string, 0, len(scan.files))
+	for f := range scan.files {
+		files = append(files, f)
+	}
+	slices.Sort(files)
+	s.buildCalendars(scan, files, prev, v)
+	s.buildPeople(scan, prev, v)
+	v.env = &env{people: v.people, calendars: s.cfg.Calendars, logger: s.cfg.Logger}
+	v.pool = newPool(v.env, s.cfg.PoolSize)
+	v.pool.hook = s.testHook
+	sb := v.pool.get()
+	for _, f := range files {
+		if scan.files[f].kind == KindRule {
+			sb = s.buildRule(sb, f, scan.files[f], prev, v)
+		}
+	}
+	v.pool.put(sb)
+	for _, c := range v.rules {
+		v.order = append(v.order, c)
+	}
+	slices.SortFunc(v.order, func(a, b *compiled) int { return strings.Compare(a.rule.Name, b.rule.Name) })
+	v.hash = v.setHash()
+	return v
+}
+
+func (s *Set) buildCalendars(scan *scanResult, files []string, prev, v *version) {
+	names := map[string]string{} // calendar name -> file
+	for _, f := range files {
+		sf := scan.files[f]
+		if sf.kind != KindCalendar {
+			continue
+		}
+		base := path.Base(f)
+		name := strings.TrimSuffix(strings.TrimSuffix(base, ".yaml"), ".yml")
+		st := FileStatus{Kind: KindCalendar, Name: name, File: f}
+		var err error
+		var entry *calEntry
+		switch {
+		case sf.err != nil:
+			err = sf.err
+		case names[name] != "":
+			err = fmt.Errorf("calendar %q is already defined by %s", name, names[name])
+		case slices.Contains([]string{calendar.CNWorkday, calendar.Weekday, calendar.EveryDay}, name):
+			err = fmt.Errorf("%q is a built-in calendar; name the file differently", name)
+		case prev.cals[f] != nil && prev.cals[f].hash == sf.hash && prev.status[f].Error == "":
+			entry = prev.cals[f]
+		default:
+			var cal calendar.Calendar
+			if cal, err = calendar.ParseFile(name, sf.data); err == nil {
+				entry = &calEntry{name: name, hash: sf.hash, cal: cal}
+			}
+		}
+		if err != nil {
+			st.Error, st.Line = errorLine(err)
+			entry = prev.cals[f] // last good, if any
+		}
+		if entry != nil {
+			names[entry.name] = f
+			v.cals[f] = entry
+			st.Hash = entry.hash
+		}
+		v.status[f] = st
+	}
+	// The registry is shared with the engine's schedules: update it in
+	// place, and drop calendars whose file is gone.
+	for _, e := range v.cals {
+		if err := s.cfg.Calendars.Set(e.name, e.cal); err != nil {
+			s.cfg.Logger.Warn("rules: register calendar", "calendar", e.name, "err", err)
+		}
+	}
+	for _, e := range prev.cals {
+		if _, ok := names[e.name]; !ok {
+			s.cfg.Calendars.Remove(e.name)
+		}
+	}
+}
+
+func (s *Set) buildPeople(scan *scanResult, prev, v *version) {
+	found := 0
+	for _, f := range PeopleFiles {
+		sf, ok := scan.files[f]
+		if !ok {
+			continue
+		}
+		found++
+		st := FileStatus{Kind: KindPeople, File: f}
+		if found > 1 {
+			st.Error = fmt.Sprintf("only one people file may exist; %s is in use", v.people.File)
+			v.status[f] = st
+			continue
+		}
+		var (
+			dir *Directory
+			err error
+		)
+		switch {
+		case sf.err != nil:
+			err = sf.err
+		case prev.people != nil && prev.people.File == f && prev.peopleHash == sf.hash:
+			dir = prev.people
+		default:
+			dir, err = parsePeople(f, sf.data)
+		}
+		if err != nil {
+			st.Error, st.Line = errorLine(err)
+			if prev.people != nil { // last good
+				v.people, v.peopleHash = prev.people, prev.peopleHash
+				st.Hash = prev.peopleHash
+			}
+		} else {
+			v.people, v.peopleHash = dir, sf.hash
+			st.Hash = sf.hash
+		}
+		v.status[f] = st
+	}
+	if v.people == nil {
+		v.people = &Directory{byID: map[string]*Person{}, extra: map[string]bool{}}
+	}
+}
+
+// buildRule compiles one rule file into v, or keeps its last good version.
+// It returns the state to go on with (a new one if the file broke sb).
+func (s *Set) buildRule(sb *sandbox, f string, sf *scanned, prev, v *version) *sandbox {
+	st := FileStatus{Kind: KindRule, File: f}
+	var (
+		c   *compiled
+		err error
+	)
+	if sf.err != nil {
+		err = &RuleError{File: f, Msg: sf.err.Error()}
+	} else {
+		c, err = compileFile(context.Background(), sb, f, sf.data, s.cfg.CallTimeout)
+		if sb.broken {
+			v.pool.put(sb)
+			sb = v.pool.get()
+		}
+	}
+	if err == nil {
+		if other, dup := v.rules[c.rule.Name]; dup {
+			err = &RuleError{File: f, Line: c.nameLine, Msg: fmt.Sprintf("rule name %q is already used by %s", c.rule.Name, other.file)}
+		}
+	}
+	if err != nil {
+		st.Error, st.Line = errorLine(err)
+		if old := prev.byFile[f]; old != nil && v.rules[old.rule.Name] == nil {
+			c = old // last good version stays in force
+		} else {
+			c = nil
+		}
+	}
+	if c != nil {
+		v.rules[c.rule.Name] = c
+		v.byFile[f] = c
+		st.Name, st.Hash = c.rule.Name, c.hash
+	}
+	v.status[f] = st
+	return sb
+}
+
+// setHash names the content in force: every good rule file, the people
+// file and the calendars.
+func (v *version) setHash() string {
+	var lines []string
+	for f, c := range v.byFile {
+		lines = append(lines, "rule "+f+" "+c.hash)
+	}
+	for f, e := range v.cals {
+		lines = append(lines, "calendar "+f+" "+e.hash)
+	}
+	if v.people != nil && v.people.File != "" {
+		lines = append(lines, "people "+v.people.File+" "+v.peopleHash)
+	}
+	slices.Sort(lines)
+	return contentHash([]byte(strings.Join(lines, "\n")))
+}
+
+var lineRE = regexp.MustCompile(`line (\d+)`)
+
+// errorLine splits an error into the message and line Status shows.
+func errorLine(err error) (string, int) {
+	var re *RuleError
+	if errors.As(err, &re) {
+		return re.Msg, re.Line
+	}
+	var le *lineError
+	if errors.As(err, &le) {
+		return le.Msg, le.Line
+	}
+	var ae *lua.ApiError
+	if errors.As(err, &ae) {
+		return ae.Object.String(), 0
+	}
+	msg := err.Error()
+	if m := lineRE.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return msg, n
+	}
+	return msg, 0
+}

@@ -1,0 +1,48 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// call runs fn with args under timeout and returns nret results. Lua code
+// is interrupted between instructions when the time is up (L.SetContext);
+// the state is then marked broken so that it is never reused.
+func (sb *sandbox) call(ctx context.Context, timeout time.Duration, file string, fn lua.LValue, nret int, args ...lua.LValue) ([]lua.LValue, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if dl, ok := cctx.Deadline(); ok {
+		sb.deadline.Store(dl.UnixNano())
+	}
+	defer sb.deadline.Store(0)
+	L := sb.L
+	L.SetContext(cctx)
+	defer L.RemoveContext()
+	top := L.GetTop()
+	err := L.CallByParam(lua.P{Fn: fn, NRet: nret, Protect: true}, args...)
+	if err != nil {
+		L.SetTop(top)
+		if cerr := cctx.Err(); cerr != nil {
+			sb.broken = true
+			re := runtimeError(file, err)
+			re.Err = ErrTimeout
+			if errors.Is(cerr, context.DeadlineExceeded) && ctx.Err() == nil {
+				re.Msg = fmt.Sprintf("stopped after %s: a rule function may run at most that long", timeout)
+			} else {
+				re.Msg = "stopped: " + context.Cause(ctx).Error()
+			}
+			return nil, re
+		}
+		return nil, runtimeError(file, err)
+	}
+	out := make([]lua.LValue, nret)
+	for i := range nret {
+		out[i] = L.Get(top + 1 + i)
+	}
+	L.SetTop(top)
+	return out, nil
+}

@@ -1,0 +1,40 @@
+package rules
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/heraldhq/herald/engine/calendar"
+)
+
+// CheckError is one problem found by Check.
+type CheckError struct {
+	File    string
+	Line    int // 0 when unknown
+	Message string
+}
+
+func (e CheckError) String() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Message)
+}
+
+// Check loads dir as a node would (rules, people file, calendars) without
+// watching it or touching any shared registry, and returns every error,
+// sorted by file. No errors means the directory is good to deploy.
+func Check(dir string) []CheckError {
+	s, err := Load(Config{Dir: dir, Calendars: calendar.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PoolSize: 1})
+	if err != nil {
+		return []CheckError{{File: dir, Message: err.Error()}}
+	}
+	var out []CheckError
+	for _, st := range s.Status() {
+		if st.Error != "" {
+			out = append(out, CheckError{File: st.File, Line: st.Line, Message: st.Error})
+		}
+	}
+	return out
+}

@@ -1,0 +1,232 @@
+package rules
+
+import (
+	"slices"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/heraldhq/herald/engine/calendar"
+)
+
+// The `people` module: the directory read from the people file next to the
+// rules. Every call returns fresh tables, so a rule that changes a person's
+// table changes nothing for the next call or the next run.
+func (sb *sandbox) openPeople() {
+	sb.register("people", map[string]lua.LGFunction{
+		"all":          sb.peopleAll,
+		"get":          sb.peopleGet,
+		"where":        sb.peopleWhere,
+		"manager_of":   sb.peopleManagerOf,
+		"birthdays_on": sb.peopleBirthdaysOn,
+		"count":        sb.peopleCount,
+	})
+}
+
+// personTable is a person as rules see them: userid and the directory's
+// fields (absent when empty), roles as a list, extra columns as given.
+func (sb *sandbox) personTable(p *Person) *lua.LTable {
+	L := sb.L
+	t := L.CreateTable(0, 8+len(p.Extra))
+	t.RawSetString(fieldUserID, lua.LString(p.UserID))
+	for _, kv := range [...]struct{ k, v string }{
+		{fieldName, p.Name}, {fieldDepartment, p.Department}, {fieldManager, p.Manager},
+		{fieldBirthday, p.Birthday}, {fieldLunarBirthday, p.LunarBirthday}, {fieldTimezone, p.Timezone},
+	} {
+		if kv.v != "" {
+			t.RawSetString(kv.k, lua.LString(kv.v))
+		}
+	}
+	roles := L.CreateTable(len(p.Roles), 0)
+	for _, r := range p.Roles {
+		roles.Append(lua.LString(r))
+	}
+	t.RawSetString(fieldRoles, roles)
+	for k, v := range p.Extra {
+		t.RawSetString(k, sb.fromGo(v, 1))
+	}
+	return t
+}
+
+func (sb *sandbox) people() []*Person {
+	if sb.env.people == nil {
+		return nil
+	}
+	return sb.env.people.people
+}
+
+func (sb *sandbox) list(ps []*Person) *lua.LTable {
+	t := sb.L.CreateTable(len(ps), 0)
+	for _, p := range ps {
+		t.Append(sb.personTable(p))
+	}
+	return t
+}
+
+func (sb *sandbox) peopleAll(L *lua.LState) int {
+	L.Push(sb.list(sb.people()))
+	return 1
+}
+
+func (sb *sandbox) peopleCount(L *lua.LState) int {
+	L.Push(lua.LNumber(len(sb.people())))
+	return 1
+}
+
+func (sb *sandbox) peopleGet(L *lua.LState) int {
+	id := L.CheckString(1)
+	if p, ok := sb.env.people.Get(id); ok {
+		L.Push(sb.personTable(p))
+	} else {
+		L.Push(lua.LNil)
+	}
+	return 1
+}
+
+func (sb *sandbox) peopleManagerOf(L *lua.LState) int {
+	var id string
+	switch v := L.CheckAny(1).(type) {
+	case lua.LString:
+		id = string(v)
+	case *lua.LTable:
+		id = luaString(v.RawGetString(fieldUserID))
+	default:
+		sb.errorf("people.manager_of", "want a userid or a person, got %s", v.Type())
+	}
+	p, ok := sb.env.people.Get(id)
+	if ok && p.Manager != "" {
+		if m, ok := sb.env.people.Get(p.Manager); ok {
+			L.Push(sb.personTable(m))
+			return 1
+		}
+	}
+	L.Push(lua.LNil)
+	return 1
+}
+
+// peopleWhere selects people matching every condition: role = "sales"
+// (one of their roles), or any field = value; a list of values matches any
+// of them. An unknown field is an error rather than an empty result, so a
+// typo does not silently send to nobody.
+func (sb *sandbox) peopleWhere(L *lua.LState) int {
+	cond := L.CheckTable(1)
+	type clause struct {
+		field string
+		any   []string
+	}
+	var clauses []clause
+	cond.ForEach(func(k, v lua.LValue) {
+		field, ok := k.(lua.LString)
+		if !ok {
+			sb.errorf("people.where", "want field = value pairs, got a %s key", k.Type())
+		}
+		f := string(field)
+		if f == "role" {
+			f = fieldRoles
+		}
+		if !slices.Contains(knownPersonFields, f) && (sb.env.people == nil || !sb.env.people.extra[f]) {
+			sb.errorf("people.where", "unknown field %q (fields: role, %v, and the people file's columns)", string(field), knownPersonFields)
+		}
+		c := clause{field: f}
+		switch v := v.(type) {
+		case *lua.LTable:
+			v.ForEach(func(_, x lua.LValue) { c.any = append(c.any, luaString(x)) })
+		default:
+			c.any = []string{luaString(v)}
+		}
+		clauses = append(clauses, c)
+	})
+	slices.SortFunc(clauses, func(a, b clause) int { // evaluation order must not depend on table order
+		if a.field < b.field {
+			return -1
+		}
+		if a.field > b.field {
+			return 1
+		}
+		return 0
+	})
+	var out []*Person
+	for _, p := range sb.people() {
+		match := true
+		for _, c := range clauses {
+			if !personHas(p, c.field, c.any) {
+				match = false
+				break
+			}
+		}
+		if match {
+			out = append(out, p)
+		}
+	}
+	L.Push(sb.list(out))
+	return 1
+}
+
+func personHas(p *Person, field string, want []string) bool {
+	var have []string
+	switch field {
+	case fieldRoles:
+		have = p.Roles
+	case fieldUserID:
+		have = []string{p.UserID}
+	case fieldName:
+		have = []string{p.Name}
+	case fieldDepartment:
+		have = []string{p.Department}
+	case fieldManager:
+		have = []string{p.Manager}
+	case fieldBirthday:
+		have = []string{p.Birthday}
+	case fieldLunarBirthday:
+		have = []string{p.LunarBirthday}
+	case fieldTimezone:
+		have = []string{p.Timezone}
+	default:
+		switch v := p.Extra[field].(type) {
+		case nil:
+		case []any:
+			for _, x := range v {
+				have = append(have, anyString(x))
+			}
+		default:
+			have = []string{anyString(v)}
+		}
+	}
+	for _, h := range have {
+		if slices.Contains(want, h) {
+			return true
+		}
+	}
+	return false
+}
+
+func anyString(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case float64:
+		return luaString(lua.LNumber(v))
+	case bool:
+		if v {
+			return "true"
+		}
+		return "false"
+	}
+	return ""
+}
+
+// peopleBirthdaysOn lists the people greeted on a date (see birthday.go for
+// the policy); each has birthday_kind = "solar" or "lunar".
+func (sb *sandbox) peopleBirthdaysOn(L *lua.LState) int {
+	d := sb.checkDate(1, "people.birthdays_on")
+	lun := calendar.LunarOf(d)
+	t := L.NewTable()
+	for _, p := range sb.people() {
+		if kind, ok := birthdayOn(p, d, lun); ok {
+			pt := sb.personTable(p)
+			pt.RawSetString(fieldBirthdayKind, lua.LString(kind))
+			t.Append(pt)
+		}
+	}
+	L.Push(t)
+	return 1
+}

@@ -1,0 +1,417 @@
+package rules
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ErrPeople is wrapped by every error reading a people file.
+var ErrPeople = errors.New("bad people file")
+
+// PeopleFiles are the names a directory file may have, in the rules
+// directory's top level. At most one of them may exist.
+var PeopleFiles = []string{"people.csv", "people.json", "people.yaml", "people.yml"}
+
+// The directory's own fields; every other column is kept as an extra field.
+const (
+	fieldUserID        = "userid"
+	fieldName          = "name"
+	fieldDepartment    = "department"
+	fieldRoles         = "roles"
+	fieldManager       = "manager"
+	fieldBirthday      = "birthday"
+	fieldLunarBirthday = "lunar_birthday"
+	fieldTimezone      = "timezone"
+	fieldMissed        = "missed"        // reserved: set on `to`
+	fieldBirthdayKind  = "birthday_kind" // reserved: set by people.birthdays_on
+)
+
+var knownPersonFields = []string{fieldUserID, fieldName, fieldDepartment, fieldRoles, fieldManager,
+	fieldBirthday, fieldLunarBirthday, fieldTimezone}
+
+// Person is one entry of the directory.
+type Person struct {
+	UserID        string
+	Name          string
+	Department    string
+	Roles         []string
+	Manager       string
+	Birthday      string // YYYY-MM-DD or MM-DD
+	LunarBirthday string // MM-DD, or 闰MM-DD / LMM-DD for a leap month
+	Timezone      string
+	Extra         map[string]any // other columns: strings, numbers, bools, lists
+
+	solar monthDay
+	lunar lunarDay
+}
+
+type monthDay struct{ month, day int }
+
+type lunarDay struct {
+	month, day int
+	leap       bool
+}
+
+// Directory is the people directory a version of the rules sees. It is
+// immutable once loaded.
+type Directory struct {
+	File   string
+	people []*Person
+	byID   map[string]*Person
+	extra  map[string]bool // extra field names present in any entry
+}
+
+// Len is the number of people.
+func (d *Directory) Len() int {
+	if d == nil {
+		return 0
+	}
+	return len(d.people)
+}
+
+// Get returns the person with userid id.
+func (d *Directory) Get(id string) (*Person, bool) {
+	if d == nil {
+		return nil, false
+	}
+	p, ok := d.byID[id]
+	return p, ok
+}
+
+// lineError is an error with the line of the file it was found on.
+type lineError struct {
+	Line int
+	Msg  string
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
+
+// parsePeople reads a people file by its extension.
+func parsePeople(name string, data []byte) (*Directory, error) {
+	var (
+		rows []personRow
+		err  error
+	)
+	switch path.Ext(name) {
+	case ".csv":
+		rows, err = peopleCSV(data)
+	case ".json":
+		rows, err = peopleJSON(data)
+	case ".yaml", ".yml":
+		rows, err = peopleYAML(data)
+	default:
+		err = fmt.Errorf("unknown people file type %q", path.Ext(name))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPeople, err)
+	}
+	d := &Directory{File: name, byID: make(map[string]*Person, len(rows)), extra: map[string]bool{}}
+	for _, r := range rows {
+		p, err := newPerson(r.fields)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: r.line, Msg: err.Error()})
+		}
+		if prev, dup := d.byID[p.UserID]; dup {
+			return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: r.line,
+				Msg: fmt.Sprintf("userid %q is already used (by %q)", p.UserID, prev.Name)})
+		}
+		d.byID[p.UserID] = p
+		d.people = append(d.people, p)
+		for k := range p.Extra {
+			d.extra[k] = true
+		}
+	}
+	for i, p := range d.people {
+		if p.Manager != "" {
+			if _, ok := d.byID[p.Manager]; !ok {
+				return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: rows[i].line,
+					Msg: fmt.Sprintf("manager %q of %q is not in the directory", p.Manager, p.UserID)})
+			}
+		}
+	}
+	return d, nil
+}
+
+type personRow struct {
+	line   int
+	fields map[string]any
+}
+
+func peopleCSV(data []byte) ([]personRow, error) {
+	r := csv.NewReader(bytes.NewReader(bytes.TrimPrefix(data, []byte("\uFEFF"))))
+	r.TrimLeadingSpace = true
+	header, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	for i := range header {
+		header[i] = strings.TrimSpace(header[i])
+	}
+	if !slices.Contains(header, fieldUserID) {
+		return nil, &lineError{Line: 1, Msg: "header has no userid column"}
+	}
+	var rows []personRow
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		line, _ := r.FieldPos(0)
+		fields := make(map[string]any, len(rec))
+		for i, v := range rec {
+			v = strings.TrimSpace(v)
+			if v == "" {
+				continue
+			}
+			if header[i] == fieldRoles {
+				var roles []any
+				for _, role := range strings.Split(v, ";") {
+					if role = strings.TrimSpace(role); role != "" {
+						roles = append(roles, role)
+					}
+				}
+				fields[fieldRoles] = roles
+				continue
+			}
+			fields[header[i]] = v
+		}
+		rows = append(rows, personRow{line: line, fields: fields})
+	}
+	return rows, nil
+}
+
+func peopleJSON(data []byte) ([]personRow, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return nil, &lineError{Line: 1, Msg: "want a JSON array of people"}
+	}
+	var rows []personRow
+	for dec.More() {
+		line := 1 + bytes.Count(data[:dec.InputOffset()], []byte("\n"))
+		var fields map[string]any
+		if err := dec.Decode(&fields); err != nil {
+			return nil, &lineError{Line: line, Msg: err.Error()}
+		}
+		rows = append(rows, personRow{line: line, fields: fields})
+	}
+	return rows, nil
+}
+
+func peopleYAML(data []byte) ([]personRow, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	seq := doc.Content[0]
+	if seq.Kind == yaml.MappingNode { // also accept {people: [...]}
+		for i := 0; i+1 < len(seq.Content); i += 2 {
+			if seq.Content[i].Value == "people" {
+				seq = seq.Content[i+1]
+				break
+			}
+		}
+	}
+	if seq.Kind != yaml.SequenceNode {
+		return nil, &lineError{Line: seq.Line, Msg: "want a list of people"}
+	}
+	rows := make([]personRow, 0, len(seq.Content))
+	for _, n := range seq.Content {
+		if n.Kind != yaml.MappingNode {
+			return nil, &lineError{Line: n.Line, Msg: "want a mapping with userid, name, …"}
+		}
+		fields := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			val, err := yamlValue(v)
+			if err != nil {
+				return nil, &lineError{Line: v.Line, Msg: fmt.Sprintf("%s: %v", k.Value, err)}
+			}
+			fields[k.Value] = val
+		}
+		rows = append(rows, personRow{line: n.Line, fields: fields})
+	}
+	return rows, nil
+}
+
+// yamlValue keeps scalars as written (so 1990-02-29 is not a timestamp and
+// 08-15 not a number) and lists as lists of those.
+func yamlValue(n *yaml.Node) (any, error) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!null":
+			return nil, nil
+		case "!!bool":
+			var b bool
+			if err := n.Decode(&b); err == nil {
+				return b, nil
+			}
+		case "!!int", "!!float":
+			var f float64
+			if err := n.Decode(&f); err == nil {
+				return f, nil
+			}
+		}
+		return n.Value, nil
+	case yaml.SequenceNode:
+		out := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := yamlValue(c)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	return nil, errors.New("want a value or a list")
+}
+
+// newPerson checks and normalises one entry.
+func newPerson(f map[string]any) (*Person, error) {
+	str := func(k string) (string, error) {
+		switch v := f[k].(type) {
+		case nil:
+			return "", nil
+		case string:
+			return strings.TrimSpace(v), nil
+		case json.Number:
+			return v.String(), nil
+		case float64:
+			return fmt.Sprint(v), nil
+		}
+		return "", fmt.Errorf("%s: want text, got %T", k, f[k])
+	}
+	p := &Person{Extra: map[string]any{}}
+	var err error
+	for _, x := range []struct {
+		key string
+		dst *string
+	}{
+		{fieldUserID, &p.UserID}, {fieldName, &p.Name}, {fieldDepartment, &p.Department},
+		{fieldManager, &p.Manager}, {fieldBirthday, &p.Birthday},
+		{fieldLunarBirthday, &p.LunarBirthday}, {fieldTimezone, &p.Timezone},
+	} {
+		if *x.dst, err = str(x.key); err != nil {
+			return nil, err
+		}
+	}
+	if p.UserID == "" {
+		return nil, errors.New("userid is missing")
+	}
+	switch v := f[fieldRoles].(type) {
+	case nil:
+	case string:
+		for _, r := range strings.Split(v, ";") {
+			if r = strings.TrimSpace(r); r != "" {
+				p.Roles = append(p.Roles, r)
+			}
+		}
+	case []any:
+		for _, r := range v {
+			s, ok := r.(string)
+			if !ok {
+				return nil, fmt.Errorf("roles: want a list of names, got %T", r)
+			}
+			p.Roles = append(p.Roles, s)
+		}
+	default:
+		return nil, fmt.Errorf("roles: want a list, got %T", v)
+	}
+	if p.Birthday != "" {
+		if p.solar, err = parseSolarBirthday(p.Birthday); err != nil {
+			return nil, err
+		}
+	}
+	if p.LunarBirthday != "" {
+		if p.lunar, err = parseLunarBirthday(p.LunarBirthday); err != nil {
+			return nil, err
+		}
+	}
+	if p.Timezone != "" {
+		if _, err := loadZone(p.Timezone); err != nil {
+			return nil, fmt.Errorf("timezone %q: %v", p.Timezone, err)
+		}
+	}
+	for k, v := range f {
+		if slices.Contains(knownPersonFields, k) {
+			continue
+		}
+		if k == fieldMissed || k == fieldBirthdayKind {
+			return nil, fmt.Errorf("%q is a reserved field name", k)
+		}
+		if v == nil {
+			continue
+		}
+		if n, ok := v.(json.Number); ok {
+			v, _ = n.Float64()
+		}
+		switch v.(type) {
+		case string, float64, bool, []any:
+		default:
+			return nil, fmt.Errorf("%s: want text, a number, true/false or a list", k)
+		}
+		p.Extra[k] = v
+	}
+	return p, nil
+}
+
+// parseSolarBirthday reads YYYY-MM-DD or MM-DD. 02-29 is allowed without a
+// year; with a year it must be a leap year.
+func parseSolarBirthday(s string) (monthDay, error) {
+	if len(s) == len("2006-01-02") {
+		t, err := time.Parse(time.DateOnly, s)
+		if err != nil {
+			return monthDay{}, fmt.Errorf("birthday %q: want YYYY-MM-DD or MM-DD", s)
+		}
+		return monthDay{int(t.Month()), t.Day()}, nil
+	}
+	var m, d int
+	if _, err := fmt.Sscanf(s, "%02d-%02d", &m, &d); err != nil || len(s) != 5 {
+		return monthDay{}, fmt.Errorf("birthday %q: want YYYY-MM-DD or MM-DD", s)
+	}
+	// 2000 is a leap year, so 02-29 is valid and 02-30 is not.
+	if t := time.Date(2000, time.Month(m), d, 0, 0, 0, 0, time.UTC); int(t.Month()) != m || t.Day() != d {
+		return monthDay{}, fmt.Errorf("birthday %q: no such day", s)
+	}
+	return monthDay{m, d}, nil
+}
+
+// parseLunarBirthday reads a lunar month and day, "08-15"; a birthday in a
+// leap month is written "闰04-10" (or "L04-10"). Days run 1..30.
+func parseLunarBirthday(s string) (lunarDay, error) {
+	var ld lunarDay
+	rest := s
+	for _, p := range []string{"闰", "L", "l"} {
+		if strings.HasPrefix(rest, p) {
+			ld.leap, rest = true, strings.TrimPrefix(rest, p)
+			break
+		}
+	}
+	if _, err := fmt.Sscanf(rest, "%02d-%02d", &ld.month, &ld.day); err != nil || len(rest) != 5 ||
+		ld.month < 1 || ld.month > 12 || ld.day < 1 || ld.day > 30 {
+		return lunarDay{}, fmt.Errorf("lunar_birthday %q: want MM-DD (month 1-12, day 1-30), with 闰 before a leap month", s)
+	}
+	return ld, nil
+}

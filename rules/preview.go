@@ -1,0 +1,134 @@
+package rules
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/calendar"
+)
+
+// PreviewTaskKey is the task key a preview of a rule triggered by API tasks
+// uses for its run key (stagger depends on the run key).
+const PreviewTaskKey = "preview"
+
+// PreviewResult is a dry run of a rule at one instant: who would receive
+// what, and when. Nothing is sent or written.
+type PreviewResult struct {
+	Rule       string            `json:"rule"`
+	File       string            `json:"file"`
+	Channel    string            `json:"channel"`
+	Priority   string            `json:"priority"`
+	Trigger    string            `json:"trigger"` // the schedule, or "api task"
+	At         time.Time         `json:"at"`      // the instant asked about, in the rule's zone
+	RunKey     string            `json:"run_key,omitempty"`
+	IsSlot     bool              `json:"is_slot"`            // At is a slot of the schedule (always true for API-task rules)
+	Reason     string            `json:"reason,omitempty"`   // why nobody would receive anything, when nobody would
+	NextSlot   time.Time         `json:"next_slot,omitzero"` // when At is not a slot: the schedule's next slot after it
+	Deadline   time.Time         `json:"deadline,omitzero"`  // messages not sent by then expire
+	Deliveries []PreviewDelivery `json:"deliveries"`
+}
+
+// PreviewDelivery is one recipient's message.
+type PreviewDelivery struct {
+	ID        string          `json:"id"`
+	Recipient string          `json:"recipient"`
+	Name      string          `json:"name,omitempty"`
+	At        time.Time       `json:"at"`     // slot + stagger offset
+	Offset    time.Duration   `json:"offset"` // stagger offset
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// Preview evaluates rule name as if it ran at at, with data as an API
+// task's data. For a scheduled rule whose schedule has no slot at at (a
+// statutory holiday for a cn_workday rule, say), nobody is listed and
+// Reason says why. An API-task rule previews with run key
+// task:preview.
+func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.RawMessage) (PreviewResult, error) {
+	v := s.cur.Load()
+	c, ok := v.rules[name]
+	if !ok {
+		return PreviewResult{}, fmt.Errorf("%w %q", ErrUnknownRule, name)
+	}
+	r := c.rule
+	loc, err := loadZone(zoneName(r.Timezone))
+	if err != nil {
+		return PreviewResult{}, err
+	}
+	at = at.In(loc)
+	res := PreviewResult{
+		Rule: r.Name, File: c.file, Channel: r.Channel, Priority: r.Priority.String(),
+		Trigger: "api task", At: at, IsSlot: true, Deliveries: []PreviewDelivery{},
+	}
+	res.RunKey = engine.TaskRunKey(PreviewTaskKey)
+	if c.sched != nil {
+		res.Trigger = c.sched.String()
+		next, ok := c.sched.Next(at.Add(-time.Nanosecond))
+		res.IsSlot = ok && next.Equal(at)
+		if !res.IsSlot {
+			res.RunKey = ""
+			res.Reason = s.notSlotReason(c, at)
+			if n, ok := c.sched.Next(at); ok {
+				res.NextSlot = n
+			}
+			return res, nil
+		}
+		res.RunKey = engine.RunKey(r.Name, at)
+	}
+	deadline := r.Deadline
+	if deadline == 0 {
+		deadline = engine.DefaultDeadline
+	}
+	res.Deadline = at.Add(deadline)
+	var msgs []message
+	err = s.withSandbox(ctx, v, func(sb *sandbox) error {
+		var err error
+		msgs, err = sb.plan(ctx, c, engine.RunContext{Rule: r.Name, Key: res.RunKey, Slot: at, Zone: zoneName(r.Timezone), Data: data}, s.cfg.CallTimeout)
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	for i, m := range msgs {
+		off := r.Stagger.Offset(res.RunKey, m.userid, i, len(msgs))
+		res.Deliveries = append(res.Deliveries, PreviewDelivery{
+			ID: engine.DeliveryID(res.RunKey, m.userid), Recipient: m.userid, Name: m.name,
+			At: at.Add(off), Offset: off, Payload: m.payload,
+		})
+	}
+	if len(msgs) == 0 {
+		res.Reason = "recipients returned nobody (or message returned nil for everyone)"
+	}
+	return res, nil
+}
+
+func zoneName(z string) string {
+	if z == "" {
+		return "UTC"
+	}
+	return z
+}
+
+// notSlotReason explains why at is not a slot: a day off in the rule's
+// calendar (with the holiday's name), or simply not a time the cron spec
+// names.
+func (s *Set) notSlotReason(c *compiled, at time.Time) string {
+	r := c.rule
+	d := calendar.DateOf(at)
+	if r.Calendar != "" {
+		if cal, err := s.cfg.Calendars.Lookup(r.Calendar); err == nil && !cal.IsWorkday(d) {
+			why := d.Weekday().String()
+			if h, ok := calendar.Holiday(d); ok {
+				why = "statutory holiday " + h
+			}
+			msg := fmt.Sprintf("%s is not a workday in calendar %s (%s)", d, r.Calendar, why)
+			if r.Shift == "next_workday" {
+				msg += "; its slot moves to the next workday"
+			}
+			return msg
+		}
+	}
+	return fmt.Sprintf("%s is not a slot of schedule %s", at.Format(time.RFC3339), c.sched)
+}

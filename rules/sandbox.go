@@ -1,0 +1,313 @@
+package rules
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/heraldhq/herald/engine/calendar"
+)
+
+// Limits every state and every Go helper enforces. gopher-lua has no
+// allocation limit of its own, so the helpers that could build a large
+// value from a small one (string.rep, string.format, string.gsub, text,
+// json) check the size before they allocate.
+const (
+	maxStringLen  = 1 << 20  // largest string a helper builds or scans
+	maxDepth      = 64       // nesting of tables converted to JSON or back
+	maxPayload    = 64 << 10 // one message's JSON
+	maxRecipients = 1_000_000
+	callStackSize = 200       // Lua call frames: deep recursion stops here
+	registrySize  = 4 << 10   // initial value stack
+	registryMax   = 256 << 10 // value stack ceiling: unpack of a huge table stops here
+	registryGrow  = 4 << 10   // value stack growth step
+	maxFormatPad  = 99        // widest %N / %.N that string.format accepts, as in C Lua
+	lockedMeta    = "locked"  // what getmetatable shows for protected tables
+	timeTypeName  = "herald.time"
+	nullTypeName  = "herald.json.null"
+	ruleFuncName  = "rule"
+)
+
+// removedGlobals are base functions a rule must not reach: loading code,
+// touching the file system, the garbage collector, other functions'
+// environments, raw writes that would bypass read-only library tables, and
+// printing to the node's stdout (rules log with `log`).
+var removedGlobals = []string{
+	"dofile", "loadfile", "load", "loadstring", "require", "module",
+	"collectgarbage", "getfenv", "setfenv", "rawset", "print", "_printregs",
+	"newproxy", "_G", "_GOPHER_LUA_VERSION",
+}
+
+// env is what a version's states share: the people directory, the
+// calendars and the logger. It is immutable once built.
+type env struct {
+	people    *Directory
+	calendars *calendar.Registry
+	logger    *slog.Logger
+}
+
+// runState is what the library functions need to know of the run being
+// evaluated; nil while a file's top level runs at load time.
+type runState struct {
+	rule     string
+	file     string
+	calendar string
+	zone     *time.Location
+	slot     time.Time
+}
+
+// sandbox is one Lua state with Herald's library. It is used by one
+// goroutine at a time (the pool hands it out).
+type sandbox struct {
+	L    *lua.LState
+	env  *env
+	base *lua.LTable // the globals every run's environment reads through
+	run  *runState
+	null lua.LValue // json.null
+
+	// broken marks a state whose call was interrupted: it is not reused.
+	broken bool
+	// deadline is when the current call must end (Unix ns, 0 outside a
+	// call); the watchdog in Set.withSandbox reads it from another goroutine.
+	deadline atomic.Int64
+}
+
+// newSandbox builds a state with only the safe parts of the standard library
+// and Herald's own modules.
+func newSandbox(e *env) *sandbox {
+	L := lua.NewState(lua.Options{
+		SkipOpenLibs:        true,
+		CallStackSize:       callStackSize,
+		RegistrySize:        registrySize,
+		RegistryMaxSize:     registryMax,
+		RegistryGrowStep:    registryGrow,
+		MinimizeStackMemory: true,
+	})
+	for _, lib := range []struct {
+		name string
+		open lua.LGFunction
+	}{
+		{lua.BaseLibName, lua.OpenBase},
+		{lua.TabLibName, lua.OpenTable},
+		{lua.StringLibName, lua.OpenString},
+		{lua.MathLibName, lua.OpenMath},
+	} {
+		L.Push(L.NewFunction(lib.open))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	sb := &sandbox{L: L, env: e, base: L.G.Global}
+	for _, name := range removedGlobals {
+		sb.base.RawSetString(name, lua.LNil)
+	}
+	sb.capStringLib()
+	// Rules run on every leader and must plan the same messages: no
+	// randomness.
+	if m, ok := sb.base.RawGetString("math").(*lua.LTable); ok {
+		m.RawSetString("random", lua.LNil)
+		m.RawSetString("randomseed", lua.LNil)
+	}
+	sb.openTime()
+	sb.openJSON()
+	sb.openText()
+	sb.openLog()
+	sb.openCalendar()
+	sb.openPeople()
+	sb.base.RawSetString(ruleFuncName, L.NewFunction(luaRule))
+	for _, name := range []string{"string", "table", "math", "time", "json", "text", "log", "calendar", "people"} {
+		if t, ok := sb.base.RawGetString(name).(*lua.LTable); ok {
+			sb.base.RawSetString(name, readonly(L, t))
+		}
+	}
+	return sb
+}
+
+// luaRule is the `rule { ... }` a file returns: it only checks that it got
+// a table; the fields are checked in Go, where the file's lines are known.
+func luaRule(L *lua.LState) int {
+	L.Push(L.CheckTable(1))
+	return 1
+}
+
+// readonly wraps t so that rules can read a library but not change it for
+// the runs that later reuse this pooled state.
+func readonly(L *lua.LState, t *lua.LTable) *lua.LTable {
+	proxy := L.NewTable()
+	mt := L.NewTable()
+	mt.RawSetString("__index", t)
+	mt.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("cannot change a library table (field %q)", L.CheckAny(2).String())
+		return 0
+	}))
+	mt.RawSetString("__metatable", lua.LString(lockedMeta))
+	L.SetMetatable(proxy, mt)
+	return proxy
+}
+
+// runEnv is a fresh global environment for one run: globals a rule sets
+// live only as long as the run, and the shared ones are reached through it.
+func (sb *sandbox) runEnv() *lua.LTable {
+	e := sb.L.NewTable()
+	mt := sb.L.NewTable()
+	mt.RawSetString("__index", sb.base)
+	mt.RawSetString("__metatable", lua.LString(lockedMeta))
+	sb.L.SetMetatable(e, mt)
+	return e
+}
+
+// capStringLib replaces the string functions that can allocate or scan
+// without bound. The string table is also the metatable of every string,
+// so method calls ("x"):rep(n) get the capped versions too.
+func (sb *sandbox) capStringLib() {
+	L := sb.L
+	mod, ok := sb.base.RawGetString("string").(*lua.LTable)
+	if !ok {
+		return
+	}
+	mod.RawSetString("dump", lua.LNil)
+	mod.RawSetString("__metatable", lua.LString(lockedMeta))
+	mod.RawSetString("rep", L.NewFunction(strRep))
+	mod.RawSetString("format", wrapGo(L, mod, "format", checkFormat))
+	mod.RawSetString("gsub", wrapGo(L, mod, "gsub", checkGsub))
+	for _, name := range []string{"find", "match"} {
+		mod.RawSetString(name, wrapGo(L, mod, name, checkSubject(name)))
+	}
+	// gmatch is a closure with an upvalue, so it is called through Lua
+	// rather than by its Go function.
+	if orig, ok := mod.RawGetString("gmatch").(*lua.LFunction); ok {
+		check := checkSubject("gmatch")
+		gm := L.NewFunction(func(L *lua.LState) int {
+			check(L)
+			top := L.GetTop()
+			L.Push(orig)
+			for i := 1; i <= top; i++ {
+				L.Push(L.Get(i))
+			}
+			L.Call(top, 1)
+			return 1
+		})
+		mod.RawSetString("gmatch", gm)
+		mod.RawSetString("gfind", gm)
+	}
+}
+
+// wrapGo runs check on the arguments, then the library's own function.
+func wrapGo(L *lua.LState, mod *lua.LTable, name string, check func(*lua.LState)) *lua.LFunction {
+	orig, ok := mod.RawGetString(name).(*lua.LFunction)
+	if !ok || !orig.IsG {
+		panic("rules: string." + name + " is not a Go function") // gopher-lua changed shape
+	}
+	return L.NewFunction(func(L *lua.LState) int {
+		check(L)
+		return orig.GFunction(L)
+	})
+}
+
+func strRep(L *lua.LState) int {
+	s := L.CheckString(1)
+	n := L.CheckInt(2)
+	if n <= 0 || s == "" {
+		L.Push(lua.LString(""))
+		return 1
+	}
+	if n > maxStringLen/len(s) {
+		L.RaiseError("string.rep: %d × %d bytes is over the %d byte limit", n, len(s), maxStringLen)
+	}
+	L.Push(lua.LString(strings.Repeat(s, n)))
+	return 1
+}
+
+func checkSubject(name string) func(*lua.LState) {
+	return func(L *lua.LState) {
+		if s := L.CheckString(1); len(s) > maxStringLen {
+			L.RaiseError("string.%s: subject of %d bytes is over the %d byte limit", name, len(s), maxStringLen)
+		}
+		if p := L.CheckString(2); len(p) > maxStringLen {
+			L.RaiseError("string.%s: pattern of %d bytes is over the %d byte limit", name, len(p), maxStringLen)
+		}
+	}
+}
+
+// checkFormat refuses widths and precisions over two digits (C Lua's own
+// rule), and a result that would be over the limit.
+func checkFormat(L *lua.LState) {
+	f := L.CheckString(1)
+	size := len(f)
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' {
+			continue
+		}
+		j, digits := i+1, 0
+		for ; j < len(f) && strings.IndexByte("-+ #0123456789.", f[j]) >= 0; j++ {
+			if f[j] >= '0' && f[j] <= '9' {
+				digits++
+				if digits > 2 {
+					L.RaiseError("string.format: width or precision over %d in %q", maxFormatPad, f)
+				}
+			} else {
+				digits = 0
+			}
+		}
+		size += maxFormatPad
+		i = j
+	}
+	for i := 2; i <= L.GetTop(); i++ {
+		if s, ok := L.Get(i).(lua.LString); ok {
+			size += len(s)
+		} else {
+			size += 32
+		}
+	}
+	if size > maxStringLen {
+		L.RaiseError("string.format: result could be %d bytes, over the %d byte limit", size, maxStringLen)
+	}
+}
+
+// checkGsub bounds the result of a replacement by a string: every match
+// adds at most the replacement, and every capture reference at most the
+// subject.
+func checkGsub(L *lua.LState) {
+	checkSubject("gsub")(L)
+	s := L.CheckString(1)
+	repl, ok := L.Get(3).(lua.LString)
+	if !ok {
+		return
+	}
+	refs := strings.Count(string(repl), "%")
+	matches := len(s) + 1 // a pattern can match at most once per position
+	if n := L.OptInt(4, -1); n >= 0 && n < matches {
+		matches = n
+	}
+	bound := len(s) + matches*len(repl) + refs*len(s)
+	if bound > maxStringLen {
+		L.RaiseError("string.gsub: result could be over the %d byte limit", maxStringLen)
+	}
+}
+
+// needRun returns the run being evaluated, or raises an error when a
+// function that depends on it is called from a file's top level.
+func (sb *sandbox) needRun(fn string) *runState {
+	if sb.run == nil {
+		sb.L.RaiseError("%s is only available inside rule functions", fn)
+	}
+	return sb.run
+}
+
+// register adds a module of Go functions as a global table.
+func (sb *sandbox) register(name string, funcs map[string]lua.LGFunction) *lua.LTable {
+	t := sb.L.NewTable()
+	for n, f := range funcs {
+		t.RawSetString(n, sb.L.NewFunction(f))
+	}
+	sb.base.RawSetString(name, t)
+	return t
+}
+
+// errorf raises a Lua error from a helper with the helper's name.
+func (sb *sandbox) errorf(fn, format string, args ...any) {
+	sb.L.RaiseError("%s: %s", fn, fmt.Sprintf(format, args...))
+}

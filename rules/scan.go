@@ -1,0 +1,154 @@
+package rules
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Size limits for the files a scan reads.
+const (
+	maxRuleFile  = 1 << 20  // one .lua file
+	maxDataFile  = 64 << 20 // the people file or a calendar
+	maxScanDepth = 8
+	maxScanFiles = 10_000
+)
+
+// calendarDir is where company calendar files live, in the rules
+// directory's top level: calendars/NAME.yaml defines calendar NAME.
+const calendarDir = "calendars"
+
+// scanned is one file found by a scan.
+type scanned struct {
+	kind string // KindRule, KindPeople or KindCalendar
+	data []byte
+	hash string
+	err  error // could not be read (too big, unreadable)
+}
+
+// scanResult is the relevant content of the directory at one moment, by
+// path relative to the directory (forward slashes), and the directories a
+// watcher should watch.
+type scanResult struct {
+	files map[string]*scanned
+	dirs  []string
+}
+
+// fingerprint identifies the scanned content; equal fingerprints need no
+// reload.
+func (r *scanResult) fingerprint() string {
+	keys := make([]string, 0, len(r.files))
+	for k := range r.files {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		f := r.files[k]
+		fmt.Fprintf(&b, "%s\x00%s\x00%v\n", k, f.hash, f.err)
+	}
+	return contentHash([]byte(b.String()))
+}
+
+// kindOf says whether a file (relative path) is one the rules use.
+func kindOf(rel string) string {
+	dir, base := path.Split(rel)
+	switch {
+	case dir == "" && slices.Contains(PeopleFiles, base):
+		return KindPeople
+	case dir == calendarDir+"/" && (strings.HasSuffix(base, ".yaml") || strings.HasSuffix(base, ".yml")):
+		return KindCalendar
+	case strings.HasSuffix(base, ".lua"):
+		return KindRule
+	}
+	return ""
+}
+
+// scanDir reads every relevant file under dir. Names starting with a dot
+// are skipped: editors' swap files, and the timestamped directories and
+// ..data link of a Kubernetes ConfigMap volume (whose files are reached
+// through the top-level symlinks). Symlinks are followed, with a depth and
+// a loop guard.
+func scanDir(dir string) (*scanResult, error) {
+	res := &scanResult{files: map[string]*scanned{}}
+	if _, err := filepath.EvalSymlinks(dir); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoDir, err)
+	}
+	seen := map[string]bool{}
+	var walk func(abs, rel string, depth int) error
+	walk = func(abs, rel string, depth int) error {
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return nil // vanished mid-scan: the next scan sees the result
+		}
+		if seen[real] || depth > maxScanDepth {
+			return nil
+		}
+		seen[real] = true
+		res.dirs = append(res.dirs, abs)
+		entries, err := os.ReadDir(abs)
+		if err != nil {
+			if rel == "" {
+				return fmt.Errorf("%w: %v", ErrNoDir, err)
+			}
+			return nil
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if strings.HasPrefix(name, ".") {
+				continue
+			}
+			childAbs := filepath.Join(abs, name)
+			childRel := path.Join(rel, name)
+			fi, err := os.Stat(childAbs) // follows symlinks
+			if err != nil {
+				continue // dangling link, or removed since ReadDir
+			}
+			if fi.IsDir() {
+				if err := walk(childAbs, childRel, depth+1); err != nil {
+					return err
+				}
+				continue
+			}
+			kind := kindOf(childRel)
+			if kind == "" || !fi.Mode().IsRegular() {
+				continue
+			}
+			if len(res.files) >= maxScanFiles {
+				return fmt.Errorf("more than %d rule files under %s", maxScanFiles, dir)
+			}
+			res.files[childRel] = readScanned(childAbs, kind, fi.Size())
+		}
+		return nil
+	}
+	if err := walk(dir, "", 0); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func readScanned(abs, kind string, size int64) *scanned {
+	limit := int64(maxDataFile)
+	if kind == KindRule {
+		limit = maxRuleFile
+	}
+	f := &scanned{kind: kind}
+	if size > limit {
+		f.err = fmt.Errorf("file is %d bytes, over the %d byte limit", size, limit)
+		f.hash = fmt.Sprintf("size-%d", size)
+		return f
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		f.err = err
+		return f
+	}
+	if int64(len(data)) > limit {
+		f.err = fmt.Errorf("file is %d bytes, over the %d byte limit", len(data), limit)
+	}
+	f.data, f.hash = data, contentHash(data)
+	return f
+}
