@@ -371,3 +371,25 @@ func readBody(t *testing.T, resp *http.Response) string {
 	require.NoError(t, err)
 	return strings.TrimSpace(string(b))
 }
+
+func TestRestartAtNewRaftAddressWithJoin(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil, nil)
+	leader := leaderOf(t, nodes)
+	ctx := ctxT(t)
+	f := followersOf(nodes, leader)[0]
+	f.stop()
+	_, err := leader.node.Apply(ctx, setCmd("moved", "1"))
+	require.NoError(t, err)
+
+	// Same dir (existing state), new raft and HTTP addresses, --join given.
+	moved := newTestNode(t, nodeOpts{id: f.id, dir: f.dir, join: leader.httpAddr()})
+	require.Equal(t, startExisting, moved.node.startMode, "existing state: no join in Start")
+	require.Eventually(t, func() bool {
+		return servers(t, leader.node)[f.id] == moved.raftAddr
+	}, waitTimeout, 10*time.Millisecond, "the leader did not learn the new raft address")
+	waitValue(t, []*testNode{moved}, "moved", "1")
+	require.Eventually(t, func() bool {
+		return leader.sm.member(f.id).HTTPAddr == moved.httpAddr()
+	}, waitTimeout, 10*time.Millisecond)
+}

@@ -62,8 +62,10 @@ type Config struct {
 	// state yet. A node with existing state never bootstraps again.
 	Bootstrap bool
 	// Join is the HTTP address of any member to join through. Retried with
-	// backoff for JoinTimeout. Ignored (harmless) when the node has state,
-	// except that it is used to refresh a stale member record.
+	// backoff for JoinTimeout. On a node that already has state it is
+	// harmless: Start does not wait on it, and it is only used in the
+	// background to refresh this node's member record if its addresses
+	// changed (or to re-add it if it was removed).
 	Join string
 
 	// Logger receives the node's logs and, bridged, raft's. Default: slog.Default().

@@ -181,9 +181,10 @@ func (n *Node) transferLeadership(ctx context.Context) error {
 
 // reconcileSelf runs on a node restarted with existing state: until the
 // replicated record carries this node's current addresses, it asks the
-// leader (or cfg.Join) to re-add it. That covers a restart at a new Raft or
-// HTTP address; with unchanged addresses it ends at the first check once the
-// state machine has caught up.
+// leader (or cfg.Join) to re-add it. That covers a restart at a new HTTP
+// address (and, with --join, a new Raft address); with unchanged addresses
+// it ends at the first check once the state machine has caught up. A node
+// whose record is gone (it was removed) is re-added only with --join.
 func (n *Node) reconcileSelf(ctx context.Context) {
 	self := engine.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
 	req := JoinRequest{ID: self.ID, RaftAddr: self.RaftAddr, HTTPAddr: self.HTTPAddr}
@@ -195,9 +196,15 @@ func (n *Node) reconcileSelf(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if slices.Contains(n.sm.Members(), self) {
+		i := slices.IndexFunc(n.sm.Members(), func(m engine.Member) bool { return m.ID == self.ID })
+		switch {
+		case i >= 0 && n.sm.Members()[i] == self:
 			n.log.Debug("member record is current")
 			return
+		case i < 0 && n.cfg.Join == "":
+			// Not replayed yet, or removed on purpose: only an explicit
+			// --join adds a node back.
+			continue
 		}
 		if n.IsLeader() {
 			continue // RunLeader records the leader's own member

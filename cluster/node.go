@@ -383,16 +383,16 @@ func (n *Node) Status() Status {
 	if f.Error() != nil {
 		return st
 	}
-	http := map[string]string{}
+	httpOf := map[string]string{}
 	for _, m := range n.sm.Members() {
-		http[m.ID] = m.HTTPAddr
+		httpOf[m.ID] = m.HTTPAddr
 	}
-	http[n.cfg.NodeID] = n.cfg.HTTPAddr
+	httpOf[n.cfg.NodeID] = n.cfg.HTTPAddr
 	for _, s := range f.Configuration().Servers {
 		st.Members = append(st.Members, MemberStatus{
 			ID:       string(s.ID),
 			RaftAddr: string(s.Address),
-			HTTPAddr: http[string(s.ID)],
+			HTTPAddr: httpOf[string(s.ID)],
 			Voter:    s.Suffrage == raft.Voter,
 			Leader:   s.ID == leader,
 		})

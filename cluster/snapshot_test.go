@@ -1,0 +1,56 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A follower that was down while the leader snapshotted and compacted its
+// log catches up through InstallSnapshot; a node restarted on its own
+// snapshot has the state before any leader contact.
+func TestSnapshotAndRestoreThroughRaft(t *testing.T) {
+	t.Parallel()
+	lowSnap := func(c *Config) {
+		c.SnapshotThreshold = 8
+		c.SnapshotInterval = 20 * time.Millisecond
+		c.TrailingLogs = 2
+	}
+	nodes := newCluster(t, 3, nil, lowSnap)
+	leader := leaderOf(t, nodes)
+	ctx := ctxT(t)
+
+	f := followersOf(nodes, leader)[0]
+	f.stop()
+	for i := range 40 {
+		_, err := leader.node.Apply(ctx, setCmd(fmt.Sprint("k", i), fmt.Sprint(i)))
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		snaps, err := leader.node.snaps.List()
+		require.NoError(t, err)
+		first, err := leader.node.store.FirstIndex()
+		require.NoError(t, err)
+		return len(snaps) > 0 && first > 2
+	}, waitTimeout, 10*time.Millisecond, "the leader did not snapshot and compact")
+
+	back := newTestNode(t, nodeOpts{id: f.id, dir: f.dir, raftAddr: f.raftAddr, modify: lowSnap})
+	waitValue(t, []*testNode{back}, "k39", "39")
+	require.Positive(t, back.sm.restoreCount(), "caught up through an installed snapshot")
+	require.Eventually(t, func() bool {
+		snaps, err := back.node.snaps.List()
+		require.NoError(t, err)
+		return len(snaps) > 0
+	}, waitTimeout, 10*time.Millisecond)
+
+	// Restart it again: raft restores its own snapshot inside New, before
+	// Start and before hearing from any leader.
+	back.stop()
+	again := newTestNode(t, nodeOpts{id: f.id, dir: f.dir, raftAddr: f.raftAddr, modify: lowSnap, noStart: true})
+	require.Equal(t, 1, again.sm.restoreCount())
+	require.NotEmpty(t, again.sm.get("k0"))
+	require.NoError(t, again.node.Start(ctx))
+	waitValue(t, []*testNode{again}, "k39", "39")
+}

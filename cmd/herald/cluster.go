@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/heraldhq/herald/cluster"
+)
+
+func init() { register(newClusterCmd) }
+
+// clusterDefaultAddr is the HTTP address of a node started with defaults.
+const clusterDefaultAddr = "127.0.0.1:8101"
+
+func newClusterCmd() *cobra.Command {
+	var (
+		addr    string
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Inspect and change cluster membership through any node",
+		Long: `Talk to any node's HTTP API: it forwards membership changes to the leader.
+
+  herald cluster status                    who is in the cluster, who leads
+  herald cluster join --addr MEMBER --http-addr NEW
+                                           add a running node that is not in a cluster yet
+  herald cluster join --id ID --raft-addr A --http-addr H
+                                           add a member by its addresses
+  herald cluster leave --addr NODE         the node at --addr leaves
+  herald cluster remove ID                 remove a member (e.g. a dead machine)
+
+A new node usually joins on its own with "herald agent --join MEMBER".`,
+	}
+	cmd.PersistentFlags().StringVar(&addr, "addr", clusterDefaultAddr, "HTTP address of any Herald node")
+	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	client := func() *cluster.Client {
+		return &cluster.Client{Addr: addr, HTTP: &http.Client{Timeout: timeout}}
+	}
+	withTimeout := func(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+		return context.WithTimeout(cmd.Context(), timeout)
+	}
+
+	var asJSON bool
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the members, their addresses and the leader",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := withTimeout(cmd)
+			defer cancel()
+			st, err := client().Status(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			return st.WriteTable(cmd.OutOrStdout())
+		},
+	}
+	status.Flags().BoolVar(&asJSON, "json", false, "print the raw JSON")
+
+	var req cluster.JoinRequest
+	join := &cobra.Command{
+		Use:   "join",
+		Short: "Add a node to the cluster (through the member at --addr)",
+		Long: `Add a node as a voter. Give --id, --raft-addr and --http-addr; or give only
+--http-addr of a running node that is not in a cluster yet, and its id and
+Raft address are asked from it. The same id at a new address replaces the
+old entry; the same id at the same address changes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := withTimeout(cmd)
+			defer cancel()
+			if req.HTTPAddr == "" {
+				return errors.New("--http-addr is required")
+			}
+			if req.ID == "" || req.RaftAddr == "" {
+				// Ask the new node who it is.
+				st, err := (&cluster.Client{Addr: req.HTTPAddr, HTTP: &http.Client{Timeout: timeout}}).Status(ctx)
+				if err != nil {
+					return fmt.Errorf("give --id and --raft-addr, or start the node first: %w", err)
+				}
+				if req.ID == "" {
+					req.ID = st.NodeID
+				}
+				if req.RaftAddr == "" {
+					req.RaftAddr = st.RaftAddr
+				}
+			}
+			if err := whileElecting(ctx, func() error { return client().Join(ctx, req) }); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s (raft %s, http %s) is a member\n", req.ID, req.RaftAddr, req.HTTPAddr)
+			return nil
+		},
+	}
+	join.Flags().StringVar(&req.ID, "id", "", "node id of the new member")
+	join.Flags().StringVar(&req.RaftAddr, "raft-addr", "", "Raft address of the new member (host:port)")
+	join.Flags().StringVar(&req.HTTPAddr, "http-addr", "", "HTTP address of the new member (host:port)")
+
+	leave := &cobra.Command{
+		Use:   "leave",
+		Short: "Make the node at --addr leave the cluster (a leader hands over first)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := withTimeout(cmd)
+			defer cancel()
+			if err := whileElecting(ctx, func() error { return client().Leave(ctx) }); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "the node at %s left the cluster; stop its agent now\n", addr)
+			return nil
+		},
+	}
+
+	remove := &cobra.Command{
+		Use:   "remove ID",
+		Short: "Remove a member by id (through the node at --addr)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := withTimeout(cmd)
+			defer cancel()
+			if err := whileElecting(ctx, func() error { return client().Remove(ctx, args[0]) }); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", args[0])
+			return nil
+		},
+	}
+
+	cmd.AddCommand(status, join, leave, remove)
+	return cmd
+}
+
+// whileElecting retries a membership change while the cluster answers 503
+// (no leader yet, or one is being elected), until ctx ends. Other errors,
+// a node that does not answer included, are reported at once.
+func whileElecting(ctx context.Context, f func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := f()
+		var ae *cluster.APIError
+		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
