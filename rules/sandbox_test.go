@@ -1,0 +1,167 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	lua "github.com/yuin/gopher-lua"
+)
+
+// TestSandboxRefuses runs code a rule must not be able to run, each in its
+// own rule of one set, and checks that each is refused or stopped and that
+// the set keeps serving a good rule afterwards.
+func TestSandboxRefuses(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		body string
+		want string // substring of the error
+	}{
+		"os_execute":      {`os.execute("touch /tmp/herald-pwned")`, "os"},
+		"io_open":         {`io.open("/etc/passwd")`, "io"},
+		"require":         {`require("os")`, "require"},
+		"load":            {`load("return 1")()`, "load"},
+		"loadstring":      {`loadstring("return 1")()`, "loadstring"},
+		"dofile":          {`dofile("/etc/passwd")`, "dofile"},
+		"debug":           {`debug.getinfo(1)`, "debug"},
+		"package":         {`package.loadlib("x", "y")`, "package"},
+		"getfenv":         {`getfenv(1)`, "getfenv"},
+		"rawset":          {`rawset(string, "x", 1)`, "rawset"},
+		"string_rep":      {`return { string.rep("x", 1e10) }`, "string.rep"},
+		"string_rep_meth": {`local s = ("ab"):rep(1e9) return { s }`, "string.rep"},
+		"format_width":    {`return { string.format("%99999999d", 1) }`, "string.format"},
+		"gsub_blowup":     {`local s = string.rep("x", 1000) return { s:gsub("x", string.rep("y", 100000)) }`, "string.gsub"},
+		"lib_write":       {`string.upper = nil`, "library"},
+		"metatable":       {`setmetatable(string, {})`, "protected"},
+		"random":          {`return { tostring(math.random()) }`, "random"},
+		"recursion":       {`local function f(n) return f(n + 1) + 1 end return { f(1) }`, "stack overflow"},
+		"many_values":     {`return { string.byte(string.rep("x", 200000), 1, -1) }`, "registry overflow"},
+		"coroutine":       {`coroutine.create(function() end)`, "coroutine"},
+	}
+	files := map[string]string{"good.lua": simpleRule("good", `return { "alice" }`)}
+	for name, c := range cases {
+		files[name+".lua"] = simpleRule(name, c.body)
+	}
+	s := load(t, newDir(t, files))
+	for _, st := range s.Status() {
+		require.Empty(t, st.Error, st.File)
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := plan(t, s, name, "")
+			require.Error(t, err)
+			require.ErrorIs(t, err, ErrRule)
+			require.Contains(t, err.Error(), c.want)
+			require.Contains(t, err.Error(), name+".lua:")
+			out, err := plan(t, s, "good", "")
+			require.NoError(t, err)
+			require.Len(t, out, 1)
+		})
+	}
+}
+
+func TestSandboxStopsInfiniteLoop(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{
+		"loop.lua": simpleRule("loop", `while true do end`),
+		"good.lua": simpleRule("good", `return { "alice" }`),
+	}), func(c *Config) { c.CallTimeout = 100 * time.Millisecond })
+	start := time.Now()
+	_, err := plan(t, s, "loop", "")
+	require.ErrorIs(t, err, ErrTimeout)
+	require.Contains(t, err.Error(), "loop.lua:")
+	require.Less(t, time.Since(start), 2*time.Second)
+	// pcall cannot swallow the interrupt.
+	start = time.Now()
+	s2 := load(t, newDir(t, map[string]string{
+		"loop.lua": simpleRule("loop", `while true do pcall(function() while true do end end) end`),
+	}), func(c *Config) { c.CallTimeout = 100 * time.Millisecond })
+	_, err = plan(t, s2, "loop", "")
+	require.ErrorIs(t, err, ErrTimeout)
+	require.Less(t, time.Since(start), 2*time.Second)
+	out, err := plan(t, s, "good", "")
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+}
+
+func TestSandboxCallerContext(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{"loop.lua": simpleRule("loop", `while true do end`)}),
+		func(c *Config) { c.CallTimeout = time.Minute })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := s.Plan(ctx, "loop", runAt(time.Now()))
+	require.ErrorIs(t, err, ErrTimeout)
+}
+
+// TestSandboxStuckInGo checks the watchdog: a call stuck inside a Go
+// function, where Lua's interrupt cannot reach, still returns to the
+// caller in time, and its state is never reused.
+func TestSandboxStuckInGo(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	cfg := func(c *Config) { c.CallTimeout = 50 * time.Millisecond }
+	s := load(t, newDir(t, map[string]string{"good.lua": simpleRule("good", `return { "alice" }`)}), cfg)
+	s.testHook = func(sb *sandbox) {
+		sb.base.RawSetString("block", sb.L.NewFunction(func(L *lua.LState) int { <-release; return 0 }))
+	}
+	writeFiles(t, s.cfg.Dir, map[string]string{"stuck.lua": simpleRule("stuck", `block() return {}`)})
+	_, err := s.Reload()
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = plan(t, s, "stuck", "")
+	require.ErrorIs(t, err, ErrTimeout)
+	require.Less(t, time.Since(start), 2*time.Second)
+	close(release) // lets the abandoned goroutine finish (goleak)
+	out, err := plan(t, s, "good", "")
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+}
+
+// TestRunsDoNotLeak checks that globals and top-level locals a run changes
+// are gone for the next run on the same pooled state.
+func TestRunsDoNotLeak(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{"count.lua": `
+local n = 0
+return rule {
+  name = "count", channel = "mock",
+  recipients = function(run)
+    n = n + 1
+    counter = (counter or 0) + 1
+    return { "u" .. n .. "-" .. counter }
+  end,
+  message = function(run, to) return { content = to.userid } end,
+}`}), func(c *Config) { c.PoolSize = 1 })
+	for range 3 {
+		out, err := plan(t, s, "count", "")
+		require.NoError(t, err)
+		require.Equal(t, "u1-1", out[0].Recipient)
+	}
+}
+
+func TestLoadTimeLoopIsFileError(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{
+		"loop.lua": "while true do end\n" + simpleRule("loop", `return {}`),
+		"good.lua": simpleRule("good", `return { "alice" }`),
+	}), func(c *Config) { c.CallTimeout = 50 * time.Millisecond })
+	st, ok := statusOf(s, "loop.lua")
+	require.True(t, ok)
+	require.Contains(t, st.Error, "stopped after")
+	require.Equal(t, 1, st.Line)
+	require.Len(t, s.Rules(), 1)
+}
+
+func TestErrorIsRuleError(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{"bad.lua": simpleRule("bad", `error("no customers")`)}))
+	_, err := plan(t, s, "bad", "")
+	var re *RuleError
+	require.True(t, errors.As(err, &re))
+	require.Equal(t, "bad.lua", re.File)
+	require.Equal(t, 5, re.Line)
+	require.Contains(t, re.Msg, "no customers")
+}
