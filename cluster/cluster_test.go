@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -357,7 +356,8 @@ func TestApplyHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := tn.node.Apply(ctx, setCmd("a", "b"))
-	require.True(t, err == nil || errors.Is(err, context.Canceled), "got %v", err)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, tn.sm.get("a"), "a cancelled context proposes nothing")
 	tn.stop()
 	_, err = tn.node.Apply(context.Background(), setCmd("a", "b"))
 	require.ErrorIs(t, err, engine.ErrNotLeader)
@@ -392,4 +392,31 @@ func TestRestartAtNewRaftAddressWithJoin(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return leader.sm.member(f.id).HTTPAddr == moved.httpAddr()
 	}, waitTimeout, 10*time.Millisecond)
+}
+
+// A node started with neither bootstrap nor join waits; until it is added
+// it has no leader to forward to. Then an operator adds it by address.
+func TestWaitingNodeIsAddedByAddress(t *testing.T) {
+	t.Parallel()
+	leader := newTestNode(t, nodeOpts{id: "n1", bootstrap: true})
+	w := newTestNode(t, nodeOpts{id: "n2"})
+	require.Equal(t, startWait, w.node.startMode)
+
+	code, body := postKV(t, w.httpAddr(), "early", "1")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "no leader elected")
+
+	ctx := ctxT(t)
+	st, err := w.client().Status(ctx)
+	require.NoError(t, err)
+	require.Empty(t, st.Members)
+	require.Equal(t, w.raftAddr, st.RaftAddr, "status tells an operator what to join")
+	waitConverged(t, []*testNode{leader}) // the leader recorded its own member
+	require.NoError(t, leader.client().Join(ctx, JoinRequest{ID: st.NodeID, RaftAddr: st.RaftAddr, HTTPAddr: st.HTTPAddr}))
+	waitConverged(t, []*testNode{leader, w})
+
+	code, body = postKV(t, w.httpAddr(), "late", "1")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "n1", body)
+	waitValue(t, []*testNode{leader, w}, "late", "1")
 }

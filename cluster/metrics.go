@@ -44,7 +44,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) *metrics {
 		func() float64 { return float64(n.raft.CurrentTerm()) })
 	gauge("herald_raft_applied_index", "Last Raft log index applied to the state machine.",
 		func() float64 { return float64(n.raft.AppliedIndex()) })
-	gauge("herald_raft_last_contact_seconds", "Seconds since this node last heard from the leader (0 on the leader).",
+	gauge("herald_raft_last_contact_seconds", "Seconds since this node last heard from the leader (0 on the leader, -1 never).",
 		func() float64 {
 			if n.raft.State() == raft.Leader {
 				return 0

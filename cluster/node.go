@@ -252,11 +252,15 @@ func poll(ctx context.Context, stop <-chan struct{}, interval time.Duration, don
 
 // Apply replicates cmd and returns the state machine's response. On a
 // follower it fails with engine.ErrNotLeader. If the response is an error
-// value, it is returned as the error. A cancelled ctx returns early, but the
-// command may still commit.
+// value, it is returned as the error. A ctx already done proposes nothing;
+// one cancelled while waiting returns early, but the command may still
+// commit.
 func (n *Node) Apply(ctx context.Context, cmd []byte) (any, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, engine.ErrNotLeader
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // not proposed: the caller knows it did not happen
 	}
 	f := n.raft.Apply(cmd, n.timeout(ctx))
 	if err := wait(ctx, f); err != nil {
