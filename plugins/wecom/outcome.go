@@ -1,0 +1,132 @@
+package wecom
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/heraldhq/herald/plugins/sdk"
+)
+
+// Waits the channel asks for in Result.RetryAfter.
+const (
+	// rateLimitWait answers 45009: WeCom's per-minute blocks last 60 s.
+	rateLimitWait = 60 * time.Second
+	// congestionWait is the base wait after 45033 (too many concurrent
+	// calls); up to as much again is added as jitter.
+	congestionWait = 2 * time.Second
+)
+
+// class is what an errcode means for the sender (WECOM.md's outcome table).
+type class int
+
+const (
+	classUnknown     class = iota // permanent, errcode and errmsg kept verbatim
+	classOK                       // sent
+	classRetry                    // transient: retry with backoff
+	classCongested                // 45033: retry soon, lower concurrency
+	classRateLimited              // 45009: wait the window, no attempt spent
+	classToken                    // 40014/42001: refresh once (shared), retry once
+	classRecipient                // recipient invalid or invisible: permanent
+	classConfig                   // configuration: permanent, alert now
+	classMalformed                // request malformed: permanent, a bug or bad rule output
+)
+
+var classes = map[int]class{
+	0:      classOK,
+	-1:     classRetry,
+	45033:  classCongested,
+	45009:  classRateLimited,
+	40014:  classToken,
+	42001:  classToken,
+	81013:  classRecipient,
+	40003:  classRecipient,
+	60021:  classRecipient,
+	40001:  classConfig,
+	40013:  classConfig,
+	40091:  classConfig,
+	41002:  classConfig,
+	41004:  classConfig,
+	40056:  classConfig,
+	41011:  classConfig,
+	301002: classConfig,
+	50003:  classConfig,
+	60020:  classConfig,
+	93000:  classConfig,
+	93004:  classConfig,
+	40008:  classMalformed,
+	40032:  classMalformed,
+	40058:  classMalformed,
+	44004:  classMalformed,
+	45002:  classMalformed,
+	82001:  classMalformed,
+	82002:  classMalformed,
+	82003:  classMalformed,
+	82004:  classMalformed,
+	// 41001 (token missing) is the channel's own bug: treated as unknown.
+}
+
+func classify(code int) class {
+	if c, ok := classes[code]; ok {
+		return c
+	}
+	return classUnknown
+}
+
+// apiReply is the part of a WeCom reply the channel reads.
+type apiReply struct {
+	ErrCode        int    `json:"errcode"`
+	ErrMsg         string `json:"errmsg"`
+	InvalidUser    string `json:"invaliduser"`
+	UnlicensedUser string `json:"unlicenseduser"`
+	MsgID          string `json:"msgid"`
+	AccessToken    string `json:"access_token"`
+	ExpiresIn      int    `json:"expires_in"`
+}
+
+// judge turns a business reply to a send into the message's Result.
+func judge(id, userID string, r apiReply) sdk.Result {
+	res := sdk.Result{ID: id}
+	if r.ErrCode != 0 {
+		res.Code, res.Error = strconv.Itoa(r.ErrCode), r.ErrMsg
+	}
+	switch classify(r.ErrCode) {
+	case classOK:
+		// One recipient per call: if WeCom lists it, it was not delivered.
+		for _, list := range []struct{ name, ids string }{{"invaliduser", r.InvalidUser}, {"unlicenseduser", r.UnlicensedUser}} {
+			if userID != "" && listed(list.ids, userID) {
+				res.Status, res.Code = sdk.StatusPermanent, "0"
+				res.Error = "recipient rejected: " + list.name + "=" + list.ids
+				return res
+			}
+		}
+		res.Status, res.ProviderID = sdk.StatusSent, r.MsgID
+	case classRetry:
+		res.Status = sdk.StatusRetryable
+	case classCongested:
+		res.Status = sdk.StatusRetryable
+		res.RetryAfter = congestionWait + rand.N(congestionWait)
+	case classRateLimited:
+		res.Status, res.RetryAfter = sdk.StatusRateLimited, rateLimitWait
+	case classToken:
+		// Still rejected after one shared refresh: token churn, try later.
+		res.Status = sdk.StatusRetryable
+	case classConfig:
+		res.Status = sdk.StatusConfig
+	default: // recipient, malformed, unknown
+		res.Status = sdk.StatusPermanent
+	}
+	return res
+}
+
+// listed reports whether userID is in a '|'-joined list (WeCom lower-cases
+// the ids it lists; userids match case-insensitively).
+func listed(ids, userID string) bool {
+	for id := range strings.SplitSeq(ids, "|") {
+		if strings.EqualFold(strings.TrimSpace(id), userID) {
+			return true
+		}
+	}
+	return false
+}
