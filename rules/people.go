@@ -205,7 +205,11 @@ func peopleJSON(data []byte) ([]personRow, error) {
 	}
 	var rows []personRow
 	for dec.More() {
-		line := 1 + bytes.Count(data[:dec.InputOffset()], []byte("\n"))
+		off := int(dec.InputOffset())
+		for off < len(data) && bytes.IndexByte([]byte(" \t\r\n,"), data[off]) >= 0 {
+			off++ // the offset is just after the previous entry
+		}
+		line := 1 + bytes.Count(data[:off], []byte("\n"))
 		var fields map[string]any
 		if err := dec.Decode(&fields); err != nil {
 			return nil, &lineError{Line: line, Msg: err.Error()}

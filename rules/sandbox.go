@@ -23,7 +23,7 @@ const (
 	maxRecipients = 1_000_000
 	callStackSize = 200       // Lua call frames: deep recursion stops here
 	registrySize  = 4 << 10   // initial value stack
-	registryMax   = 128 << 10// value stack ceiling: unpack of a huge table stops here
+	registryMax   = 128 << 10 // value stack ceiling: unpack of a huge table stops here
 	registryGrow  = 32 << 10  // value stack growth step
 	maxFormatPad  = 99        // widest %N / %.N that string.format accepts, as in C Lua
 	lockedMeta    = "locked"  // what getmetatable shows for protected tables

@@ -1,0 +1,145 @@
+package rules
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// exprRule is a rule whose message content is the Lua expression expr.
+func exprRule(name, expr string) string {
+	return `return rule {
+  name = "` + name + `", channel = "mock", timezone = "Asia/Shanghai", calendar = "cn_workday",
+  recipients = function(run) return { "alice" } end,
+  message = function(run, to) return { content = (` + expr + `) } end,
+}
+`
+}
+
+func TestLibrary(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct{ expr, want string }{
+		"now":          {`tostring(time.now())`, "2026-12-01T09:00:00+08:00"},
+		"run_slot":     {`run.slot .. " " .. run.date .. " " .. run.zone`, "2026-12-01T09:00:00+08:00 2026-12-01 Asia/Shanghai"},
+		"add":          {`time.format(time.add(time.now(), "90m"), "15:04")`, "10:30"},
+		"method":       {`time.now():add(3600):format("15:04")`, "10:00"},
+		"add_days":     {`time.date(time.add_days(time.now(), 31))`, "2027-01-01"},
+		"in_zone":      {`time.now():in_zone("UTC"):format("15:04 MST")`, "01:00 UTC"},
+		"parse_cmp":    {`tostring(time.parse("2026-12-24") > time.now())`, "true"},
+		"parse_zone":   {`tostring(time.parse("2026-12-01 09:00"))`, "2026-12-01T09:00:00+08:00"},
+		"diff":         {`tostring(time.diff("2026-12-01T10:00:00+08:00", time.now()))`, "3600"},
+		"weekday":      {`tostring(time.weekday(time.now()))`, "2"},
+		"concat":       {`"at " .. time.now()`, "at 2026-12-01T09:00:00+08:00"},
+		"json_sorted":  {`json.encode({ b = 1, a = { 2, 3.5 }, c = "<&>", d = json.null, e = {} })`, `{"a":[2,3.5],"b":1,"c":"<&>","d":null,"e":{}}`},
+		"json_decode":  {`tostring(json.decode('{"x":[1,2]}').x[2])`, "2"},
+		"json_bad":     {`select(2, json.decode("{"))`, "json.decode: unexpected EOF"},
+		"text":         {`text.render("Hi {{ name }} {{missing}}{{p.q}}!", { name = "A", p = { q = 7 } })`, "Hi A 7!"},
+		"workday":      {`tostring(calendar.is_workday("2026-10-01")) .. tostring(calendar.is_workday("2026-10-10"))`, "falsetrue"},
+		"weekday_cal":  {`tostring(calendar.is_workday("2026-10-01", "weekday"))`, "true"},
+		"holiday":      {`calendar.holiday("2026-10-01") .. tostring(calendar.holiday("2026-12-01"))`, "国庆节nil"},
+		"next_workday": {`calendar.next_workday("2026-09-30")`, "2026-10-08"},
+		"lunar":        {`calendar.lunar("2026-09-25").text .. calendar.lunar(time.now()).month`, "八月十五10"},
+		"where":        {`#people.where { role = { "sales", "ops" }, region = "east" } .. ""`, "2"},
+		"get":          {`people.get("ann").name .. tostring(people.get("nobody"))`, "Annnil"},
+		"manager_of":   {`people.manager_of("ann").name .. tostring(people.manager_of("boss"))`, "Bossnil"},
+		"all":          {`#people.all() .. " " .. people.count()`, "3 3"},
+		"log":          {`(function() log.info("hello", { n = 1 }) return "ok" end)()`, "ok"},
+		"globals":      {`(function() x = 1 return tostring(x) end)()`, "1"},
+	}
+	files := map[string]string{
+		"people.csv": "userid,name,roles,manager,region\nboss,Boss,manager,,north\nann,Ann,sales,boss,east\nbob,Bob,ops,boss,east\n",
+	}
+	for name, c := range cases {
+		files[name+".lua"] = exprRule(name, c.expr)
+	}
+	s := load(t, newDir(t, files))
+	for _, st := range s.Status() {
+		require.Empty(t, st.Error, st.File)
+	}
+	slot := mustTime(t, "2026-12-01T09:00:00+08:00")
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			out, err := s.Plan(context.Background(), name, engine.RunContext{Key: "k", Slot: slot.UTC()})
+			require.NoError(t, err)
+			require.Len(t, out, 1)
+			require.Equal(t, c.want, content(t, out[0].Payload))
+		})
+	}
+}
+
+func TestLibraryErrors(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct{ expr, want string }{
+		"where_typo":    {`people.where { rol = "sales" }`, `unknown field "rol"`},
+		"bad_date":      {`calendar.is_workday("2026-13-01")`, "bad date"},
+		"bad_cal":       {`calendar.is_workday("2026-10-01", "nope")`, "unknown calendar"},
+		"bad_zone":      {`time.in_zone(time.now(), "Mars/Base")`, "unknown zone"},
+		"bad_duration":  {`time.add(time.now(), "soon")`, "time.add"},
+		"json_func":     {`json.encode({ f = print or function() end })`, "no JSON form"},
+		"json_cycle":    {`(function() local t = {} t.t = t return json.encode(t) end)()`, "nested more than"},
+		"text_unclosed": {`text.render("Hi {{name", {})`, "unclosed"},
+	}
+	files := map[string]string{}
+	for name, c := range cases {
+		files[name+".lua"] = exprRule(name, c.expr)
+	}
+	s := load(t, newDir(t, files))
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := s.Plan(context.Background(), name, engine.RunContext{Key: "k", Slot: time.Now()})
+			require.ErrorContains(t, err, c.want)
+			require.ErrorContains(t, err, name+".lua:4:")
+		})
+	}
+}
+
+// TestPayloadDeterministic: the same run planned twice, on different
+// states, gives the same bytes (leaders must agree), keys sorted.
+func TestPayloadDeterministic(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{"r.lua": `return rule {
+  name = "r", channel = "mock",
+  recipients = function(run) return { "a", "b", "a" } end,
+  message = function(run, to)
+    local t = { msgtype = "markdown" }
+    for i = 1, 20 do t["k" .. i] = i end
+    t.markdown = { content = "**" .. to.userid .. "** <b>&" }
+    return t
+  end,
+}`}))
+	first, err := plan(t, s, "r", "")
+	require.NoError(t, err)
+	require.Len(t, first, 2, "a duplicate recipient is planned once")
+	require.Contains(t, string(first[0].Payload), `{"k1":1,"k10":10,"k11":11,`)
+	require.Contains(t, string(first[0].Payload), `"markdown":{"content":"**a** <b>&"}`)
+	for range 5 {
+		again, err := plan(t, s, "r", "")
+		require.NoError(t, err)
+		require.Equal(t, first, again)
+	}
+}
+
+func TestOnFailed(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{
+		"r.lua": `return rule {
+  name = "r", channel = "mock",
+  recipients = function(run) return {} end,
+  message = function(run, to) return {} end,
+  on_failed = function(run, d)
+    if d.state ~= "failed" or d.attempts ~= 4 then error("unexpected " .. d.state) end
+    log.warn("delivery failed", { id = d.id, recipient = d.recipient, err = d.error })
+  end,
+}`,
+		"plain.lua": simpleRule("plain", "return {}"),
+	}))
+	fd := engine.FailedDelivery{ID: "d1", Recipient: "alice", State: engine.StateFailed, Attempts: 4, Error: "boom"}
+	require.NoError(t, s.OnFailed(context.Background(), "r", runAt(time.Now()), fd))
+	fd.State = engine.StateExpired
+	require.ErrorContains(t, s.OnFailed(context.Background(), "r", runAt(time.Now()), fd), "unexpected expired")
+	require.NoError(t, s.OnFailed(context.Background(), "plain", runAt(time.Now()), fd))
+}

@@ -1,0 +1,146 @@
+package rules
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/calendar"
+)
+
+func TestPeopleFormats(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"people.csv": "userid,name,roles,manager,birthday,lunar_birthday,region\n" +
+			"boss,Boss,manager,,,,north\nann,Ann,sales;oncall,boss,1992-02-29,闰04-10,east\n",
+		"people.json": `[
+  {"userid": "boss", "name": "Boss", "roles": ["manager"], "region": "north"},
+  {"userid": "ann", "name": "Ann", "roles": ["sales", "oncall"], "manager": "boss",
+   "birthday": "1992-02-29", "lunar_birthday": "闰04-10", "region": "east"}
+]`,
+		"people.yaml": `- userid: boss
+  name: Boss
+  roles: [manager]
+  region: north
+- userid: ann
+  name: Ann
+  roles: [sales, oncall]
+  manager: boss
+  birthday: 1992-02-29
+  lunar_birthday: 闰04-10
+  region: east
+`,
+	}
+	for name, content := range files {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d, err := parsePeople(name, []byte(content))
+			require.NoError(t, err)
+			require.Equal(t, 2, d.Len())
+			ann, ok := d.Get("ann")
+			require.True(t, ok)
+			require.Equal(t, []string{"sales", "oncall"}, ann.Roles)
+			require.Equal(t, "boss", ann.Manager)
+			require.Equal(t, "1992-02-29", ann.Birthday)
+			require.Equal(t, lunarDay{month: 4, day: 10, leap: true}, ann.lunar)
+			require.Equal(t, "east", ann.Extra["region"])
+		})
+	}
+}
+
+func TestPeopleErrors(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		name, content string
+		line          int
+		want          string
+	}{
+		"no_userid":   {"people.csv", "userid,name\nann,Ann\n,Nobody\n", 3, "userid is missing"},
+		"dup":         {"people.csv", "userid,name\nann,Ann\nann,Ann2\n", 3, "already used"},
+		"manager":     {"people.csv", "userid,manager\nann,ghost\n", 2, `manager "ghost"`},
+		"bad_bday":    {"people.csv", "userid,birthday\nann,1991-02-29\n", 2, "birthday"},
+		"bad_lunar":   {"people.csv", "userid,lunar_birthday\nann,13-01\n", 2, "lunar_birthday"},
+		"reserved":    {"people.csv", "userid,missed\nann,x\n", 2, "reserved"},
+		"bad_zone":    {"people.csv", "userid,timezone\nann,Mars/Olympus\n", 2, "timezone"},
+		"json_line":   {"people.json", "[\n  {\"userid\": \"a\"},\n  {\"name\": \"b\"}\n]", 3, "userid is missing"},
+		"yaml_line":   {"people.yaml", "- userid: a\n- name: b\n", 2, "userid is missing"},
+		"csv_no_head": {"people.csv", "name\nann\n", 1, "no userid column"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parsePeople(c.name, []byte(c.content))
+			require.ErrorIs(t, err, ErrPeople)
+			msg, line := errorLine(err)
+			require.Equal(t, c.line, line, msg)
+			require.Contains(t, msg, c.want)
+		})
+	}
+}
+
+func date(t *testing.T, s string) calendar.Date {
+	t.Helper()
+	d, err := calendar.ParseDate(s)
+	require.NoError(t, err)
+	return d
+}
+
+func TestBirthdayPolicy(t *testing.T) {
+	t.Parallel()
+	person := func(solar, lunar string) *Person {
+		p, err := newPerson(map[string]any{"userid": "p", "birthday": solar, "lunar_birthday": lunar})
+		require.NoError(t, err)
+		return p
+	}
+	on := func(p *Person, s string) string {
+		d := date(t, s)
+		kind, ok := birthdayOn(p, d, calendar.LunarOf(d))
+		if !ok {
+			return ""
+		}
+		return string(kind)
+	}
+	leapling := person("02-29", "")
+	require.Equal(t, "solar", on(leapling, "2027-02-28"))
+	require.Equal(t, "", on(leapling, "2027-03-01"))
+	require.Equal(t, "", on(leapling, "2028-02-28"))
+	require.Equal(t, "solar", on(leapling, "2028-02-29"))
+
+	// Lunar 30th: find a year whose 腊月 has only 29 days, and one with 30.
+	thirtieth := person("", "12-30")
+	short, long := 0, 0
+	for y := 2020; y < 2040 && (short == 0 || long == 0); y++ {
+		if _, ok := calendar.SolarOfLunar(y, 12, 30, false); ok {
+			long = y
+		} else {
+			short = y
+		}
+	}
+	require.NotZero(t, short)
+	require.NotZero(t, long)
+	d29, _ := calendar.SolarOfLunar(short, 12, 29, false)
+	require.Equal(t, "lunar", on(thirtieth, d29.String()), "29th of a short month")
+	d29, _ = calendar.SolarOfLunar(long, 12, 29, false)
+	d30, _ := calendar.SolarOfLunar(long, 12, 30, false)
+	require.Equal(t, "", on(thirtieth, d29.String()), "not the 29th of a long month")
+	require.Equal(t, "lunar", on(thirtieth, d30.String()))
+
+	// Leap-month birthday: the leap month when the year has it, else the
+	// regular month; a regular-month birthday never in the leap month.
+	leapBorn := person("", "闰06-10")
+	regularBorn := person("", "06-10")
+	require.Equal(t, 6, calendar.LeapMonth(2025))
+	inLeap, _ := calendar.SolarOfLunar(2025, 6, 10, true)
+	inRegular, _ := calendar.SolarOfLunar(2025, 6, 10, false)
+	require.Equal(t, "lunar", on(leapBorn, inLeap.String()))
+	require.Equal(t, "", on(leapBorn, inRegular.String()))
+	require.Equal(t, "", on(regularBorn, inLeap.String()))
+	require.Equal(t, "lunar", on(regularBorn, inRegular.String()))
+	require.NotEqual(t, 6, calendar.LeapMonth(2026))
+	next, _ := calendar.SolarOfLunar(2026, 6, 10, false)
+	require.Equal(t, "lunar", on(leapBorn, next.String()))
+
+	// Same day by both calendars: greeted once.
+	both := person("09-25", "08-15")
+	require.Equal(t, "solar", on(both, "2026-09-25"))
+}

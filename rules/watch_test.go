@@ -1,0 +1,221 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+)
+
+// watching starts s.Watch and stops it (waiting for it to return) at the
+// end of the test.
+func watching(t *testing.T, s *Set) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		require.NoError(t, s.Watch(ctx))
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// versionRule is a rule whose message says which version it is.
+func versionRule(name, ver string) string {
+	return `return rule {
+  name = "` + name + `", channel = "mock",
+  recipients = function(run) return { "alice" } end,
+  message = function(run, to) return { content = "` + ver + `" } end,
+}
+`
+}
+
+// messageOf plans rule and returns the content of its one message ("" if
+// the rule is not loaded).
+func messageOf(t *testing.T, s *Set, rule string) string {
+	out, err := plan(t, s, rule, "")
+	if err != nil || len(out) != 1 {
+		return ""
+	}
+	return string(out[0].Payload)
+}
+
+func hasMessage(t *testing.T, s *Set, rule, ver string) func() bool {
+	return func() bool { return strings.Contains(messageOf(t, s, rule), `"`+ver+`"`) }
+}
+
+func TestWatchRenameSave(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{"r.lua": versionRule("r", "v1")})
+	s := load(t, dir)
+	watching(t, s)
+	// vim without backupcopy: move the original away, write a new file,
+	// delete the backup.
+	p := filepath.Join(dir, "r.lua")
+	require.NoError(t, os.Rename(p, p+"~"))
+	require.NoError(t, os.WriteFile(p, []byte(versionRule("r", "v2")), 0o644))
+	require.NoError(t, os.Remove(p+"~"))
+	waitFor(t, s, "v2", hasMessage(t, s, "r", "v2"))
+}
+
+func TestWatchAtomicReplace(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{"r.lua": versionRule("r", "v1")})
+	s := load(t, dir)
+	watching(t, s)
+	tmp := filepath.Join(dir, ".r.lua.tmp123")
+	require.NoError(t, os.WriteFile(tmp, []byte(versionRule("r", "v2")), 0o644))
+	require.NoError(t, os.Rename(tmp, filepath.Join(dir, "r.lua")))
+	waitFor(t, s, "v2", hasMessage(t, s, "r", "v2"))
+}
+
+// TestWatchConfigMap replays how the kubelet updates a ConfigMap volume:
+// files live in a timestamped directory reached through the ..data
+// symlink, which is swapped atomically.
+func TestWatchConfigMap(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	publish := func(ts, ver string) {
+		data := filepath.Join(dir, "..2026_12_01_"+ts)
+		writeFiles(t, data, map[string]string{
+			"r.lua":      versionRule("r", ver),
+			"people.csv": "userid,name\nalice,Alice " + ver + "\n",
+		})
+		tmpLink := filepath.Join(dir, "..data_tmp")
+		require.NoError(t, os.Symlink(filepath.Base(data), tmpLink))
+		require.NoError(t, os.Rename(tmpLink, filepath.Join(dir, "..data")))
+	}
+	publish("01", "v1")
+	for _, f := range []string{"r.lua", "people.csv"} {
+		require.NoError(t, os.Symlink(filepath.Join("..data", f), filepath.Join(dir, f)))
+	}
+	s := load(t, dir)
+	require.True(t, hasMessage(t, s, "r", "v1")())
+	watching(t, s)
+	publish("02", "v2")
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "..2026_12_01_01")))
+	waitFor(t, s, "v2", hasMessage(t, s, "r", "v2"))
+	waitFor(t, s, "people v2", func() bool {
+		p, ok := s.cur.Load().people.Get("alice")
+		return ok && p.Name == "Alice v2"
+	})
+	for _, st := range s.Status() {
+		require.Empty(t, st.Error)
+	}
+}
+
+func TestWatchNewSubdirAndDelete(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{"r.lua": versionRule("r", "v1")})
+	s := load(t, dir)
+	watching(t, s)
+	sub := filepath.Join(dir, "team", "east")
+	require.NoError(t, os.MkdirAll(sub, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "e.lua"), []byte(versionRule("e", "v1")), 0o644))
+	waitFor(t, s, "rule in new subdirectory", hasMessage(t, s, "e", "v1"))
+	// The new directory is watched too: a later edit in it is seen.
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "e.lua"), []byte(versionRule("e", "v2")), 0o644))
+	waitFor(t, s, "edit in new subdirectory", hasMessage(t, s, "e", "v2"))
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "r.lua")))
+	waitFor(t, s, "rule removed", func() bool {
+		_, ok := statusOf(s, "r.lua")
+		return !ok && s.Schedule("r") == nil && messageOf(t, s, "r") == ""
+	})
+	_, err := plan(t, s, "r", "")
+	require.ErrorIs(t, err, ErrUnknownRule)
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "team")))
+	waitFor(t, s, "subdirectory removed", func() bool { return len(s.Rules()) == 0 })
+}
+
+// TestWatchStorm rewrites a file 100 times as fast as possible; the set
+// must end on the last content.
+func TestWatchStorm(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{"r.lua": versionRule("r", "v0")})
+	s := load(t, dir)
+	watching(t, s)
+	p := filepath.Join(dir, "r.lua")
+	for i := 1; i <= 100; i++ {
+		require.NoError(t, os.WriteFile(p, []byte(versionRule("r", fmt.Sprintf("v%d", i))), 0o644))
+	}
+	waitFor(t, s, "v100", hasMessage(t, s, "r", "v100"))
+}
+
+// TestWatchLastGood breaks a loaded file: its last good version keeps
+// running, the error shows in Status and the metric, and clears when the
+// file is fixed.
+func TestWatchLastGood(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	dir := newDir(t, map[string]string{"r.lua": versionRule("r", "v1"), "other.lua": versionRule("other", "v1")})
+	s := load(t, dir, func(c *Config) { c.Registerer = reg })
+	gauge := func() float64 {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() != "herald_rule_errors" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "r.lua" {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		return -1
+	}
+	require.Equal(t, 0.0, gauge())
+	hash := s.Hash()
+	watching(t, s)
+
+	writeFiles(t, dir, map[string]string{"r.lua": "return rule {\n  name = \"r\",\n  channel = 7,\n}\n"})
+	waitFor(t, s, "error in status", func() bool {
+		st, _ := statusOf(s, "r.lua") // a scan may first catch the file half written
+		return strings.Contains(st.Error, "channel: want a string")
+	})
+	st, _ := statusOf(s, "r.lua")
+	require.Equal(t, 3, st.Line)
+	require.Contains(t, st.Error, "channel: want a string")
+	require.NotEmpty(t, st.Hash, "the last good version is in force")
+	require.Equal(t, "r", st.Name)
+	require.Equal(t, 1.0, gauge())
+	require.True(t, hasMessage(t, s, "r", "v1")(), "last good version still plans")
+	require.Equal(t, hash, s.Hash(), "the good set did not change")
+
+	writeFiles(t, dir, map[string]string{"r.lua": versionRule("r", "v2")})
+	waitFor(t, s, "fixed", hasMessage(t, s, "r", "v2"))
+	st, _ = statusOf(s, "r.lua")
+	require.Empty(t, st.Error)
+	require.Equal(t, 0.0, gauge())
+	require.NotEqual(t, hash, s.Hash())
+}
+
+// TestBrokenNewFile: a new file that never worked is not loaded; the
+// others are.
+func TestBrokenNewFile(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{"good.lua": versionRule("good", "v1"), "bad.lua": "return rule {"}))
+	st, ok := statusOf(s, "bad.lua")
+	require.True(t, ok)
+	require.Empty(t, st.Hash)
+	require.Contains(t, st.Error, "syntax error")
+	require.Len(t, s.Rules(), 1)
+}
+
+func TestReloadWithoutChangeKeepsVersion(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{"r.lua": versionRule("r", "v1")}))
+	v := s.cur.Load()
+	swapped, err := s.Reload()
+	require.NoError(t, err)
+	require.False(t, swapped)
+	require.Same(t, v, s.cur.Load())
+}
