@@ -75,7 +75,8 @@ func (in *instance) notify() {
 func (in *instance) run(ctx context.Context, firstDone func()) {
 	fails := 0
 	var delay time.Duration
-	for first := true; ; first = false {
+	firstDone = sync.OnceFunc(firstDone)
+	for {
 		if delay > 0 {
 			t := time.NewTimer(delay)
 			select {
@@ -91,14 +92,12 @@ func (in *instance) run(ctx context.Context, firstDone func()) {
 		in.unlock()
 
 		p, err := in.start(ctx)
-		if first {
-			firstDone()
-		}
 		if ctx.Err() != nil {
 			if p != nil {
 				p.Close()
 			}
 			in.setDown(nil, "host closed")
+			firstDone()
 			return
 		}
 		if err != nil {
@@ -109,6 +108,7 @@ func (in *instance) run(ctx context.Context, firstDone func()) {
 			in.notify()
 			in.unlock()
 			in.log.Error("channel plugin did not start", "error", in.redact(err.Error()), "retry_in", delay)
+			firstDone()
 			continue
 		}
 
@@ -118,6 +118,7 @@ func (in *instance) run(ctx context.Context, firstDone func()) {
 		in.notify()
 		in.unlock()
 		in.log.Info("channel plugin started", "version", p.Info().Version, "pid", p.Pid())
+		firstDone()
 
 		upAt := time.Now()
 		why := in.watch(ctx, p)

@@ -47,6 +47,9 @@ type Config struct {
 	// Limits are declared by Info once configured, for testing the host's
 	// rate limits.
 	Limits []LimitConfig `json:"limits"`
+	// Secret is accepted and ignored: a stand-in for a credential, for
+	// testing that the host never shows one.
+	Secret string `json:"secret"`
 	// FailConfigure makes Configure fail with an error that quotes the
 	// whole configuration, for testing that the host redacts secrets.
 	FailConfigure bool `json:"fail_configure"`
