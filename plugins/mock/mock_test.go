@@ -261,12 +261,12 @@ func TestInfoLimitsFromConfig(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
 	for cfg, want := range map[string]string{
-		`{}`:                                   "outbox is required",
-		`{"outbox":"x","nope":1}`:              `unknown field "nope"`,
-		`{"outbox":"x","fail_rate":2}`:         "fail_rate 2 is outside 0..1",
-		`{"outbox":"x","retry_after":"soon"}`:  "invalid duration",
+		`{}`:                                  "outbox is required",
+		`{"outbox":"x","nope":1}`:             `unknown field "nope"`,
+		`{"outbox":"x","fail_rate":2}`:        "fail_rate 2 is outside 0..1",
+		`{"outbox":"x","retry_after":"soon"}`: "invalid duration",
 		`{"outbox":"x","limits":[{"scope":"day","count":1,"per":"1s"}]}`: `scope "day"`,
-		`{"outbox":"x","fail_configure":true,"secret":"s3cret"}`:        "fail_configure",
+		`{"outbox":"x","fail_configure":true,"secret":"s3cret"}`:         "fail_configure",
 	} {
 		err := mock.New().Configure(context.Background(), json.RawMessage(cfg))
 		require.ErrorIs(t, err, mock.ErrConfig, cfg)
