@@ -11,6 +11,7 @@
 return rule {
   name        = "enquiry_timeout",
   description = "Unanswered customer enquiry, escalating by level",
+  timezone    = "Asia/Shanghai",
   channel     = "wecom_sales",
   priority    = "high",
   retry       = { "30s", "1m", "2m" },

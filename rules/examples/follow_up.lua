@@ -9,6 +9,7 @@
 return rule {
   name        = "follow_up",
   description = "Follow-up reminder to the owner; escalates to the manager when overdue",
+  timezone    = "Asia/Shanghai",
   channel     = "wecom_sales",
   priority    = "normal",
   deadline    = "1h",
@@ -33,10 +34,10 @@ return rule {
       local who = owner and owner.name or d.owner
       return { msgtype = "text", text = { content = text.render(
         "【逾期】{{who}} 对客户「{{customer}}」的跟进（{{note}}）已逾期，请关注。",
-        { who = who, customer = d.customer, note = d.note or "" }) } }
+        { who = who, customer = d.customer, note = d.note or "按约定跟进" }) } }
     end
     return { msgtype = "text", text = { content = text.render(
       "{{name}}，请跟进客户「{{customer}}」：{{note}}",
-      { name = to.name or to.userid, customer = d.customer, note = d.note or "" }) } }
+      { name = to.name or to.userid, customer = d.customer, note = d.note or "按约定跟进" }) } }
   end,
 }

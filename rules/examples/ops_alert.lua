@@ -10,6 +10,7 @@
 return rule {
   name        = "ops_alert",
   description = "Herald's own alerts, to on-call (critical: all of ops)",
+  timezone    = "Asia/Shanghai",
   channel     = "wecom_ops",
   priority    = "high",
   retry       = { "30s", "1m", "2m", "5m" },

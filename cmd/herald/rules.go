@@ -1,0 +1,291 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/heraldhq/herald/rules"
+)
+
+func init() { register(newRulesCmd) }
+
+// defaultRulesDir is where the rules commands look without a directory:
+// the same default as `herald agent --rules`.
+const defaultRulesDir = "rules"
+
+func newRulesCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "rules",
+		Short: "Check, list and preview Lua rule files",
+		Long: `Check, list and preview the Lua rule files of a rules directory (default
+./rules, the agent's default; herald dev writes the examples to its own). Nothing
+is sent and nothing is written: these commands only read the directory.`,
+	}
+	cmd.PersistentFlags().StringVar(&dir, "dir", defaultRulesDir, "rules directory")
+	dirArg := func(args []string) string {
+		if len(args) > 0 {
+			return args[0]
+		}
+		return dir
+	}
+	cmd.AddCommand(newRulesCheckCmd(dirArg), newRulesListCmd(dirArg), newRulesPreviewCmd(&dir))
+	return cmd
+}
+
+func newRulesCheckCmd(dirArg func([]string) string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check [DIR]",
+		Short: "Load every rule file, the people file and calendars; print errors as file:line: message",
+		Long: `Load the directory as a node would and print every error as file:line: message.
+Exit status 0 when every file is good, 1 otherwise.`,
+		Example: "  herald rules check ./rules",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := dirArg(args)
+			errs := rules.Check(dir)
+			out := cmd.OutOrStdout()
+			for _, e := range errs {
+				fmt.Fprintln(out, e.String())
+			}
+			if len(errs) > 0 {
+				return fmt.Errorf("%d error(s) in %s", len(errs), dir)
+			}
+			fmt.Fprintf(out, "%s: all files are good\n", dir)
+			return nil
+		},
+	}
+}
+
+func newRulesListCmd(dirArg func([]string) string) *cobra.Command {
+	var (
+		now    string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list [DIR]",
+		Short: "List rules: trigger, zone, calendar, channel and the next five fire times",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := loadRules(cmd, dirArg(args))
+			if err != nil {
+				return err
+			}
+			from := time.Now()
+			if now != "" {
+				if from, err = time.Parse(time.RFC3339, now); err != nil {
+					return fmt.Errorf("--now: want RFC 3339, like 2026-12-01T08:00:00+08:00: %w", err)
+				}
+			}
+			type row struct {
+				Name     string      `json:"name"`
+				Trigger  string      `json:"trigger"`
+				Zone     string      `json:"zone"`
+				Calendar string      `json:"calendar,omitempty"`
+				Shift    string      `json:"shift,omitempty"`
+				Channel  string      `json:"channel"`
+				Priority string      `json:"priority"`
+				Next     []time.Time `json:"next"`
+				File     string      `json:"file"`
+			}
+			var rows []row
+			for _, r := range s.Rules() {
+				rw := row{Name: r.Name, Trigger: r.Schedule, Zone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift,
+					Channel: r.Channel, Priority: r.Priority.String(), Next: []time.Time{}, File: r.File}
+				if rw.Zone == "" {
+					rw.Zone = "UTC"
+				}
+				if sch := s.Schedule(r.Name); sch != nil {
+					rw.Next = sch.NextN(from, 5)
+				} else {
+					rw.Trigger = "api task"
+				}
+				rows = append(rows, rw)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rows)
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tTRIGGER\tZONE\tCALENDAR\tCHANNEL\tNEXT")
+			for _, rw := range rows {
+				cal := rw.Calendar
+				if cal == "" {
+					cal = "-"
+				} else if rw.Shift != "" {
+					cal += " (" + rw.Shift + ")"
+				}
+				next := make([]string, 0, len(rw.Next))
+				for _, t := range rw.Next {
+					next = append(next, t.Format("2006-01-02 15:04:05"))
+				}
+				if len(next) == 0 {
+					next = append(next, "-")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rw.Name, rw.Trigger, rw.Zone, cal, rw.Channel, strings.Join(next, ", "))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&now, "now", "", "list fire times after this instant (RFC 3339) instead of now")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newRulesPreviewCmd(dir *string) *cobra.Command {
+	var (
+		at     string
+		data   string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "preview NAME",
+		Short: "Dry-run a rule: every recipient, the exact message, and when it would go",
+		Long: `Dry-run a rule at an instant: every recipient with the exact message and when
+it would go after stagger. Nothing is sent or written. When --at is not a slot
+of the rule's schedule (a statutory holiday for a cn_workday rule, say), nobody
+is listed and the reason is given.
+
+--at is RFC 3339, or "YYYY-MM-DD HH:MM[:SS]" in the rule's time zone; without
+it, the rule's next slot (or now, for a rule triggered by API tasks).
+--data is an API task's data, as JSON or @file.`,
+		Example: `  herald rules preview daily_report --dir ./rules --at 2026-12-01T09:00:00+08:00
+  herald rules preview follow_up --at "2026-12-01 15:00" --data '{"owner":"wangfang","customer":"华东机电","overdue":true}'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := loadRules(cmd, *dir)
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			when, err := previewTime(s, name, at)
+			if err != nil {
+				return err
+			}
+			raw, err := previewData(data)
+			if err != nil {
+				return err
+			}
+			res, err := s.Preview(cmd.Context(), name, when, raw)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				return enc.Encode(res)
+			}
+			printPreview(out, res)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&at, "at", "", "instant to preview (RFC 3339, or local to the rule's zone)")
+	cmd.Flags().StringVar(&data, "data", "", "API task data: JSON, or @file")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// loadRules loads dir once (no watching) and warns about broken files on
+// stderr: the good ones still list and preview.
+func loadRules(cmd *cobra.Command, dir string) (*rules.Set, error) {
+	s, err := rules.Load(rules.Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PoolSize: 1})
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range s.Status() {
+		if st.Error != "" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", rules.CheckError{File: st.File, Line: st.Line, Message: st.Error}.String())
+		}
+	}
+	return s, nil
+}
+
+// previewTime reads --at in the rule's zone; empty means the next slot.
+func previewTime(s *rules.Set, name, at string) (time.Time, error) {
+	zone := time.UTC
+	for _, r := range s.Rules() {
+		if r.Name == name && r.Timezone != "" {
+			loc, err := time.LoadLocation(r.Timezone)
+			if err != nil {
+				return time.Time{}, err
+			}
+			zone = loc
+		}
+	}
+	if at == "" {
+		now := time.Now().In(zone)
+		if sch := s.Schedule(name); sch != nil {
+			if next, ok := sch.Next(now); ok {
+				return next, nil
+			}
+		}
+		return now.Truncate(time.Second), nil
+	}
+	if t, err := time.Parse(time.RFC3339, at); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if t, err := time.ParseInLocation(layout, at, zone); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("--at %q: want RFC 3339 (2026-12-01T09:00:00+08:00) or \"2026-12-01 09:00\" in the rule's zone", at)
+}
+
+func previewData(data string) (json.RawMessage, error) {
+	if data == "" {
+		return nil, nil
+	}
+	b := []byte(data)
+	if strings.HasPrefix(data, "@") {
+		var err error
+		if b, err = os.ReadFile(strings.TrimPrefix(data, "@")); err != nil {
+			return nil, fmt.Errorf("--data: %w", err)
+		}
+	}
+	if !json.Valid(b) {
+		return nil, errors.New("--data: not valid JSON")
+	}
+	return b, nil
+}
+
+func printPreview(w io.Writer, res rules.PreviewResult) {
+	fmt.Fprintf(w, "rule %s (%s): channel %s, priority %s\n", res.Rule, res.File, res.Channel, res.Priority)
+	fmt.Fprintf(w, "trigger: %s\n", res.Trigger)
+	fmt.Fprintf(w, "at: %s\n", res.At.Format(time.RFC3339))
+	if !res.IsSlot {
+		fmt.Fprintf(w, "nobody: %s\n", res.Reason)
+		if !res.NextSlot.IsZero() {
+			fmt.Fprintf(w, "next slot: %s\n", res.NextSlot.Format(time.RFC3339))
+		}
+		return
+	}
+	fmt.Fprintf(w, "run key: %s; deadline %s\n", res.RunKey, res.Deadline.Format(time.RFC3339))
+	if len(res.Deliveries) == 0 {
+		fmt.Fprintf(w, "nobody: %s\n", res.Reason)
+		return
+	}
+	fmt.Fprintf(w, "%d recipient(s):\n", len(res.Deliveries))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, d := range res.Deliveries {
+		who := d.Recipient
+		if d.Name != "" {
+			who += " (" + d.Name + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t+%s\t%s\t%s\n", d.At.Format("2006-01-02 15:04:05"), d.Offset.Round(time.Millisecond), who, d.Payload)
+	}
+	_ = tw.Flush()
+}

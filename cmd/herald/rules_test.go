@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// runHerald runs the root command with args and returns stdout and the
+// error Execute returned (main exits 1 on an error).
+func runHerald(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+const examplesDir = "../../rules/examples"
+
+func TestRulesCheckCmd(t *testing.T) {
+	t.Parallel()
+	out, err := runHerald(t, "rules", "check", examplesDir)
+	require.NoError(t, err)
+	require.Contains(t, out, "all files are good")
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.lua"),
+		[]byte("return rule {\n  name = \"bad\",\n  schedule = \"0 25 * * *\",\n  channel = \"mock\",\n"+
+			"  recipients = function(run) return {} end,\n  message = function(run, to) return {} end,\n}\n"), 0o644))
+	out, err = runHerald(t, "rules", "check", dir)
+	require.Error(t, err)
+	require.Contains(t, out, "bad.lua:3: ")
+}
+
+func TestRulesListCmd(t *testing.T) {
+	t.Parallel()
+	out, err := runHerald(t, "rules", "list", examplesDir, "--now", "2026-09-30T12:00:00+08:00", "--json")
+	require.NoError(t, err)
+	var rows []struct {
+		Name string   `json:"name"`
+		Next []string `json:"next"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.Len(t, rows, 7)
+	for _, r := range rows {
+		if r.Name == "daily_report" {
+			// After 30 September: the National Day week is off, Saturday
+			// 10 October is a make-up workday.
+			require.Equal(t, []string{"2026-10-08T09:00:00+08:00", "2026-10-09T09:00:00+08:00",
+				"2026-10-10T09:00:00+08:00", "2026-10-12T09:00:00+08:00", "2026-10-13T09:00:00+08:00"}, r.Next)
+		}
+	}
+	out, err = runHerald(t, "rules", "list", examplesDir)
+	require.NoError(t, err)
+	require.Contains(t, out, "NAME")
+	require.Contains(t, out, "api task")
+}
+
+func TestRulesPreviewCmd(t *testing.T) {
+	t.Parallel()
+	out, err := runHerald(t, "rules", "preview", "daily_report", "--dir", examplesDir, "--at", "2026-12-01T09:00:00+08:00")
+	require.NoError(t, err)
+	require.Contains(t, out, "5 recipient(s)")
+	require.Contains(t, out, "wangfang (王芳)")
+
+	out, err = runHerald(t, "rules", "preview", "daily_report", "--dir", examplesDir, "--at", "2026-10-01 09:00")
+	require.NoError(t, err)
+	require.Contains(t, out, "nobody: 2026-10-01 is not a workday")
+
+	out, err = runHerald(t, "rules", "preview", "follow_up", "--dir", examplesDir, "--json",
+		"--data", `{"owner":"wangfang","customer":"华东机电","overdue":true}`)
+	require.NoError(t, err)
+	var res struct {
+		Deliveries []struct{ Recipient string } `json:"deliveries"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Len(t, res.Deliveries, 2)
+
+	_, err = runHerald(t, "rules", "preview", "nope", "--dir", examplesDir)
+	require.ErrorContains(t, err, "unknown rule")
+	_, err = runHerald(t, "rules", "preview", "daily_report", "--dir", examplesDir, "--at", "tomorrow")
+	require.ErrorContains(t, err, "--at")
+}
