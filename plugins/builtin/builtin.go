@@ -9,12 +9,14 @@ import (
 
 	"github.com/heraldhq/herald/plugins/mock"
 	"github.com/heraldhq/herald/plugins/sdk"
+	"github.com/heraldhq/herald/plugins/wecom"
 )
 
 // registry maps a built-in plugin's name to its constructor. Add a channel
 // with one line here.
 var registry = map[string]func() sdk.Channel{
-	"mock": func() sdk.Channel { return mock.New() },
+	"mock":  func() sdk.Channel { return mock.New() },
+	"wecom": func() sdk.Channel { return wecom.New() },
 }
 
 // Lookup returns the constructor of the built-in channel name.
