@@ -88,7 +88,7 @@ func members(n int) wecomfake.Config {
 
 // setup starts the fake and a channel configured for the demo app (extra
 // is spliced into the channel's JSON config).
-func setup(t *testing.T, cfg wecomfake.Config, extra string) *env {
+func setup(t testing.TB, cfg wecomfake.Config, extra string) *env {
 	t.Helper()
 	e := &env{clock: newClock(), logs: &syncBuffer{}}
 	cfg.NowFunc = e.clock.Now
@@ -110,7 +110,7 @@ func robotConfig(base, key, extra string) string {
 
 // channel makes another channel on the env's clock with its own HTTP
 // client, configured with cfg.
-func (e *env) channel(t *testing.T, cfg string) *wecom.Channel {
+func (e *env) channel(t testing.TB, cfg string) *wecom.Channel {
 	t.Helper()
 	ch := wecom.New()
 	ch.NowFunc = e.clock.Now
