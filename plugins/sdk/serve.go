@@ -55,12 +55,7 @@ func watchHost(logger *slog.Logger, exit func(int)) {
 	if s := os.Getenv(EnvParentFD); s != "" {
 		fd, err := strconv.Atoi(s)
 		if err == nil && fd > 2 {
-			f := os.NewFile(uintptr(fd), "host-watch")
-			// The host never writes: Read returns only when the host's
-			// end is closed.
-			_, _ = io.Copy(io.Discard, f)
-			logger.Info("host went away; plugin exiting")
-			exit(0)
+			watchPipe(os.NewFile(uintptr(fd), "host-watch"), logger, exit)
 			return
 		}
 		logger.Warn("ignoring malformed "+EnvParentFD, "value", s)
@@ -75,11 +70,22 @@ func watchHost(logger *slog.Logger, exit func(int)) {
 	}
 }
 
+// watchPipe calls exit once f reaches EOF. The host never writes to it:
+// Read returns only when the host's end is closed.
+func watchPipe(f io.Reader, logger *slog.Logger, exit func(int)) {
+	_, _ = io.Copy(io.Discard, f)
+	logger.Info("host went away; plugin exiting")
+	exit(0)
+}
+
 // Logger returns a logger for plugin code. It writes JSON lines to stderr in
 // the shape go-plugin forwards to the host's log, so a plugin's records
 // appear in Herald's log with their level and attributes. Never log secrets.
-func Logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{
+func Logger() *slog.Logger { return NewLoggerTo(stderr) }
+
+// NewLoggerTo is Logger writing to w, for tests.
+func NewLoggerTo(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
 		Level:       slog.LevelDebug,
 		ReplaceAttr: hclogAttr,
 	}))

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/plugins/conformance"
+	"github.com/heraldhq/herald/plugins/host"
+	"github.com/heraldhq/herald/plugins/sdk"
+)
+
+// The test binary is the plugin too: launched by the host (which sets the
+// magic cookie), it runs main instead of the tests.
+func TestMain(m *testing.M) {
+	if os.Getenv(sdk.Handshake.MagicCookieKey) == sdk.Handshake.MagicCookieValue {
+		main()
+		return
+	}
+	// Plugins inherit this, and so do not sleep 1s at exit under -race.
+	_ = os.Setenv("GORACE", "atexit_sleep_ms=0")
+	goleak.VerifyTestMain(m)
+}
+
+func delivered(path string) func(t *testing.T, key string) int {
+	return func(t *testing.T, key string) int {
+		f, err := os.Open(path)
+		if os.IsNotExist(err) {
+			return 0
+		}
+		require.NoError(t, err)
+		defer f.Close()
+		n := 0
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if fields := strings.Split(sc.Text(), "\t"); len(fields) == 4 && fields[1] == key {
+				n++
+			}
+		}
+		require.NoError(t, sc.Err())
+		return n
+	}
+}
+
+func fileConfig(t *testing.T) (string, json.RawMessage) {
+	path := filepath.Join(t.TempDir(), "out.log")
+	return path, json.RawMessage(fmt.Sprintf(`{"channel":"c","file":%q}`, path))
+}
+
+func TestConformanceInProcess(t *testing.T) {
+	t.Parallel()
+	conformance.Run(t, func(t *testing.T) conformance.Subject {
+		path, cfg := fileConfig(t)
+		return conformance.Subject{
+			Channel:       newChannel(),
+			Config:        cfg,
+			BadConfigs:    []json.RawMessage{json.RawMessage(`{"channel":"c"}`)},
+			DeliveredFunc: delivered(path),
+		}
+	})
+}
+
+func TestConformanceThroughPlugin(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	conformance.Run(t, func(t *testing.T) conformance.Subject {
+		path, cfg := fileConfig(t)
+		p, err := host.Launch(context.Background(), exec.Command(exe), nil)
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		return conformance.Subject{Channel: p.Channel(), Config: cfg, DeliveredFunc: delivered(path)}
+	})
+}
+
+// TestDroppedIntoPluginsDir is the user's path: the binary, named
+// herald-channel-example in the plugins directory, provides plugin
+// "example" to a host.
+func TestDroppedIntoPluginsDir(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(exe, filepath.Join(dir, "herald-channel-example")))
+	out := filepath.Join(dir, "audit.log")
+
+	h, err := host.New(host.Config{
+		PluginsDir: dir,
+		Channels:   map[string]host.ChannelConfig{"audit": {Plugin: "example", Config: map[string]any{"file": out}}},
+	})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, h.Close()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, h.Start(ctx))
+	require.True(t, h.Status()[0].Healthy, "%+v", h.Status())
+
+	// The example's limits are enforced by the host: 20 per minute per
+	// recipient, of which 20% are kept for high priority.
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	admitted := 0
+	for h.Admit("audit", "alice", engine.PriorityNormal, now) == 0 {
+		admitted++
+	}
+	require.Equal(t, 16, admitted)
+
+	res, err := h.Send(ctx, "audit", []engine.Outgoing{{ID: "1", IdempotencyKey: "k1", Recipient: "alice", Payload: json.RawMessage(`{"text": "hi"}`)}})
+	require.NoError(t, err)
+	require.Equal(t, engine.OutcomeSent, res[0].Status)
+	raw, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(string(raw), "\tk1\talice\t{\"text\":\"hi\"}\n"), "%q", raw)
+}
