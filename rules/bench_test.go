@@ -1,0 +1,89 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// benchDir is the example daily_report with a directory of n salespeople.
+func benchDir(b *testing.B, n int) string {
+	b.Helper()
+	dir := b.TempDir()
+	src, err := os.ReadFile(filepath.Join("examples", "daily_report.lua"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sb strings.Builder
+	sb.WriteString("userid,name,department,roles,manager\nboss,Boss,sales,manager,\n")
+	for i := range n {
+		fmt.Fprintf(&sb, "u%06d,销售%06d,sales,sales,boss\n", i, i)
+	}
+	for name, data := range map[string][]byte{"daily_report.lua": src, "people.csv": []byte(sb.String())} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const benchPeople = 100_000
+
+// BenchmarkDailyReport100k plans the daily report for 100,000 people: one
+// recipients call and 100,000 message calls, each rendered to JSON.
+func BenchmarkDailyReport100k(b *testing.B) {
+	s, err := Load(Config{Dir: benchDir(b, benchPeople)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := engine.RunContext{Key: "k", Slot: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)}
+	b.ResetTimer()
+	for b.Loop() {
+		out, err := s.Plan(context.Background(), "daily_report", run)
+		if err != nil || len(out) != benchPeople {
+			b.Fatal(err, len(out))
+		}
+	}
+	b.ReportMetric(float64(benchPeople)*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkPreview100k is `herald rules preview daily_report` for that
+// directory, stagger offsets and delivery ids included (loading excluded).
+func BenchmarkPreview100k(b *testing.B) {
+	s, err := Load(Config{Dir: benchDir(b, benchPeople)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.FixedZone("CST", 8*3600))
+	for b.Loop() {
+		res, err := s.Preview(context.Background(), "daily_report", at, nil)
+		if err != nil || len(res.Deliveries) != benchPeople {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLoad100k loads that directory: people file, compile, check.
+func BenchmarkLoad100k(b *testing.B) {
+	dir := benchDir(b, benchPeople)
+	for b.Loop() {
+		if _, err := Load(Config{Dir: dir}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNewSandbox builds one Lua state with Herald's library (what a
+// pool miss costs).
+func BenchmarkNewSandbox(b *testing.B) {
+	e := &env{people: &Directory{byID: map[string]*Person{}}, calendars: nil, logger: nil}
+	for b.Loop() {
+		newSandbox(e).L.Close()
+	}
+}
