@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/plugins/builtin"
 	"github.com/heraldhq/herald/plugins/mock"
 )
 
@@ -261,14 +262,18 @@ func TestExternalPlugin(t *testing.T) {
 
 	list, err := List(context.Background(), Config{PluginsDir: dir, BuiltinCmdFunc: selfCmd})
 	require.NoError(t, err)
-	require.Len(t, list, 2)
-	require.Equal(t, "ext", list[0].Name)
-	require.Equal(t, path, list[0].Path)
-	require.Equal(t, mock.Version, list[0].Version)
-	require.Empty(t, list[0].Error)
-	require.Equal(t, "mock", list[1].Name)
-	require.True(t, list[1].Overrides)
-	require.False(t, list[1].Builtin)
+	byName := map[string]PluginInfo{}
+	for _, p := range list {
+		byName[p.Name] = p
+	}
+	require.Equal(t, PluginInfo{Name: "ext", Path: path, Version: mock.Version}, byName["ext"])
+	require.Equal(t, PluginInfo{Name: "mock", Path: filepath.Join(dir, ExternalPrefix+"mock"), Overrides: true, Version: mock.Version}, byName["mock"])
+	for _, name := range builtin.Names() {
+		if name != "mock" {
+			require.True(t, byName[name].Builtin, name)
+			require.Empty(t, byName[name].Error, name)
+		}
+	}
 
 	b := setup(t, map[string]ChannelConfig{"e": {Plugin: "ext", Config: map[string]any{"outbox": "OUTBOX"}}},
 		func(c *Config) { c.PluginsDir = dir })
@@ -336,4 +341,13 @@ func alive(pid int) bool {
 	s := string(stat)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}
+
+func TestPluginEnvHoldsNoSecrets(t *testing.T) {
+	// Not parallel: it sets the environment.
+	t.Setenv("WECOM_SECRET", "must-not-leak")
+	t.Setenv("TZ", "Asia/Shanghai")
+	env := strings.Join(pluginEnv(), "\n")
+	require.NotContains(t, env, "must-not-leak")
+	require.Contains(t, env, "TZ=Asia/Shanghai")
 }

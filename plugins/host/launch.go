@@ -63,6 +63,7 @@ func launch(ctx context.Context, cmd *exec.Cmd, logger hclog.Logger, timeout tim
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: host-watch pipe: %v", ErrLaunch, cmd.Path, err)
 	}
+	cmd.Env = append(pluginEnv(), cmd.Env...) // the command's own win
 	cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", sdk.EnvParentFD, 3+len(cmd.ExtraFiles)))
 	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
 
@@ -72,6 +73,7 @@ func launch(ctx context.Context, cmd *exec.Cmd, logger hclog.Logger, timeout tim
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           logger,
+		SkipHostEnv:      true,
 		StartTimeout:     timeout,
 		Stderr:           io.Discard,
 	})
@@ -135,6 +137,26 @@ func launch(ctx context.Context, cmd *exec.Cmd, logger hclog.Logger, timeout tim
 	}
 	p.info = info
 	return p, nil
+}
+
+// passedEnv are the host's environment variables a plugin inherits. The
+// rest, the secrets of other channels among them, stay in the host: a
+// plugin gets its secrets resolved in its own configuration.
+var passedEnv = []string{
+	"PATH", "HOME", "USER", "TMPDIR", "TZ", "LANG", "LC_ALL",
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+	"SSL_CERT_FILE", "SSL_CERT_DIR",
+	"GODEBUG", "GOTRACEBACK", "GOMAXPROCS", "GOMEMLIMIT", "GORACE",
+}
+
+func pluginEnv() []string {
+	var env []string
+	for _, k := range passedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // checkInfo refuses an Info whose limits the host could not enforce.

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/heraldhq/herald/plugins/builtin"
 	"github.com/heraldhq/herald/plugins/mock"
 	"github.com/heraldhq/herald/plugins/sdk"
 )
@@ -38,13 +39,16 @@ func TestMain(m *testing.M) {
 		// Plugins inherit this, and so do not sleep 1s at exit under -race.
 		_ = os.Setenv("GORACE", "atexit_sleep_ms=0")
 		goleak.VerifyTestMain(m)
-	case "mock", "ext":
+	case "ext":
 		sdk.Serve(mock.New())
 	case "v2":
 		serveVersion2()
 	case "host":
 		runHost()
 	default:
+		if f, ok := builtin.Lookup(role); ok {
+			sdk.Serve(f())
+		}
 		fmt.Fprintf(os.Stderr, "unknown test role %q\n", role)
 		os.Exit(2)
 	}
@@ -66,9 +70,6 @@ func serveVersion2() {
 // runHost is a host process for the host-death test: it starts a mock
 // channel, prints the plugin's pid and waits to be killed.
 func runHost() {
-	// go-plugin hands the host's environment to the plugin after the
-	// command's own, so the role must not leak into it.
-	_ = os.Unsetenv(envRole)
 	h, err := New(Config{
 		Channels:       map[string]ChannelConfig{"m": {Plugin: "mock", Config: map[string]any{"outbox": os.Getenv("OUTBOX")}}},
 		BuiltinCmdFunc: selfCmd,
