@@ -44,7 +44,9 @@ func TestSandboxRefuses(t *testing.T) {
 	for name, c := range cases {
 		files[name+".lua"] = simpleRule(name, c.body)
 	}
-	s := load(t, newDir(t, files))
+	// A generous time limit: these must fail by refusal, not by time,
+	// even on a loaded machine under -race.
+	s := load(t, newDir(t, files), func(c *Config) { c.CallTimeout = 10 * time.Second })
 	for _, st := range s.Status() {
 		require.Empty(t, st.Error, st.File)
 	}
