@@ -295,7 +295,7 @@ func (h *Host) Admit(channel, recipient string, p engine.Priority, now time.Time
 // gives up. Cancelling ctx cancels the send in the plugin too.
 func (h *Host) Send(ctx context.Context, channel string, batch []engine.Outgoing) ([]engine.Outcome, error) {
 	h.mu.Lock()
-	closed := h.closed
+	closed, started := h.closed, h.started
 	h.mu.Unlock()
 	if closed {
 		return nil, ErrClosed
@@ -306,6 +306,9 @@ func (h *Host) Send(ctx context.Context, channel string, batch []engine.Outgoing
 	}
 	if len(batch) == 0 {
 		return []engine.Outcome{}, nil
+	}
+	if !started {
+		return nil, fmt.Errorf("%w: channel %s: the plugin host was not started", ErrUnavailable, channel)
 	}
 	msgs := make([]sdk.Message, len(batch))
 	for i, o := range batch {

@@ -297,7 +297,11 @@ func TestHostAdmitUsesPluginLimits(t *testing.T) {
 	h, err := New(Config{Channels: map[string]ChannelConfig{"m": mockChannel(nil)}})
 	require.NoError(t, err)
 	require.Equal(t, NotReadyWait, h.Admit("m", "alice", engine.PriorityNormal, now), "limits unknown before start")
+	_, err = h.Send(context.Background(), "m", outgoing(1, "early"))
+	require.ErrorIs(t, err, ErrUnavailable)
 	require.NoError(t, h.Close())
+	_, err = h.Send(context.Background(), "m", outgoing(1, "late"))
+	require.ErrorIs(t, err, ErrClosed)
 }
 
 func TestSIGKILLedHostTakesItsPluginAlong(t *testing.T) {
