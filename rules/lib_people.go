@@ -41,8 +41,8 @@ func (sb *sandbox) personTable(p *Person) *lua.LTable {
 		roles.Append(lua.LString(r))
 	}
 	t.RawSetString(fieldRoles, roles)
-	for k, v := range p.Extra {
-		t.RawSetString(k, sb.fromGo(v, 1))
+	for _, k := range p.extraKeys {
+		t.RawSetString(k, sb.fromGo(p.Extra[k], 1))
 	}
 	return t
 }

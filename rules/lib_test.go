@@ -143,3 +143,29 @@ func TestOnFailed(t *testing.T) {
 	require.ErrorContains(t, s.OnFailed(context.Background(), "r", runAt(time.Now()), fd), "unexpected expired")
 	require.NoError(t, s.OnFailed(context.Background(), "plain", runAt(time.Now()), fd))
 }
+
+// TestPairsOrderStable: a message built by iterating a person's fields
+// with pairs() is the same on every load (every leader).
+func TestPairsOrderStable(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"people.csv": "userid,name,zeta,alpha,mid,beta,gamma,delta\nann,Ann,1,2,3,4,5,6\n",
+		"r.lua": exprRule("r", `(function()
+      local keys = {}
+      for k in pairs(people.get("ann")) do keys[#keys + 1] = k end
+      return table.concat(keys, ",")
+    end)()`),
+	}
+	var first string
+	for range 5 {
+		s := load(t, newDir(t, files))
+		out, err := plan(t, s, "r", "")
+		require.NoError(t, err)
+		got := content(t, out[0].Payload)
+		if first == "" {
+			first = got
+		}
+		require.Equal(t, first, got)
+	}
+	require.Contains(t, first, "alpha,beta,delta,gamma,mid,zeta")
+}

@@ -51,8 +51,9 @@ type Person struct {
 	Timezone      string
 	Extra         map[string]any // other columns: strings, numbers, bools, lists
 
-	solar monthDay
-	lunar lunarDay
+	solar     monthDay
+	lunar     lunarDay
+	extraKeys []string // Extra's keys, sorted: tables are built in this order, so pairs() is the same on every leader
 }
 
 type monthDay struct{ month, day int }
@@ -377,7 +378,9 @@ func newPerson(f map[string]any) (*Person, error) {
 			return nil, fmt.Errorf("%s: want text, a number, true/false or a list", k)
 		}
 		p.Extra[k] = v
+		p.extraKeys = append(p.extraKeys, k)
 	}
+	slices.Sort(p.extraKeys)
 	return p, nil
 }
 
