@@ -42,8 +42,7 @@ func TestThreeNodeReplicationAndForwarding(t *testing.T) {
 	ctx := ctxT(t)
 
 	t.Run("apply on the leader replicates to all", func(t *testing.T) {
-		resp, err := leader.node.Apply(ctx, setCmd("k", "v"))
-		require.NoError(t, err)
+		resp := apply(t, nodes, setCmd("k", "v"))
 		require.IsType(t, uint64(0), resp, "the state machine's response comes back")
 		waitValue(t, nodes, "k", "v")
 	})
@@ -159,8 +158,7 @@ func TestFailoverMovesLeaderWork(t *testing.T) {
 	newLeader := leaderOf(t, rest)
 	require.Equal(t, newLeader.id, ev.node)
 
-	_, err := newLeader.node.Apply(ctxT(t), setCmd("after", "failover"))
-	require.NoError(t, err)
+	apply(t, rest, setCmd("after", "failover"))
 	waitValue(t, rest, "after", "failover")
 }
 
@@ -179,15 +177,12 @@ func TestRestartedNodeRejoinsWithItsData(t *testing.T) {
 	t.Parallel()
 	nodes := newCluster(t, 3, nil, nil)
 	leader := leaderOf(t, nodes)
-	ctx := ctxT(t)
-	_, err := leader.node.Apply(ctx, setCmd("before", "1"))
-	require.NoError(t, err)
+	apply(t, nodes, setCmd("before", "1"))
 	waitValue(t, nodes, "before", "1")
 
 	f := followersOf(nodes, leader)[0]
 	f.stop()
-	_, err = leader.node.Apply(ctx, setCmd("while-down", "2"))
-	require.NoError(t, err)
+	apply(t, followersOf(nodes, f), setCmd("while-down", "2"))
 
 	// Same id, dir and raft address; a new HTTP address; no join flag.
 	back := newTestNode(t, nodeOpts{id: f.id, dir: f.dir, raftAddr: f.raftAddr})
@@ -208,9 +203,7 @@ func TestSameIDAtNewAddressReplacesStaleEntry(t *testing.T) {
 	t.Parallel()
 	nodes := newCluster(t, 3, nil, nil)
 	leader := leaderOf(t, nodes)
-	ctx := ctxT(t)
-	_, err := leader.node.Apply(ctx, setCmd("old", "1"))
-	require.NoError(t, err)
+	apply(t, nodes, setCmd("old", "1"))
 
 	stale := followersOf(nodes, leader)[0]
 	stale.stop()
@@ -223,11 +216,12 @@ func TestSameIDAtNewAddressReplacesStaleEntry(t *testing.T) {
 		return len(s) == 3 && s[stale.id] == fresh.raftAddr
 	}, waitTimeout, 10*time.Millisecond, "the stale address was not replaced")
 
-	_, err = leader.node.Apply(ctx, setCmd("new", "2"))
-	require.NoError(t, err)
+	apply(t, []*testNode{nodes[0], nodes[1], nodes[2], fresh}, setCmd("new", "2"))
 	waitValue(t, []*testNode{fresh}, "old", "1")
 	waitValue(t, []*testNode{fresh}, "new", "2")
-	require.Equal(t, fresh.httpAddr(), leader.sm.member(stale.id).HTTPAddr)
+	require.Eventually(t, func() bool {
+		return leader.sm.member(stale.id).HTTPAddr == fresh.httpAddr()
+	}, waitTimeout, 10*time.Millisecond)
 }
 
 func TestLeaveAndRemove(t *testing.T) {
@@ -376,11 +370,9 @@ func TestRestartAtNewRaftAddressWithJoin(t *testing.T) {
 	t.Parallel()
 	nodes := newCluster(t, 3, nil, nil)
 	leader := leaderOf(t, nodes)
-	ctx := ctxT(t)
 	f := followersOf(nodes, leader)[0]
 	f.stop()
-	_, err := leader.node.Apply(ctx, setCmd("moved", "1"))
-	require.NoError(t, err)
+	apply(t, followersOf(nodes, f), setCmd("moved", "1"))
 
 	// Same dir (existing state), new raft and HTTP addresses, --join given.
 	moved := newTestNode(t, nodeOpts{id: f.id, dir: f.dir, join: leader.httpAddr()})

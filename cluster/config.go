@@ -118,7 +118,9 @@ type Config struct {
 func DevConfig(c Config) Config {
 	c.HeartbeatTimeout = 200 * time.Millisecond
 	c.ElectionTimeout = 200 * time.Millisecond
-	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	// As long as the heartbeat timeout: a shorter lease makes a leader on a
+	// busy machine step down for a scheduling hiccup.
+	c.LeaderLeaseTimeout = 200 * time.Millisecond
 	c.CommitTimeout = 10 * time.Millisecond
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = 200 * time.Millisecond

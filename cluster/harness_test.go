@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -305,4 +306,27 @@ func postKV(t *testing.T, addr, key, value string) (int, string) {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// apply proposes cmd on whichever of nodes leads, retrying while leadership
+// moves: on a -race run with many clusters on two cores a leader can miss
+// its lease and step down, which is Raft working, not a failure.
+func apply(t *testing.T, nodes []*testNode, cmd []byte) any {
+	t.Helper()
+	var (
+		resp any
+		err  error
+	)
+	require.Eventually(t, func() bool {
+		for _, tn := range nodes {
+			if !tn.node.IsLeader() {
+				continue
+			}
+			resp, err = tn.node.Apply(context.Background(), cmd)
+			return !errors.Is(err, engine.ErrNotLeader)
+		}
+		return false
+	}, waitTimeout, 10*time.Millisecond, "no leader accepted the command")
+	require.NoError(t, err)
+	return resp
 }

@@ -46,13 +46,17 @@ func (n *Node) joinVia(ctx context.Context, addr string) error {
 	c := &Client{Addr: addr, HTTP: n.client}
 	req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
 	backoff := 100 * time.Millisecond
+	var last error // the last real failure: the deadline itself says nothing
 	for {
 		err := c.Join(ctx, req)
 		if err == nil {
 			n.log.Info("joined the cluster", "via", addr)
 			return nil
 		}
-		if !retryable(err) {
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
+		if ctx.Err() == nil && !retryable(err) {
 			return fmt.Errorf("cannot join via %s: %w", addr, err)
 		}
 		n.log.Debug("join attempt failed; retrying", "via", addr, "err", err, "in", backoff)
@@ -60,7 +64,7 @@ func (n *Node) joinVia(ctx context.Context, addr string) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("cannot join via %s (gave up after %s): %w", addr, n.cfg.JoinTimeout, err)
+			return fmt.Errorf("cannot join via %s (gave up after %s): %w", addr, n.cfg.JoinTimeout, last)
 		case <-n.shutdownCh:
 			t.Stop()
 			return ErrShutdown

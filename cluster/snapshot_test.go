@@ -25,8 +25,7 @@ func TestSnapshotAndRestoreThroughRaft(t *testing.T) {
 	f := followersOf(nodes, leader)[0]
 	f.stop()
 	for i := range 40 {
-		_, err := leader.node.Apply(ctx, setCmd(fmt.Sprint("k", i), fmt.Sprint(i)))
-		require.NoError(t, err)
+		apply(t, followersOf(nodes, f), setCmd(fmt.Sprint("k", i), fmt.Sprint(i)))
 	}
 	require.Eventually(t, func() bool {
 		snaps, err := leader.node.snaps.List()

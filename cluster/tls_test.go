@@ -53,8 +53,7 @@ func TestTLSTransport(t *testing.T) {
 	conf := testTLS(t)
 	nodes := newCluster(t, 3, nil, func(c *Config) { c.TLS = conf })
 	leader := leaderOf(t, nodes)
-	_, err := leader.node.Apply(ctxT(t), setCmd("secure", "yes"))
-	require.NoError(t, err)
+	apply(t, nodes, setCmd("secure", "yes"))
 	waitValue(t, nodes, "secure", "yes")
 
 	// A plain-TCP client cannot speak to a TLS transport.
