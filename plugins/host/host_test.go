@@ -355,3 +355,22 @@ func TestPluginEnvHoldsNoSecrets(t *testing.T) {
 	require.NotContains(t, env, "must-not-leak")
 	require.Contains(t, env, "TZ=Asia/Shanghai")
 }
+
+// BenchmarkSend measures a batch of 100 through a real mock plugin process
+// (one fsync per batch).
+func BenchmarkSend(b *testing.B) {
+	dir := b.TempDir()
+	h, err := New(Config{
+		Channels:       map[string]ChannelConfig{"m": {Plugin: "mock", Config: map[string]any{"outbox": filepath.Join(dir, "o.jsonl")}}},
+		BuiltinCmdFunc: selfCmd,
+	})
+	require.NoError(b, err)
+	defer h.Close()
+	require.NoError(b, h.Start(context.Background()))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := h.Send(context.Background(), "m", outgoing(100, fmt.Sprint("bench", i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -116,6 +116,7 @@ type RPCError struct {
 	Err error  // the gRPC status error
 }
 
+// Error gives the plugin's own message, prefixed with the RPC's name.
 func (e *RPCError) Error() string {
 	if s, ok := status.FromError(e.Err); ok {
 		if s.Code() == codes.Unknown {
@@ -126,6 +127,7 @@ func (e *RPCError) Error() string {
 	return "plugin " + e.RPC + ": " + e.Err.Error()
 }
 
+// Unwrap returns the gRPC status error.
 func (e *RPCError) Unwrap() error { return e.Err }
 
 // GRPCStatus lets status.FromError and status.Code see through the wrapper.
