@@ -3,6 +3,7 @@ package wecom_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"testing"
@@ -47,6 +48,7 @@ func TestConformanceInProcess(t *testing.T) {
 		e := setup(t, wecomfake.Config{}, "")
 		ch := wecom.New()
 		ch.NowFunc = e.clock.Now
+		ch.Logger = slog.New(slog.DiscardHandler)
 		t.Cleanup(func() { _ = ch.Close() })
 		return conformance.Subject{
 			Channel:       ch,

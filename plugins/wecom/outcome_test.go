@@ -231,7 +231,10 @@ func TestCongestionLowersConcurrency(t *testing.T) {
 	defer mu.Unlock()
 	require.Len(t, seen, 41)
 	require.Greater(t, slices.Max(seen[1:9]), 1, "the batch starts concurrent")
-	for i, n := range seen[11:] {
-		require.Equal(t, 1, n, "send %d after the 45033 ran alone", i+11)
+	// Sends that chose their weight before the 45033 was seen may still
+	// overlap (at most two rounds of the concurrency); every later one runs
+	// alone.
+	for i, n := range seen[20:] {
+		require.Equal(t, 1, n, "send %d after the 45033 ran alone", i+20)
 	}
 }
