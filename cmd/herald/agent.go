@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func init() { register(newAgentCmd) }
+
+func newAgentCmd() *cobra.Command {
+	var cfg nodeConfig
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run a Herald node",
+		Long: `Run a Herald node. The first node of a new cluster starts with --bootstrap;
+the others with --join HTTP_ADDR of any member. A restarted node rejoins with
+its data and never bootstraps again.`,
+		Example: `  herald agent --node-id n1 --data-dir ./n1 --raft-addr 127.0.0.1:7101 --http-addr 127.0.0.1:8101 --bootstrap --rules ./rules
+  herald agent --node-id n2 --data-dir ./n2 --raft-addr 127.0.0.1:7102 --http-addr 127.0.0.1:8102 --join 127.0.0.1:8101 --rules ./rules`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.load(cmd); err != nil {
+				return err
+			}
+			log := newLogger(cfg.LogLevel).With("node", cfg.NodeID)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			n, err := startNode(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			log.Info("node running", "raft", cfg.RaftAddr, "http", cfg.HTTPAddr, "rules", n.cfg.Rules)
+			<-ctx.Done()
+			log.Info("stopping")
+			n.stop()
+			return nil
+		},
+	}
+	cfg.bindFlags(cmd)
+	return cmd
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil || level == "" {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

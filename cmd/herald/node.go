@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/heraldhq/herald/cluster"
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api"
+	"github.com/heraldhq/herald/engine/calendar"
+	"github.com/heraldhq/herald/engine/schedule"
+	"github.com/heraldhq/herald/plugins/host"
+	"github.com/heraldhq/herald/rules"
+)
+
+// node is one running Herald node: replicated state, Raft, rules, channel
+// plugins, the leader-only loops and the HTTP API, wired together.
+type node struct {
+	cfg   nodeConfig
+	log   *slog.Logger
+	fsm   *engine.FSM
+	raft  *cluster.Node
+	rules *rules.Set
+	host  *host.Host
+	srv   *http.Server
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startNode starts a node and returns once it has bootstrapped, joined or
+// restarted with its data. On error everything started is stopped again.
+func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, err error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if cfg.Rules == "" {
+		cfg.Rules = filepath.Join(cfg.DataDir, "rules")
+	}
+	if err := os.MkdirAll(cfg.Rules, 0o755); err != nil {
+		return nil, fmt.Errorf("rules dir: %w", err)
+	}
+	if len(cfg.Channels) == 0 {
+		cfg.Channels = map[string]map[string]any{
+			"mock": {"plugin": "mock", "outbox": filepath.Join(cfg.DataDir, "outbox.jsonl")},
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("http address %s: %w", cfg.HTTPAddr, unwrapInUse(err))
+	}
+	nctx, cancel := context.WithCancel(context.Background())
+	n = &node{cfg: cfg, log: log, fsm: engine.NewFSM(), cancel: cancel}
+	defer func() {
+		if err != nil {
+			_ = ln.Close()
+			n.stop()
+		}
+	}()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cals := calendar.NewRegistry()
+
+	n.rules, err = rules.Load(rules.Config{Dir: cfg.Rules, Logger: log, Registerer: reg, Calendars: cals})
+	if err != nil {
+		return n, fmt.Errorf("rules: %w", err)
+	}
+	n.host, err = host.New(host.Config{PluginsDir: cfg.Plugins, Channels: channelConfigs(cfg.Channels), Logger: log})
+	if err != nil {
+		return n, fmt.Errorf("plugins: %w", err)
+	}
+	if err = n.host.Start(ctx); err != nil {
+		return n, fmt.Errorf("plugins: %w", err)
+	}
+
+	ccfg := cluster.Config{
+		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.HTTPAddr,
+		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: log, Registerer: reg,
+	}
+	if cfg.devTimeouts {
+		ccfg = cluster.DevConfig(ccfg)
+	}
+	n.raft, err = cluster.New(ccfg, n.fsm)
+	if err != nil {
+		return n, err
+	}
+
+	n.srv = &http.Server{
+		Handler: api.New(api.Config{
+			FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
+			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log,
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	n.wg.Go(func() {
+		if err := n.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "err", err)
+		}
+	})
+	if err = n.raft.Start(ctx); err != nil {
+		return n, err
+	}
+
+	leader, err := engine.NewLeader(engine.LeaderConfig{
+		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
+		RulesChanged: n.rules.Changed(), Logger: log,
+		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
+			s, err := schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, cals)
+			if err != nil {
+				return nil, err // a plain nil: a nil *Schedule in the interface would not be nil
+			}
+			return s, nil
+		},
+	})
+	if err != nil {
+		return n, err
+	}
+	n.wg.Go(func() { n.raft.RunLeader(nctx, leader.Run) })
+	n.wg.Go(func() {
+		if err := n.rules.Watch(nctx); err != nil && nctx.Err() == nil {
+			log.Error("rules watcher stopped", "err", err)
+		}
+	})
+	return n, nil
+}
+
+// stop shuts the node down: leader loops (cancelling sends in flight), the
+// rule watcher, HTTP, Raft, then the plugins.
+func (n *node) stop() {
+	n.cancel()
+	if n.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = n.srv.Shutdown(ctx)
+		cancel()
+	}
+	n.wg.Wait()
+	if n.raft != nil {
+		if err := n.raft.Shutdown(); err != nil {
+			n.log.Warn("raft shutdown", "err", err)
+		}
+	}
+	if n.host != nil {
+		_ = n.host.Close()
+	}
+}
+
+func (n *node) status() api.Status {
+	cs := n.raft.Status()
+	st := api.Status{
+		NodeID: cs.NodeID, LeaderID: cs.LeaderID, State: cs.State, Term: cs.Term,
+		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(),
+		Members: []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{},
+	}
+	for _, m := range cs.Members {
+		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader})
+	}
+	for _, f := range n.rules.Status() {
+		st.Rules = append(st.Rules, api.RuleStatus{Name: f.Name, File: f.File, Hash: f.Hash, Error: f.Error})
+	}
+	for _, c := range n.host.Status() {
+		st.Channels = append(st.Channels, api.ChannelStatus{Name: c.Name, Plugin: c.Plugin, Healthy: c.Healthy, Error: c.Error})
+	}
+	return st
+}
+
+func channelConfigs(in map[string]map[string]any) map[string]host.ChannelConfig {
+	out := make(map[string]host.ChannelConfig, len(in))
+	for name, raw := range in {
+		cfg := map[string]any{}
+		for k, v := range raw {
+			if k != "plugin" {
+				cfg[k] = v
+			}
+		}
+		p, _ := raw["plugin"].(string)
+		out[name] = host.ChannelConfig{Plugin: p, Config: cfg}
+	}
+	return out
+}
+
+// unwrapInUse turns "bind: address already in use" into a plainer message.
+func unwrapInUse(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && errors.Is(op.Err, syscall.EADDRINUSE) {
+		return errors.New("address is already in use (is another Herald running?)")
+	}
+	return err
+}
