@@ -85,26 +85,30 @@ func baseURL(addr string) string {
 // Status fetches the node's view of the cluster.
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var st Status
-	err := c.do(ctx, http.MethodGet, "/v1/cluster/status", nil, &st)
+	err := c.Do(ctx, http.MethodGet, "/v1/cluster/status", nil, &st)
 	return st, err
 }
 
 // Join adds a member through the node at Addr (forwarded to the leader).
 func (c *Client) Join(ctx context.Context, req JoinRequest) error {
-	return c.do(ctx, http.MethodPost, "/v1/cluster/join", req, nil)
+	return c.Do(ctx, http.MethodPost, "/v1/cluster/join", req, nil)
 }
 
 // Leave makes the node at Addr leave the cluster.
 func (c *Client) Leave(ctx context.Context) error {
-	return c.do(ctx, http.MethodPost, "/v1/cluster/leave", struct{}{}, nil)
+	return c.Do(ctx, http.MethodPost, "/v1/cluster/leave", struct{}{}, nil)
 }
 
 // Remove removes member id through the node at Addr.
 func (c *Client) Remove(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodPost, "/v1/cluster/remove", RemoveRequest{ID: id}, nil)
+	return c.Do(ctx, http.MethodPost, "/v1/cluster/remove", RemoveRequest{ID: id}, nil)
 }
 
-func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+// Do sends in (as JSON, when not nil) to path on the node at Addr and
+// decodes the answer into out (when not nil). Other commands that talk to a
+// node's API use it too, so every CLI reports an unreachable node or an
+// API error the same way.
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
