@@ -10,6 +10,15 @@ import (
 type applier struct {
 	st   *state
 	term uint64
+	// tasks is set when the command changed the task queue, so that the
+	// FSM wakes the scheduler once the lock is released.
+	tasks *bool
+}
+
+func (a applier) signalTasks() {
+	if a.tasks != nil {
+		*a.tasks = true
+	}
 }
 
 func (a applier) startRun(c StartRun) any {
@@ -19,17 +28,37 @@ func (a applier) startRun(c StartRun) any {
 	if _, ok := a.st.Runs[c.Key]; ok {
 		return ErrRunExists
 	}
+	if _, ok := a.st.Ledger[c.Key]; ok {
+		return ErrRunExists // fired long ago; the run was pruned
+	}
+	if c.TaskKey != "" {
+		if err := a.fireTask(c); err != nil {
+			return err
+		}
+	}
 	r := &Run{
 		Key: c.Key, Rule: c.Rule, Slot: c.Slot, Zone: c.Zone, TaskKey: c.TaskKey, Data: c.Data,
-		State: RunPlanning, Late: c.Late, RulesHash: c.RulesHash, StartedAt: c.Now,
+		State: RunPlanning, Late: c.Late, Manual: c.Manual, Date: c.Date, RulesHash: c.RulesHash, StartedAt: c.Now,
 	}
 	if c.Skip {
 		r.State = RunSkipped
 		a.st.raise("skipped:"+c.Rule, c.Rule,
 			fmt.Sprintf("slot %s of rule %s was missed beyond its catch-up window and skipped", c.Slot.Format(time.RFC3339), c.Rule), c.Now)
 	}
-	a.st.Runs[c.Key] = r
-	if c.TaskKey == "" {
+	a.st.putRun(r)
+	if c.Manual {
+		a.signalTasks() // wake the scheduler to plan it
+	}
+	a.dayStats(r.date(), r.Rule, func(s *DayStats) {
+		s.Runs++
+		if r.Late {
+			s.Late++
+		}
+		if c.Skip {
+			s.Skipped++
+		}
+	})
+	if c.TaskKey == "" && !c.Manual {
 		if cur, ok := a.st.Cursors[c.Rule]; !ok || c.Slot.After(cur) {
 			a.st.Cursors[c.Rule] = c.Slot
 		}
@@ -41,6 +70,9 @@ func (a applier) addDeliveries(c AddDeliveries) any {
 	run, ok := a.st.Runs[c.RunKey]
 	if !ok {
 		return fmt.Errorf("add deliveries: no run %q", c.RunKey)
+	}
+	if t, ok := a.st.Tasks[run.TaskKey]; ok && run.TaskKey != "" && t.State == TaskCancelled {
+		return 0 // cancelled while it was being planned: plan nothing
 	}
 	added := 0
 	for _, nd := range c.Deliveries {
@@ -54,6 +86,9 @@ func (a applier) addDeliveries(c AddDeliveries) any {
 			State: StatePending,
 		})
 		added++
+	}
+	if added > 0 {
+		a.dayStats(run.date(), run.Rule, func(s *DayStats) { s.Planned += added })
 	}
 	return added
 }
@@ -76,7 +111,7 @@ func (a applier) finishPlan(c FinishPlan) any {
 	} else {
 		r.State = RunPlanned
 	}
-	a.st.Runs[r.Key] = &r
+	a.st.putRun(&r)
 	return nil
 }
 
@@ -88,6 +123,13 @@ func (a applier) claim(c ClaimDeliveries) any {
 			continue
 		}
 		nd := *d
+		if d.State == StateClaimed && d.Claim.Term == a.term {
+			// This leader's own claim ran out: the send is stuck (or its
+			// result was lost). It goes again with the same key.
+			a.st.raise("stuck:"+d.Channel, d.Rule, fmt.Sprintf(
+				"a send on channel %s was still unsettled %s after its claim (delivery %s to %s); sending it again with the same idempotency key",
+				d.Channel, c.Now.Sub(d.Claim.At), d.ID, d.Recipient), c.Now)
+		}
 		seq := 1
 		if d.Claim != nil {
 			seq = d.Claim.Seq + 1
@@ -132,6 +174,7 @@ func (a applier) recordResults(c RecordResults) any {
 			nd.State, nd.SentAt, nd.EndedAt, nd.ProviderID = StateSent, c.Now, c.Now, r.ProviderID
 			nd.LastError, nd.Code = "", ""
 			a.madeGood(&nd)
+			a.count(&nd)
 		case OutcomeRateLimited:
 			// The provider's limit is not the message's fault: no attempt spent.
 			nd.State, nd.NextAt = StatePending, c.Now.Add(max(r.RetryAfter, time.Second))
@@ -159,12 +202,16 @@ func (a applier) recordResults(c RecordResults) any {
 	return applied
 }
 
-// fail ends d as failed or expired, raises its alert and remembers the
-// missed slot so the rule's next run can carry it.
+// fail ends d as failed or expired, raises its alert (one per run and
+// outcome: a channel outage at 9:00 is one alert, not a thousand), queues
+// the rule's on_failed, and remembers the missed slot so the rule's next
+// run can carry it.
 func (a applier) fail(d *Delivery, st DeliveryState, now time.Time, why string) {
 	d.State, d.EndedAt, d.LastError = st, now, why
-	a.st.raise(st.String()+":"+d.ID, d.Rule,
+	a.st.raise(st.String()+":"+d.RunKey, d.Rule,
 		fmt.Sprintf("%s to %s (run %s) %s: %s", d.Rule, d.Recipient, d.RunKey, st, why), now)
+	a.st.Compensate[d.ID] = true
+	a.count(d)
 	if run, ok := a.st.Runs[d.RunKey]; ok && run.TaskKey == "" {
 		m := a.st.Missed[d.Rule]
 		if m == nil {
@@ -221,16 +268,5 @@ func (a applier) initCursor(c InitCursor) any {
 	if _, ok := a.st.Cursors[c.Rule]; !ok {
 		a.st.Cursors[c.Rule] = c.At
 	}
-	return nil
-}
-
-func (a applier) ackAlert(c AckAlert) any {
-	al, ok := a.st.Alerts[c.ID]
-	if !ok {
-		return fmt.Errorf("no alert %q", c.ID)
-	}
-	n := *al
-	n.Acked = true
-	a.st.Alerts[c.ID] = &n
 	return nil
 }

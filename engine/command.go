@@ -22,6 +22,11 @@ const (
 	CmdExpire        CommandType = 9
 	CmdRaiseAlert    CommandType = 10
 	CmdAckAlert      CommandType = 11
+	CmdSubmitTask    CommandType = 12
+	CmdCancelTask    CommandType = 13
+	CmdNotifyAlert   CommandType = 14
+	CmdCompensated   CommandType = 15
+	CmdPrune         CommandType = 16
 )
 
 // CommandVersion is the body encoding version, the second byte of every
@@ -40,6 +45,11 @@ var commandNames = map[CommandType]string{
 	CmdExpire:        "Expire",
 	CmdRaiseAlert:    "RaiseAlert",
 	CmdAckAlert:      "AckAlert",
+	CmdSubmitTask:    "SubmitTask",
+	CmdCancelTask:    "CancelTask",
+	CmdNotifyAlert:   "NotifyAlert",
+	CmdCompensated:   "Compensated",
+	CmdPrune:         "Prune",
 }
 
 func (t CommandType) String() string {
@@ -85,7 +95,9 @@ type StartRun struct {
 	TaskKey   string          `json:"task_key,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`
 	Late      bool            `json:"late,omitempty"`
-	Skip      bool            `json:"skip,omitempty"` // missed beyond catch-up: record, alert, send nothing
+	Skip      bool            `json:"skip,omitempty"`   // missed beyond catch-up: record, alert, send nothing
+	Manual    bool            `json:"manual,omitempty"` // fired by hand: leaves the rule's cursor alone
+	Date      string          `json:"date,omitempty"`   // the slot's date in the rule's zone (YYYY-MM-DD)
 	RulesHash string          `json:"rules_hash,omitempty"`
 	Now       time.Time       `json:"now"`
 }

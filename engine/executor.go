@@ -3,6 +3,8 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -40,17 +42,8 @@ func (x *executor) run(ctx context.Context) {
 	x.resend = x.l.cfg.FSM.InFlight()
 	for {
 		next := x.runOnce(ctx)
-		wait := min(max(time.Until(next), 0), time.Minute)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !wait(ctx, next, x.l.now(), x.l.cfg.FSM.Changed(), x.done) {
 			return
-		case <-t.C:
-		case <-x.l.cfg.FSM.Changed():
-			t.Stop()
-		case <-x.done:
-			t.Stop()
 		}
 	}
 }
@@ -172,8 +165,19 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 		batch[i] = Outgoing{ID: d.ID, IdempotencyKey: d.ID, Recipient: d.Recipient, Payload: d.Payload, Priority: d.Priority, Attempt: c.Attempt}
 		seqs[c.ID] = c.Seq
 	}
-	outs, err := x.l.cfg.Sender.Send(ctx, channel, batch)
+	// A send may not outlive its claim: past it, the deliveries are
+	// claimable again and would go twice at once.
+	sctx, cancel := context.WithTimeout(ctx, x.l.cfg.ClaimTimeout)
+	outs, err := x.l.cfg.Sender.Send(sctx, channel, batch)
+	cancel()
 	if ctx.Err() != nil {
+		return
+	}
+	if errors.Is(sctx.Err(), context.DeadlineExceeded) {
+		x.l.log.Warn("send stuck past its claim; it will be sent again with the same keys", "channel", channel, "n", len(batch))
+		_, _ = x.l.propose(ctx, CmdRaiseAlert, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
+			"a batch of %d on channel %s was still in flight after %s; it will be sent again with the same idempotency keys",
+			len(batch), channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
 		return
 	}
 	byOut := make(map[string]Outcome, len(outs))

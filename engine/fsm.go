@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 )
 
 // SnapshotVersion is written at the head of every snapshot; Restore refuses
@@ -25,11 +26,42 @@ type FSM struct {
 	st      *state
 	applied uint64
 	changed chan struct{}
+	tasks   chan struct{}
+
+	subMu sync.Mutex
+	subs  map[chan struct{}]struct{}
 }
 
 // NewFSM returns an empty state machine.
 func NewFSM() *FSM {
-	return &FSM{st: newState(), changed: make(chan struct{}, 1)}
+	return &FSM{st: newState(), changed: make(chan struct{}, 1), tasks: make(chan struct{}, 1), subs: map[chan struct{}]struct{}{}}
+}
+
+// TasksChanged is signalled (coalescing) when a task is submitted or
+// cancelled, and after a Restore: the scheduler waits on it, so a task due
+// in a millisecond is fired then, without a polling loop.
+func (f *FSM) TasksChanged() <-chan struct{} { return f.tasks }
+
+// Subscribe returns a channel signalled (coalescing) after every Apply and
+// Restore, for loops other than the executor's, and a func that ends the
+// subscription.
+func (f *FSM) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	f.subMu.Lock()
+	f.subs[ch] = struct{}{}
+	f.subMu.Unlock()
+	return ch, func() {
+		f.subMu.Lock()
+		delete(f.subs, ch)
+		f.subMu.Unlock()
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // Changed is signalled (coalescing, never blocking Apply) after every
@@ -37,10 +69,12 @@ func NewFSM() *FSM {
 func (f *FSM) Changed() <-chan struct{} { return f.changed }
 
 func (f *FSM) notify() {
-	select {
-	case f.changed <- struct{}{}:
-	default:
+	signal(f.changed)
+	f.subMu.Lock()
+	for ch := range f.subs {
+		signal(ch)
 	}
+	f.subMu.Unlock()
 }
 
 // AppliedIndex is the index of the last applied command.
@@ -62,12 +96,16 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		panic(fmt.Sprintf("herald: log entry %d: %s has version %d; this binary knows %d — upgrade this node", index, t, v, CommandVersion))
 	}
 	f.mu.Lock()
+	tasks := false
 	defer func() {
 		f.applied = index
 		f.mu.Unlock()
 		f.notify()
+		if tasks {
+			signal(f.tasks)
+		}
 	}()
-	a := applier{st: f.st, term: term}
+	a := applier{st: f.st, term: term, tasks: &tasks}
 	switch t {
 	case CmdStartRun:
 		return a.startRun(decode[StartRun](index, t, body))
@@ -96,6 +134,16 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		return nil
 	case CmdAckAlert:
 		return a.ackAlert(decode[AckAlert](index, t, body))
+	case CmdSubmitTask:
+		return a.submitTask(decode[SubmitTask](index, t, body))
+	case CmdCancelTask:
+		return a.cancelTask(decode[CancelTask](index, t, body))
+	case CmdNotifyAlert:
+		return a.notifyAlert(decode[NotifyAlert](index, t, body))
+	case CmdCompensated:
+		return a.compensated(decode[Compensated](index, t, body))
+	case CmdPrune:
+		return a.prune(decode[Prune](index, t, body))
 	}
 	panic(fmt.Sprintf("herald: log entry %d: unknown command type %d — this binary is older than the cluster; upgrade this node", index, uint8(t)))
 }
@@ -160,11 +208,25 @@ func (f *FSM) Restore(r io.Reader) error {
 	if st.Runs == nil || st.Deliveries == nil || st.Cursors == nil || st.Members == nil || st.Alerts == nil || st.Missed == nil {
 		return errors.New("read snapshot: a section is missing")
 	}
+	// Sections added later are absent from older snapshots: start empty.
+	if st.Tasks == nil {
+		st.Tasks = map[string]*Task{}
+	}
+	if st.Ledger == nil {
+		st.Ledger = map[string]time.Time{}
+	}
+	if st.Compensate == nil {
+		st.Compensate = map[string]bool{}
+	}
+	if st.Daily == nil {
+		st.Daily = map[string]map[string]*DayStats{}
+	}
 	st.reindex()
 	f.mu.Lock()
 	f.st = st
 	f.applied = h.Applied
 	f.mu.Unlock()
 	f.notify()
+	signal(f.tasks)
 	return nil
 }

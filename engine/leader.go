@@ -11,14 +11,17 @@ import (
 
 // Defaults of LeaderConfig.
 const (
-	BatchSizeDefault    = 50
-	ClaimTimeoutDefault = 30 * time.Second
-	PlanChunkDefault    = 500
-	PlannersDefault     = 4
-	PlanTimeoutDefault  = time.Minute
-	LateAfterDefault    = 5 * time.Second
-	MaxSendsDefault     = 8
-	ProposeTimeout      = 10 * time.Second
+	BatchSizeDefault     = 50
+	ClaimTimeoutDefault  = 30 * time.Second
+	PlanChunkDefault     = 500
+	PlannersDefault      = 4
+	PlanTimeoutDefault   = time.Minute
+	LateAfterDefault     = 5 * time.Second
+	MaxSendsDefault      = 8
+	ProposeTimeout       = 10 * time.Second
+	AlertRuleDefault     = "ops_alert"
+	AlertIntervalDefault = time.Hour
+	LatePlanDefault      = 5 * time.Minute
 )
 
 // Schedule yields the slots of a rule's trigger.
@@ -49,6 +52,24 @@ type LeaderConfig struct {
 	PlanTimeout  time.Duration // default PlanTimeoutDefault
 	LateAfter    time.Duration // a run started this long after its slot is flagged late
 	MaxSends     int           // batches in flight at once; default MaxSendsDefault
+
+	// AlertRule is the rule that delivers Herald's own alerts (as API
+	// tasks); default AlertRuleDefault. Alerts are only listed while it is
+	// not loaded.
+	AlertRule string
+	// AlertInterval: an alert that repeats is delivered again at most this
+	// often; default AlertIntervalDefault.
+	AlertInterval time.Duration
+	// LatePlan: a run still planning this long after its slot is reported
+	// late (alert); default LatePlanDefault.
+	LatePlan time.Duration
+	// Retention: finished deliveries older than this are pruned; default
+	// RetentionDefault. LedgerRetention: how long pruned run keys are still
+	// refused; default LedgerRetentionDefault. PruneEvery: how often the
+	// leader prunes; default PruneEveryDefault.
+	Retention       time.Duration
+	LedgerRetention time.Duration
+	PruneEvery      time.Duration
 }
 
 func (c *LeaderConfig) setDefaults() error {
@@ -71,6 +92,17 @@ func (c *LeaderConfig) setDefaults() error {
 	setDefault(&c.PlanTimeout, PlanTimeoutDefault)
 	setDefault(&c.LateAfter, LateAfterDefault)
 	setDefault(&c.MaxSends, MaxSendsDefault)
+	setDefault(&c.AlertInterval, AlertIntervalDefault)
+	setDefault(&c.LatePlan, LatePlanDefault)
+	setDefault(&c.Retention, RetentionDefault)
+	setDefault(&c.LedgerRetention, LedgerRetentionDefault)
+	setDefault(&c.PruneEvery, PruneEveryDefault)
+	if c.AlertRule == "" {
+		c.AlertRule = AlertRuleDefault
+	}
+	if c.LedgerRetention < c.Retention {
+		c.LedgerRetention = c.Retention
+	}
 	return nil
 }
 
@@ -102,8 +134,10 @@ func (l *Leader) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	s := newScheduler(l)
 	x := newExecutor(l)
+	h := newHousekeeper(l)
 	wg.Go(func() { s.run(ctx) })
 	wg.Go(func() { x.run(ctx) })
+	wg.Go(func() { h.run(ctx) })
 	wg.Wait()
 	l.log.Info("no longer leading: scheduler and executor stopped")
 }
@@ -127,3 +161,69 @@ func (l *Leader) propose(ctx context.Context, t CommandType, body any) (any, err
 }
 
 func (l *Leader) now() time.Time { return l.cfg.NowFunc() }
+
+// wait blocks until next (on the real clock, at most a minute, since
+// NowFunc may be a test's), ctx ends (false), or one of wake is signalled.
+func wait(ctx context.Context, next time.Time, now time.Time, wake ...<-chan struct{}) bool {
+	t := time.NewTimer(min(max(next.Sub(now), 0), time.Minute))
+	defer t.Stop()
+	var w0, w1 <-chan struct{}
+	if len(wake) > 0 {
+		w0 = wake[0]
+	}
+	if len(wake) > 1 {
+		w1 = wake[1]
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-w0:
+	case <-w1:
+	}
+	return true
+}
+
+// housekeeper runs the leader's upkeep: the rules' on_failed hooks, alert
+// delivery, late-run reports and retention. It wakes on every change of
+// the state and on its own timers.
+type housekeeper struct {
+	l         *Leader
+	nextPrune time.Time
+}
+
+func newHousekeeper(l *Leader) *housekeeper { return &housekeeper{l: l} }
+
+func (h *housekeeper) run(ctx context.Context) {
+	changed, unsubscribe := h.l.cfg.FSM.Subscribe()
+	defer unsubscribe()
+	for {
+		next := h.runOnce(ctx)
+		if !wait(ctx, next, h.l.now(), changed) {
+			return
+		}
+	}
+}
+
+// runOnce does what is due now and returns when to look again.
+func (h *housekeeper) runOnce(ctx context.Context) time.Time {
+	l := h.l
+	now := l.now()
+	wake := now.Add(time.Minute)
+	earlier := func(t time.Time) {
+		if !t.IsZero() && t.Before(wake) {
+			wake = t
+		}
+	}
+	l.compensate(ctx)
+	earlier(l.notifyAlerts(ctx, now))
+	earlier(l.reportLateRuns(ctx, now))
+	if !now.Before(h.nextPrune) {
+		if !h.nextPrune.IsZero() { // not at the start of a term: elections come in bursts
+			l.pruneOnce(ctx, now)
+		}
+		h.nextPrune = now.Add(l.cfg.PruneEvery)
+	}
+	earlier(h.nextPrune)
+	return wake
+}

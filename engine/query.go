@@ -121,19 +121,23 @@ func (f *FSM) Alerts() []*Alert {
 }
 
 // Due returns up to limit deliveries the executor must act on at now:
-// pending ones that may be sent, and claimed ones whose claim timed out. It
-// walks the due index, so its cost is in what is due, not in what waits.
+// pending ones that may be sent, and claimed ones whose claim timed out,
+// high priority first, then by due time. It walks the due index, so its
+// cost is in what is due, not in what waits; and a backlog of normal
+// deliveries never hides a high one.
 func (f *FSM) Due(now time.Time, limit int) []*Delivery {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []*Delivery
-	f.st.due.Ascend(func(it dueItem) bool {
-		if it.at.After(now) || len(out) >= limit {
-			return false
-		}
-		out = append(out, f.st.Deliveries[it.id])
-		return true
-	})
+	for p := PriorityHigh; p <= PriorityLow; p++ {
+		f.st.due[p].Ascend(func(it dueItem) bool {
+			if it.at.After(now) || len(out) >= limit {
+				return false
+			}
+			out = append(out, f.st.Deliveries[it.id])
+			return true
+		})
+	}
 	return out
 }
 
@@ -141,8 +145,35 @@ func (f *FSM) Due(now time.Time, limit int) []*Delivery {
 func (f *FSM) NextDue() (time.Time, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	it, ok := f.st.due.Min()
-	return it.at, ok
+	var at time.Time
+	found := false
+	for p := PriorityHigh; p <= PriorityLow; p++ {
+		if it, ok := f.st.due[p].Min(); ok && (!found || it.at.Before(at)) {
+			at, found = it.at, true
+		}
+	}
+	return at, found
+}
+
+// PlanningRuns returns the runs still planning, by slot then key.
+func (f *FSM) PlanningRuns() []*Run {
+	f.mu.RLock()
+	out := make([]*Run, 0, len(f.st.planning))
+	for k := range f.st.planning {
+		out = append(out, f.st.Runs[k])
+	}
+	f.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *Run) int {
+		if c := a.Slot.Compare(b.Slot); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+	return out
+}
+
+func sortDeliveries(ds []*Delivery) {
+	slices.SortFunc(ds, func(a, b *Delivery) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // InFlight returns every claimed delivery. A new leader resends those

@@ -49,6 +49,8 @@ type Run struct {
 	Data      json.RawMessage `json:"data,omitempty"`
 	State     RunState        `json:"state"`
 	Late      bool            `json:"late,omitempty"`
+	Manual    bool            `json:"manual,omitempty"` // fired by hand (herald rules fire)
+	Date      string          `json:"date,omitempty"`   // slot's date in the rule's zone
 	RulesHash string          `json:"rules_hash,omitempty"`
 	StartedAt time.Time       `json:"started_at"`
 	PlannedAt time.Time       `json:"planned_at,omitzero"`
@@ -128,4 +130,17 @@ type Alert struct {
 	Last    time.Time `json:"last"`
 	Count   int       `json:"count"`
 	Acked   bool      `json:"acked"`
+	// Notified counts the times the alert was handed to the alert rule;
+	// NotifiedAt is the last of them (see NotifyAlert).
+	Notified   int       `json:"notified,omitempty"`
+	NotifiedAt time.Time `json:"notified_at,omitzero"`
+}
+
+// date is the run's date for the daily aggregates: the one the leader
+// stamped (in the rule's zone), else the slot's UTC date.
+func (r *Run) date() string {
+	if r.Date != "" {
+		return r.Date
+	}
+	return r.Slot.UTC().Format(time.DateOnly)
 }

@@ -41,24 +41,17 @@ func (s *scheduler) run(ctx context.Context) {
 	defer s.wg.Wait()
 	for {
 		next := s.runOnce(ctx)
-		wait := time.Until(next) // NowFunc may be fake; cap the wait below
-		if wait > time.Minute || wait < 0 {
-			wait = min(max(wait, 0), time.Minute)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !wait(ctx, next, s.l.now(), s.l.cfg.RulesChanged, s.l.cfg.FSM.TasksChanged()) {
 			return
-		case <-t.C:
-		case <-s.l.cfg.RulesChanged:
-			t.Stop()
 		}
 	}
 }
 
-// runOnce fires every slot that is due, starts planning every run still
-// planning, and returns when it should run again.
+// maxTasksPerPass bounds how many due tasks one scheduler pass fires.
+const maxTasksPerPass = 1000
+
+// runOnce fires every slot and task that is due, starts planning every run
+// still planning, and returns when it should run again.
 func (s *scheduler) runOnce(ctx context.Context) time.Time {
 	now := s.l.now()
 	wake := now.Add(time.Minute)
@@ -71,8 +64,56 @@ func (s *scheduler) runOnce(ctx context.Context) time.Time {
 			wake = next
 		}
 	}
+	if next, ok := s.fireTasks(ctx, hash, now); ok && next.Before(wake) {
+		wake = next
+	}
 	s.planPending(ctx)
 	return wake
+}
+
+// fireTasks starts the runs of the API tasks due at now and returns when
+// the next one is due.
+func (s *scheduler) fireTasks(ctx context.Context, hash string, now time.Time) (time.Time, bool) {
+	due := s.l.cfg.FSM.DueTasks(now, maxTasksPerPass)
+	for _, t := range due {
+		if ctx.Err() != nil {
+			return now, true
+		}
+		r, _ := s.l.findRule(t.Rule)
+		c := StartRun{
+			Key: TaskRunKey(t.Key), Rule: t.Rule, Slot: t.DueAt, Zone: r.Timezone, TaskKey: t.Key, Data: t.Data,
+			Date: SlotDate(t.DueAt, r.Timezone), Late: now.Sub(t.DueAt) > s.l.cfg.LateAfter, RulesHash: hash, Now: now,
+		}
+		if _, err := s.l.propose(ctx, CmdStartRun, c); err != nil && !errors.Is(err, ErrRunExists) {
+			s.l.log.Warn("cannot fire task", "task", t.Key, "err", err)
+			return now.Add(time.Second), true
+		}
+	}
+	if len(due) == maxTasksPerPass {
+		return now, true
+	}
+	return s.l.cfg.FSM.NextTaskDue()
+}
+
+// SlotDate is slot's date (YYYY-MM-DD) in zone (UTC when zone is empty
+// or unknown): the date a run's statistics are counted under.
+func SlotDate(slot time.Time, zone string) string {
+	return slot.In(location(zone)).Format(time.DateOnly)
+}
+
+// locations caches loaded zones: LoadLocation reads zone data every call.
+var locations sync.Map
+
+func location(zone string) *time.Location {
+	if l, ok := locations.Load(zone); ok {
+		return l.(*time.Location)
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		loc = time.UTC
+	}
+	locations.Store(zone, loc)
+	return loc
 }
 
 // fire starts the runs of rule r's due slots and returns its next slot.
@@ -106,7 +147,7 @@ func (s *scheduler) fire(ctx context.Context, r Rule, hash string, now time.Time
 		}
 		lateBy := now.Sub(slot)
 		c := StartRun{
-			Key: RunKey(r.Name, slot), Rule: r.Name, Slot: slot, Zone: r.Timezone,
+			Key: RunKey(r.Name, slot), Rule: r.Name, Slot: slot, Zone: r.Timezone, Date: SlotDate(slot, r.Timezone),
 			Late: lateBy > s.l.cfg.LateAfter, Skip: lateBy > catchup, RulesHash: hash, Now: now,
 		}
 		if _, err := s.l.propose(ctx, CmdStartRun, c); err != nil && !errors.Is(err, ErrRunExists) {
@@ -138,7 +179,7 @@ func (s *scheduler) schedule(r Rule) (Schedule, error) {
 // leader left half done — each in its own goroutine so that one slow rule
 // does not hold up the others.
 func (s *scheduler) planPending(ctx context.Context) {
-	for _, run := range s.l.cfg.FSM.Runs(func(r *Run) bool { return r.State == RunPlanning }) {
+	for _, run := range s.l.cfg.FSM.PlanningRuns() {
 		s.mu.Lock()
 		busy := s.planning[run.Key]
 		s.planning[run.Key] = true

@@ -20,12 +20,28 @@ type state struct {
 	// Missed maps rule → recipient → earlier slots (RFC 3339) whose delivery
 	// finally failed and has not been made good by a later sent one.
 	Missed map[string]map[string][]string `json:"missed"`
+	// Tasks are the API tasks by key.
+	Tasks map[string]*Task `json:"tasks"`
+	// Ledger remembers the run keys (and their slots) of runs pruned by
+	// retention, so that a slot or a task key never fires twice.
+	Ledger map[string]time.Time `json:"ledger"`
+	// Compensate holds the ids of deliveries that ended failed or expired
+	// and whose rule's on_failed has not run yet.
+	Compensate map[string]bool `json:"compensate"`
+	// Daily keeps per date (in the run's zone) and rule the aggregates
+	// that outlive pruned deliveries.
+	Daily map[string]map[string]*DayStats `json:"daily"`
 
 	// due indexes pending and claimed deliveries by when the executor must
-	// look at them next. Derived: rebuilt on restore, never snapshotted.
-	due *btree.BTreeG[dueItem]
+	// look at them next, one tree per priority. Derived: rebuilt on restore,
+	// never snapshotted.
+	due [PriorityLow + 1]*btree.BTreeG[dueItem]
 	// byRun lists delivery ids per run. Derived as well.
 	byRun map[string][]string
+	// taskQueue holds pending tasks by due time; taskIndex all tasks.
+	taskQueue, taskIndex *btree.BTreeG[dueItem]
+	// planning holds the keys of runs still planning.
+	planning map[string]bool
 }
 
 type dueItem struct {
@@ -41,42 +57,97 @@ func dueLess(a, b dueItem) bool {
 }
 
 func newState() *state {
-	return &state{
+	s := &state{
 		Runs:       map[string]*Run{},
 		Deliveries: map[string]*Delivery{},
 		Cursors:    map[string]time.Time{},
 		Members:    map[string]Member{},
 		Alerts:     map[string]*Alert{},
 		Missed:     map[string]map[string][]string{},
-		due:        btree.NewG(32, dueLess),
-		byRun:      map[string][]string{},
+		Tasks:      map[string]*Task{},
+		Ledger:     map[string]time.Time{},
+		Compensate: map[string]bool{},
+		Daily:      map[string]map[string]*DayStats{},
 	}
+	s.initIndexes()
+	return s
+}
+
+func (s *state) initIndexes() {
+	for p := range s.due {
+		s.due[p] = btree.NewG(32, dueLess)
+	}
+	s.byRun = map[string][]string{}
+	s.taskQueue = btree.NewG(32, dueLess)
+	s.taskIndex = btree.NewG(32, dueLess)
+	s.planning = map[string]bool{}
 }
 
 // reindex rebuilds the derived indexes after a restore.
 func (s *state) reindex() {
-	s.due = btree.NewG(32, dueLess)
-	s.byRun = map[string][]string{}
+	s.initIndexes()
 	for id, d := range s.Deliveries {
 		if at := d.dueAt(); !at.IsZero() {
-			s.due.ReplaceOrInsert(dueItem{at, id})
+			s.dueTree(d.Priority).ReplaceOrInsert(dueItem{at, id})
 		}
 		s.byRun[d.RunKey] = append(s.byRun[d.RunKey], id)
 	}
+	for k, t := range s.Tasks {
+		s.taskIndex.ReplaceOrInsert(dueItem{t.DueAt, k})
+		if t.State == TaskPending {
+			s.taskQueue.ReplaceOrInsert(dueItem{t.DueAt, k})
+		}
+	}
+	for k, r := range s.Runs {
+		if r.State == RunPlanning {
+			s.planning[k] = true
+		}
+	}
+}
+
+// dueTree is the due index of priority p (unknown priorities go last).
+func (s *state) dueTree(p Priority) *btree.BTreeG[dueItem] {
+	if p < PriorityHigh || p > PriorityLow {
+		p = PriorityLow
+	}
+	return s.due[p]
 }
 
 // putDelivery stores d, keeping the due index in step with it.
 func (s *state) putDelivery(d *Delivery) {
 	if old, ok := s.Deliveries[d.ID]; ok {
 		if at := old.dueAt(); !at.IsZero() {
-			s.due.Delete(dueItem{at, old.ID})
+			s.dueTree(old.Priority).Delete(dueItem{at, old.ID})
 		}
 	} else {
 		s.byRun[d.RunKey] = append(s.byRun[d.RunKey], d.ID)
 	}
 	s.Deliveries[d.ID] = d
 	if at := d.dueAt(); !at.IsZero() {
-		s.due.ReplaceOrInsert(dueItem{at, d.ID})
+		s.dueTree(d.Priority).ReplaceOrInsert(dueItem{at, d.ID})
+	}
+}
+
+// putRun stores r, keeping the planning index in step with it.
+func (s *state) putRun(r *Run) {
+	s.Runs[r.Key] = r
+	if r.State == RunPlanning {
+		s.planning[r.Key] = true
+	} else {
+		delete(s.planning, r.Key)
+	}
+}
+
+// putTask stores t, keeping the task indexes in step with it.
+func (s *state) putTask(t *Task) {
+	if old, ok := s.Tasks[t.Key]; ok {
+		s.taskQueue.Delete(dueItem{old.DueAt, old.Key})
+		s.taskIndex.Delete(dueItem{old.DueAt, old.Key})
+	}
+	s.Tasks[t.Key] = t
+	s.taskIndex.ReplaceOrInsert(dueItem{t.DueAt, t.Key})
+	if t.State == TaskPending {
+		s.taskQueue.ReplaceOrInsert(dueItem{t.DueAt, t.Key})
 	}
 }
 
@@ -87,6 +158,10 @@ func (s *state) clone() *state {
 	for r, m := range s.Missed {
 		missed[r] = maps.Clone(m)
 	}
+	daily := make(map[string]map[string]*DayStats, len(s.Daily))
+	for d, m := range s.Daily {
+		daily[d] = maps.Clone(m)
+	}
 	return &state{
 		Runs:       maps.Clone(s.Runs),
 		Deliveries: maps.Clone(s.Deliveries),
@@ -94,6 +169,10 @@ func (s *state) clone() *state {
 		Members:    maps.Clone(s.Members),
 		Alerts:     maps.Clone(s.Alerts),
 		Missed:     missed,
+		Tasks:      maps.Clone(s.Tasks),
+		Ledger:     maps.Clone(s.Ledger),
+		Compensate: maps.Clone(s.Compensate),
+		Daily:      daily,
 	}
 }
 
@@ -109,6 +188,7 @@ func (s *state) raise(cause, rule, msg string, now time.Time) {
 	if old, ok := s.Alerts[id]; ok {
 		a.First = old.First
 		a.Count = old.Count + 1
+		a.Notified, a.NotifiedAt = old.Notified, old.NotifiedAt
 		// A repeat re-opens an acknowledged alert only if the message
 		// changed; the same problem again stays acknowledged.
 		a.Acked = old.Acked && old.Message == msg

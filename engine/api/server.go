@@ -1,6 +1,6 @@
-// Package api is Herald's HTTP face: status, deliveries, runs, alerts and
-// Prometheus metrics. Reads are served from the local replicated state;
-// writes go to the leader (the cluster's forwarding middleware sends them
+// Package api is Herald's HTTP face: status, tasks, deliveries, runs,
+// alerts, statistics, manual fires and Prometheus metrics. Reads are served
+// from the local replicated state; writes go to the leader (the cluster's forwarding middleware sends them
 // there) and through the log.
 package api
 
@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -68,6 +69,12 @@ type Config struct {
 	ForwardFunc func(http.Handler) http.Handler
 	Gatherer    prometheus.Gatherer
 	Logger      *slog.Logger
+	// Rules, when set, validates task rules and serves manual fires
+	// (POST /v1/rules/{name}/fire answers 503 without it).
+	Rules engine.RuleSource
+	// NowFunc stamps writes (task submissions, cancels, fires); default
+	// time.Now.
+	NowFunc func() time.Time
 }
 
 // New returns the API handler.
@@ -83,12 +90,24 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET /v1/runs", s.runs)
 	mux.HandleFunc("GET /v1/alerts", s.alerts)
 	mux.HandleFunc("POST /v1/alerts/{id}/ack", s.ackAlert)
+	mux.HandleFunc("POST /v1/tasks", s.submitTask)
+	mux.HandleFunc("GET /v1/tasks", s.listTasks)
+	mux.HandleFunc("GET /v1/tasks/{key}", s.getTask)
+	mux.HandleFunc("DELETE /v1/tasks/{key}", s.cancelTask)
+	mux.HandleFunc("POST /v1/rules/{name}/fire", s.fireRule)
+	mux.HandleFunc("GET /v1/stats", s.stats)
 	if cfg.Cluster != nil {
 		mux.Handle("/v1/cluster/", cfg.Cluster)
 	}
-	if cfg.Gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	own := prometheus.NewRegistry()
+	if cfg.FSM != nil {
+		own.MustRegister(newCollector(cfg.FSM))
 	}
+	gatherers := prometheus.Gatherers{own}
+	if cfg.Gatherer != nil {
+		gatherers = append(gatherers, cfg.Gatherer)
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
 	mux.Handle("GET /ui/", dashboard())
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrAlertNotDue is NotifyAlert's answer when the alert was notified
+// within its interval, has nothing new, was acknowledged, or another
+// leader notified it first.
+var ErrAlertNotDue = errors.New("alert not due for notification")
+
+// NotifyAlert hands an alert to the alert rule: it creates a task of that
+// rule, due at once, and records the notification on the alert — both in
+// one command, so an alert is delivered at most once per cause per
+// interval, whatever happens to leaders.
+type NotifyAlert struct {
+	ID       string          `json:"id"`
+	Seq      int             `json:"seq"` // the alert's Notified + 1, as the leader saw it
+	Interval time.Duration   `json:"interval"`
+	Rule     string          `json:"rule"`
+	Data     json.RawMessage `json:"data"`
+	Now      time.Time       `json:"now"`
+}
+
+// AlertTaskKey names the task of an alert's seq-th notification.
+func AlertTaskKey(id string, seq int) string { return fmt.Sprintf("alert:%s:%d", id, seq) }
+
+func (a applier) notifyAlert(c NotifyAlert) any {
+	al, ok := a.st.Alerts[c.ID]
+	if !ok {
+		return fmt.Errorf("no alert %q", c.ID)
+	}
+	if al.Acked || al.Notified+1 != c.Seq ||
+		(al.Notified > 0 && (!al.Last.After(al.NotifiedAt) || c.Now.Sub(al.NotifiedAt) < c.Interval)) {
+		return ErrAlertNotDue
+	}
+	key := AlertTaskKey(c.ID, c.Seq)
+	if _, ok := a.st.Tasks[key]; ok {
+		return ErrAlertNotDue
+	}
+	t := &Task{Key: key, Rule: c.Rule, DueAt: c.Now, Data: c.Data, State: TaskPending, SubmittedAt: c.Now, Alert: c.ID}
+	a.st.putTask(t)
+	n := *al
+	n.Notified, n.NotifiedAt = c.Seq, c.Now
+	a.st.Alerts[c.ID] = &n
+	a.signalTasks()
+	return t
+}
+
+func (a applier) ackAlert(c AckAlert) any {
+	al, ok := a.st.Alerts[c.ID]
+	if !ok {
+		return fmt.Errorf("no alert %q", c.ID)
+	}
+	n := *al
+	n.Acked = true
+	a.st.Alerts[c.ID] = &n
+	return nil
+}
+
+// Alert returns the alert with id, if any.
+func (f *FSM) Alert(id string) (*Alert, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	a, ok := f.st.Alerts[id]
+	return a, ok
+}
+
+// AlertData is the data of an alert rule's task (run.data in ops_alert).
+type AlertData struct {
+	Kind     string `json:"kind"`
+	Severity string `json:"severity"`
+	Alert    string `json:"alert"`
+	Cause    string `json:"cause"`
+	Rule     string `json:"rule,omitempty"`
+	Run      string `json:"run,omitempty"`
+	Channel  string `json:"channel,omitempty"`
+	Message  string `json:"message"`
+	Count    int    `json:"count"`
+	First    string `json:"first"`
+	Last     string `json:"last"`
+}
+
+// alertData describes al for the alert rule.
+func alertData(al *Alert) AlertData {
+	d := AlertData{Severity: "warning", Alert: al.ID, Cause: al.Cause, Rule: al.Rule, Message: al.Message,
+		Count: al.Count, First: al.First.Format(time.RFC3339), Last: al.Last.Format(time.RFC3339)}
+	kind, rest, _ := strings.Cut(al.Cause, ":")
+	switch kind {
+	case "failed":
+		d.Kind, d.Run = "delivery_failed", rest
+	case "expired":
+		d.Kind, d.Run = "delivery_expired", rest
+	case "skipped":
+		d.Kind = "slot_skipped"
+	case "channel-config":
+		d.Kind, d.Channel, d.Severity = "channel_config", rest, "critical"
+	case "stuck":
+		d.Kind, d.Channel = "send_stuck", rest
+	case "rule-error":
+		d.Kind, d.Run = "rule_error", rest
+	case "late-run":
+		d.Kind, d.Run = "run_late", rest
+	case "on-failed":
+		d.Kind = "compensation_error"
+	default:
+		d.Kind = kind
+	}
+	return d
+}

@@ -1,0 +1,81 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// FireRequest is the (optional) body of POST /v1/rules/{name}/fire.
+type FireRequest struct {
+	// Slot is the slot to fire (RFC 3339); empty means now, to the second.
+	Slot string `json:"slot,omitempty"`
+}
+
+// FireResponse answers a manual fire.
+type FireResponse struct {
+	Run  string    `json:"run"`
+	Rule string    `json:"rule"`
+	Slot time.Time `json:"slot"`
+}
+
+// fireRule fires a slot of a scheduled rule by hand (a backfill). The run
+// key is the same as the scheduler's, so a slot still fires once, whoever
+// fires it first; a manual run leaves the rule's cursor alone.
+func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if s.cfg.Rules == nil {
+		writeError(w, http.StatusServiceUnavailable, "this node has no rules to fire")
+		return
+	}
+	rule, ok := findRule(s.cfg.Rules, name)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no rule named %q is loaded", name))
+		return
+	}
+	if rule.Schedule == "" {
+		writeFieldError(w, &FieldError{"rule", fmt.Sprintf("rule %s has no schedule: it fires by API tasks (POST /v1/tasks)", name)})
+		return
+	}
+	var req FireRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		writeFieldError(w, &FieldError{"body", "want {\"slot\": \"RFC 3339 time\"} or nothing: " + err.Error()})
+		return
+	}
+	now := s.now()
+	slot := now.Truncate(time.Second)
+	if req.Slot != "" {
+		t, err := time.Parse(time.RFC3339, req.Slot)
+		if err != nil {
+			writeFieldError(w, &FieldError{"slot", "want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00"})
+			return
+		}
+		if t.After(now) {
+			writeFieldError(w, &FieldError{"slot", "is in the future; the scheduler fires it on time"})
+			return
+		}
+		slot = t
+	}
+	c := engine.StartRun{
+		Key: engine.RunKey(name, slot), Rule: name, Slot: slot, Zone: rule.Timezone, Date: engine.SlotDate(slot, rule.Timezone),
+		Manual: true, RulesHash: s.cfg.Rules.Hash(), Now: now,
+	}
+	_, err := s.apply(r.Context(), engine.CmdStartRun, c)
+	switch {
+	case errors.Is(err, engine.ErrRunExists):
+		msg := fmt.Sprintf("slot %s of rule %s already fired", slot.Format(time.RFC3339), name)
+		if run, ok := s.cfg.FSM.Run(c.Key); ok {
+			msg += fmt.Sprintf(" (run %s, %s)", run.Key, run.State)
+		}
+		writeJSON(w, http.StatusConflict, map[string]string{"error": msg, "run": c.Key})
+	case err != nil:
+		s.writeApplyError(w, err)
+	default:
+		writeJSON(w, http.StatusCreated, FireResponse{Run: c.Key, Rule: name, Slot: slot})
+	}
+}

@@ -1,0 +1,340 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// Limits of a task submission.
+const (
+	maxTaskKey   = 200
+	maxTaskData  = 64 << 10
+	maxTaskAhead = 10 * 366 * 24 * time.Hour
+	maxTaskPage  = 1000
+)
+
+// TaskRequest is the body of POST /v1/tasks.
+type TaskRequest struct {
+	Key   string          `json:"key"`
+	Rule  string          `json:"rule"`
+	DueAt string          `json:"due_at"`
+	Data  json.RawMessage `json:"data,omitempty"`
+}
+
+// TaskView is a task as the API shows it.
+type TaskView struct {
+	Key         string          `json:"key"`
+	Rule        string          `json:"rule"`
+	DueAt       time.Time       `json:"due_at"`
+	Data        json.RawMessage `json:"data,omitempty"`
+	State       string          `json:"state"`
+	SubmittedAt time.Time       `json:"submitted_at"`
+	FiredAt     time.Time       `json:"fired_at,omitzero"`
+	CancelledAt time.Time       `json:"cancelled_at,omitzero"`
+	Run         string          `json:"run,omitempty"`
+	RunState    string          `json:"run_state,omitempty"`
+	Late        bool            `json:"late,omitempty"`
+	// Deliveries counts the run's deliveries by state.
+	Deliveries map[string]int `json:"deliveries,omitempty"`
+}
+
+// TaskList is the body of GET /v1/tasks.
+type TaskList struct {
+	Tasks []TaskView `json:"tasks"`
+	// Next is the cursor of the next page; empty on the last.
+	Next string `json:"next,omitempty"`
+}
+
+// FieldError is a 400 answer naming the offending field.
+type FieldError struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+func (s *server) taskView(t *engine.Task) TaskView {
+	v := TaskView{Key: t.Key, Rule: t.Rule, DueAt: t.DueAt, Data: t.Data, State: t.State.String(),
+		SubmittedAt: t.SubmittedAt, FiredAt: t.FiredAt, CancelledAt: t.CancelledAt}
+	if run, ok := s.cfg.FSM.Run(engine.TaskRunKey(t.Key)); ok {
+		v.Run, v.RunState, v.Late = run.Key, run.State.String(), run.Late
+		v.Deliveries = map[string]int{}
+		for _, d := range s.cfg.FSM.RunDeliveries(run.Key) {
+			v.Deliveries[d.State.String()]++
+		}
+	}
+	return v
+}
+
+// parseTask checks a submission and turns it into the command body.
+func (s *server) parseTask(r *http.Request) (engine.SubmitTask, error) {
+	var req TaskRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxTaskData+4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var ute *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &ute):
+			return engine.SubmitTask{}, &FieldError{ute.Field, "want a " + ute.Type.String()}
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return engine.SubmitTask{}, &FieldError{f, "unknown field; want key, rule, due_at and data"}
+		}
+		return engine.SubmitTask{}, &FieldError{"body", "want a JSON object: " + err.Error()}
+	}
+	if err := checkKey(req.Key); err != nil {
+		return engine.SubmitTask{}, err
+	}
+	if req.Rule == "" {
+		return engine.SubmitTask{}, &FieldError{"rule", "required: the name of the rule to fire"}
+	}
+	if s.cfg.Rules != nil {
+		if _, ok := findRule(s.cfg.Rules, req.Rule); !ok {
+			return engine.SubmitTask{}, &FieldError{"rule", fmt.Sprintf("no rule named %q is loaded", req.Rule)}
+		}
+	}
+	if req.DueAt == "" {
+		return engine.SubmitTask{}, &FieldError{"due_at", "required: an RFC 3339 time with offset, like 2026-12-01T15:00:00+08:00"}
+	}
+	due, err := time.Parse(time.RFC3339Nano, req.DueAt)
+	if err != nil {
+		return engine.SubmitTask{}, &FieldError{"due_at", "want an RFC 3339 time with offset, like 2026-12-01T15:00:00+08:00"}
+	}
+	now := s.now()
+	if due.Sub(now) > maxTaskAhead {
+		return engine.SubmitTask{}, &FieldError{"due_at", "more than ten years ahead"}
+	}
+	data, err := canonicalData(req.Data)
+	if err != nil {
+		return engine.SubmitTask{}, err
+	}
+	return engine.SubmitTask{Key: req.Key, Rule: req.Rule, DueAt: due, Data: data, Now: now}, nil
+}
+
+func checkKey(k string) error {
+	switch {
+	case k == "":
+		return &FieldError{"key", "required: a key of your choice that names the task (you cancel it by it)"}
+	case len(k) > maxTaskKey:
+		return &FieldError{"key", fmt.Sprintf("longer than %d bytes", maxTaskKey)}
+	case strings.HasPrefix(k, "alert:"):
+		return &FieldError{"key", `keys starting with "alert:" are Herald's own`}
+	}
+	for _, r := range k {
+		if r == '/' || r == '?' || r == '#' || r == '%' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return &FieldError{"key", fmt.Sprintf("must not contain %q (it goes in URLs)", r)}
+		}
+	}
+	return nil
+}
+
+// canonicalData checks that data is a JSON object and re-encodes it with
+// sorted keys, so that the same data sent with other spacing or key order
+// is the same task.
+func canonicalData(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if len(raw) > maxTaskData {
+		return nil, &FieldError{"data", fmt.Sprintf("larger than %d KiB", maxTaskData>>10)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, &FieldError{"data", "not valid JSON: " + err.Error()}
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, &FieldError{"data", "want a JSON object (rules read it as run.data)"}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, &FieldError{"data", err.Error()}
+	}
+	return bytes.TrimSpace(buf.Bytes()), nil
+}
+
+func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
+	c, err := s.parseTask(r)
+	if err != nil {
+		writeFieldError(w, err)
+		return
+	}
+	res, err := s.apply(r.Context(), engine.CmdSubmitTask, c)
+	var conflict *engine.TaskConflictError
+	switch {
+	case errors.As(err, &conflict):
+		existing, _ := s.cfg.FSM.Task(c.Key)
+		body := map[string]any{"error": conflict.Error(), "differences": conflict.Differences}
+		if existing != nil {
+			body["task"] = s.taskView(existing)
+		}
+		writeJSON(w, http.StatusConflict, body)
+	case errors.Is(err, engine.ErrTaskKeyUsed):
+		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error()})
+	case err != nil:
+		s.writeApplyError(w, err)
+	default:
+		sr := res.(engine.SubmitResult)
+		code := http.StatusOK
+		if sr.Created {
+			code = http.StatusCreated
+		}
+		writeJSON(w, code, s.taskView(sr.Task))
+	}
+}
+
+func (s *server) getTask(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.cfg.FSM.Task(r.PathValue("key"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "no task "+r.PathValue("key"))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.taskView(t))
+}
+
+func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	res, err := s.apply(r.Context(), engine.CmdCancelTask, engine.CancelTask{Key: key, Now: s.now()})
+	var fired *engine.TaskFiredError
+	switch {
+	case errors.As(err, &fired):
+		writeJSON(w, http.StatusConflict, map[string]any{"error": fired.Error(), "task": s.taskView(fired.Task)})
+	case errors.Is(err, engine.ErrNoTask):
+		writeError(w, http.StatusNotFound, "no task "+key)
+	case err != nil:
+		s.writeApplyError(w, err)
+	default:
+		writeJSON(w, http.StatusOK, s.taskView(res.(engine.CancelResult).Task))
+	}
+}
+
+func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	flt := engine.TaskFilter{Rule: q.Get("rule")}
+	var err error
+	if st := q.Get("state"); st != "" {
+		if flt.State, err = engine.ParseTaskState(st); err != nil {
+			writeFieldError(w, &FieldError{"state", "want pending, fired or cancelled"})
+			return
+		}
+	}
+	for _, p := range []struct {
+		name string
+		to   *time.Time
+	}{{"from", &flt.From}, {"to", &flt.To}} {
+		if v := q.Get(p.name); v != "" {
+			if *p.to, err = time.Parse(time.RFC3339Nano, v); err != nil {
+				writeFieldError(w, &FieldError{p.name, "want an RFC 3339 time with offset"})
+				return
+			}
+		}
+	}
+	if flt.Limit, err = intParam(q.Get("limit"), 100, maxTaskPage); err != nil {
+		writeFieldError(w, &FieldError{"limit", err.Error()})
+		return
+	}
+	if c := q.Get("cursor"); c != "" {
+		if flt.AfterDue, flt.AfterKey, err = decodeCursor(c); err != nil {
+			writeFieldError(w, &FieldError{"cursor", "not a cursor from an earlier page"})
+			return
+		}
+	}
+	tasks, more := s.cfg.FSM.ListTasks(flt)
+	out := TaskList{Tasks: make([]TaskView, len(tasks))}
+	for i, t := range tasks {
+		out.Tasks[i] = s.taskView(t)
+	}
+	if more && len(tasks) > 0 {
+		last := tasks[len(tasks)-1]
+		out.Next = encodeCursor(last.DueAt, last.Key)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func encodeCursor(due time.Time, key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(due.UTC().Format(time.RFC3339Nano) + "\n" + key))
+}
+
+func decodeCursor(c string) (time.Time, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	ts, key, ok := strings.Cut(string(b), "\n")
+	if !ok {
+		return time.Time{}, "", errors.New("bad cursor")
+	}
+	due, err := time.Parse(time.RFC3339Nano, ts)
+	return due, key, err
+}
+
+// apply replicates one command and returns the state machine's answer,
+// an error it returned included.
+func (s *server) apply(ctx context.Context, t engine.CommandType, body any) (any, error) {
+	if s.cfg.Replicator == nil {
+		return nil, engine.ErrNotLeader
+	}
+	cmd, err := engine.Encode(t, body)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.cfg.Replicator.Apply(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := res.(error); ok {
+		return nil, e
+	}
+	return res, nil
+}
+
+func (s *server) writeApplyError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, engine.ErrNotLeader):
+		writeError(w, http.StatusServiceUnavailable, "no leader to take the write; try again")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		writeError(w, http.StatusServiceUnavailable, "the write was not confirmed in time; it may still apply — try again (the same request is safe to repeat)")
+	default:
+		s.cfg.Logger.Warn("api write failed", "err", err)
+		writeError(w, http.StatusInternalServerError, err.Error())
+	}
+}
+
+func writeFieldError(w http.ResponseWriter, err error) {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fe.Error(), "field": fe.Field, "reason": fe.Reason})
+		return
+	}
+	writeError(w, http.StatusBadRequest, err.Error())
+}
+
+func findRule(rs engine.RuleSource, name string) (engine.Rule, bool) {
+	for _, r := range rs.Rules() {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return engine.Rule{}, false
+}
+
+func (s *server) now() time.Time {
+	if s.cfg.NowFunc != nil {
+		return s.cfg.NowFunc()
+	}
+	return time.Now()
+}

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Defaults of retention.
+const (
+	RetentionDefault       = 7 * 24 * time.Hour
+	LedgerRetentionDefault = 90 * 24 * time.Hour
+	PruneEveryDefault      = time.Hour
+)
+
+// Prune drops what retention no longer needs: final deliveries that ended
+// before Before, then runs and tasks left with no deliveries, and
+// acknowledged alerts last seen before Before. A pruned run's key stays in
+// the ledger until LedgerBefore, so its slot (or task key) cannot fire
+// again. Daily aggregates are kept.
+type Prune struct {
+	Before       time.Time `json:"before"`
+	LedgerBefore time.Time `json:"ledger_before"`
+	Now          time.Time `json:"now"`
+}
+
+// PruneResult is what Apply returns for CmdPrune.
+type PruneResult struct {
+	Deliveries, Runs, Tasks, Alerts, Ledger int
+}
+
+func (a applier) prune(c Prune) any {
+	var res PruneResult
+	gone := map[string]bool{}
+	for id, d := range a.st.Deliveries {
+		if d.State.Final() && d.EndedAt.Before(c.Before) && !a.st.Compensate[id] {
+			delete(a.st.Deliveries, id)
+			gone[d.RunKey] = true
+			res.Deliveries++
+		}
+	}
+	for key := range gone {
+		ids := slices.DeleteFunc(slices.Clone(a.st.byRun[key]), func(id string) bool {
+			_, ok := a.st.Deliveries[id]
+			return !ok
+		})
+		if len(ids) == 0 {
+			delete(a.st.byRun, key)
+		} else {
+			a.st.byRun[key] = ids
+		}
+	}
+	for key, r := range a.st.Runs {
+		if r.State != RunPlanning && r.StartedAt.Before(c.Before) && len(a.st.byRun[key]) == 0 {
+			delete(a.st.Runs, key)
+			a.st.Ledger[key] = r.Slot
+			res.Runs++
+		}
+	}
+	for key, t := range a.st.Tasks {
+		ended := t.FiredAt
+		if t.State == TaskCancelled {
+			ended = t.CancelledAt
+		}
+		if _, running := a.st.Runs[TaskRunKey(key)]; t.State != TaskPending && !running && ended.Before(c.Before) {
+			a.st.taskIndex.Delete(dueItem{t.DueAt, key})
+			delete(a.st.Tasks, key)
+			res.Tasks++
+		}
+	}
+	for id, al := range a.st.Alerts {
+		if al.Acked && al.Last.Before(c.Before) {
+			delete(a.st.Alerts, id)
+			res.Alerts++
+		}
+	}
+	for key, slot := range a.st.Ledger {
+		if slot.Before(c.LedgerBefore) {
+			delete(a.st.Ledger, key)
+			res.Ledger++
+		}
+	}
+	return res
+}
+
+// pruneOnce proposes a Prune for now's retention horizon.
+func (l *Leader) pruneOnce(ctx context.Context, now time.Time) {
+	res, err := l.propose(ctx, CmdPrune, Prune{Before: now.Add(-l.cfg.Retention), LedgerBefore: now.Add(-l.cfg.LedgerRetention), Now: now})
+	if err != nil {
+		l.log.Warn("cannot prune finished deliveries", "err", err)
+		return
+	}
+	if r := res.(PruneResult); r != (PruneResult{}) {
+		l.log.Info("pruned past retention", "deliveries", r.Deliveries, "runs", r.Runs, "tasks", r.Tasks, "alerts", r.Alerts, "ledger", r.Ledger)
+	}
+}
