@@ -38,7 +38,7 @@ is sent and nothing is written: these commands only read the directory.`,
 		}
 		return dir
 	}
-	cmd.AddCommand(newRulesCheckCmd(dirArg), newRulesListCmd(dirArg), newRulesPreviewCmd(&dir))
+	cmd.AddCommand(newRulesCheckCmd(dirArg), newRulesListCmd(dirArg), newRulesPreviewCmd(&dir), newRulesFireCmd())
 	return cmd
 }
 
