@@ -365,6 +365,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	))
 	require.Contains(t, text("#deliveries"), "lisi")
 	require.NotContains(t, text("#deliveries"), "zhangsan")
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`#deliveries tr[data-delivery]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#deliveries tr.detail`)),
+	))
+	detail := text("#deliveries tr.detail")
+	require.Contains(t, detail, "2026-12-01 日报", "a row opens to its payload")
+	require.Contains(t, detail, "deadline")
+	require.Contains(t, detail, "2026-12-01 11:00:00")
+	require.NotContains(t, text("body"), "[object", "nothing is rendered as a JS object's name")
 
 	// An ack the API refuses shows the API's reason; the next one goes through.
 	id := engine.AlertID("channel:wecom_sales:token")
@@ -393,24 +402,54 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.NoError(t, os.WriteFile(out, shot, 0o644))
 	t.Logf("screenshot: %s", out)
 
-	// A node whose API lacks tasks and stats hides their panels.
+	// Errors from the API are shown, not swallowed; a node whose API lacks
+	// tasks and stats hides their panels.
 	older := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/tasks" || r.URL.Path == "/v1/stats" {
+		switch r.URL.Path {
+		case "/v1/tasks", "/v1/stats":
 			writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
-			return
+		case "/v1/status":
+			writeError(w, http.StatusServiceUnavailable, "status is being rebuilt")
+		case "/v1/runs":
+			writeError(w, http.StatusInternalServerError, "runs index is corrupt")
+		default:
+			f.api.ServeHTTP(w, r)
 		}
-		f.api.ServeHTTP(w, r)
 	}))
 	defer older.Close()
 	require.NoError(t, chromedp.Do(bctx,
 		chromedp.Navigate(older.URL+"/ui/"),
-		chromedp.Poll[chromedp.Void](`document.getElementById("updated").textContent.startsWith("updated")`, chromedp.WithPollingTimeout(5*time.Second)),
+		chromedp.WaitVisible(chromedp.CSS(`#banner`)),
+		chromedp.WaitVisible(chromedp.CSS(`#runs-panel .err`)),
 	))
-	for _, name := range []string{"tasks", "stats", "rules"} {
+	require.Contains(t, text("#banner"), "503: status is being rebuilt")
+	require.Contains(t, text("#runs-panel .err"), "500: runs index is corrupt")
+	for _, name := range []string{"tasks", "stats", "runs"} {
 		hidden, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById("`+name+`-panel").hidden`))
 		require.NoError(t, err)
-		require.Equal(t, name != "rules", hidden, name)
+		require.Equal(t, name != "runs", hidden, name)
 	}
+
+	// A fresh node says so rather than showing blank tables.
+	fresh := setup(t)
+	fresh.api = New(Config{FSM: fresh.fsm, Replicator: fresh.rep, StatusFunc: func() Status {
+		return Status{NodeID: "n1", State: "follower", Members: []MemberStatus{}, Rules: []RuleStatus{}, Channels: []ChannelStatus{}}
+	}})
+	freshSrv := httptest.NewServer(fresh.api)
+	defer freshSrv.Close()
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(freshSrv.URL+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`#rules .empty`)),
+		chromedp.WaitVisible(chromedp.CSS(`#deliveries .empty`)),
+		chromedp.WaitVisible(chromedp.CSS(`#tasks .empty`)),
+	))
+	require.Contains(t, text("#rules"), "No rules loaded")
+	require.Contains(t, text("#alerts"), "No alerts")
+	require.Contains(t, text("#deliveries"), "No deliveries yet")
+	require.Contains(t, text("#tiles"), "none", "no leader is shown as such")
+	shot, err = chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard-empty.png"), shot, 0o644))
 
 	exMu.Lock()
 	defer exMu.Unlock()

@@ -70,7 +70,7 @@ function h(tag, attrs, ...kids) {
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, v === true ? "" : v);
   }
-  for (const kid of kids.flat()) {
+  for (const kid of kids.flat(Infinity)) {
     if (kid != null && kid !== false) el.append(kid instanceof Node ? kid : String(kid));
   }
   return el;
@@ -132,8 +132,13 @@ function todayLocal() { return dateOf(new Date()); }
 // started meanwhile (a filter change races the poll).
 async function latest(name, fn) {
   const n = (seq[name] = (seq[name] || 0) + 1);
-  const data = await fn();
-  return n === seq[name] ? data : undefined;
+  try {
+    const data = await fn();
+    return n === seq[name] ? data : undefined;
+  } catch (e) {
+    if (n === seq[name]) throw e;
+    return undefined;
+  }
 }
 
 async function loadStatus() {
@@ -382,7 +387,7 @@ function deliveryDetail(d) {
     ["id", h("code", null, d.id)], ["run", h("code", null, d.run_key)], ["slot", when(d.slot)],
     ["priority", d.priority], ["not before", when(d.not_before)], ["deadline", when(d.deadline)],
     ["next attempt", when(d.next_at)], ["ended", when(d.ended_at)], ["provider id", d.provider_id || "—"],
-    ["claim", d.claim ? `#${d.claim.seq} by ${d.claim.leader} (term ${d.claim.term}), expires ` : "—", d.claim ? when(d.claim.expires_at) : ""],
+    ["claim", d.state === "claimed" && d.claim ? [`attempt in flight by ${d.claim.leader} (term ${d.claim.term}) until `, when(d.claim.expires_at)] : "—"],
   ];
   return [h("dl", { class: "kv" }, kv.map(([k, ...v]) => [h("dt", null, k), h("dd", null, v)])), h("pre", null, payload)];
 }
@@ -437,7 +442,7 @@ function renderStats(body) {
     h("div", { class: "tiles" },
       STAT_COUNTS.map(([k, label]) => tile(label, t[k] ?? 0, t[k] > 0 && STAT_BAD.has(k) ? "bad" : k === "late_runs" && t[k] > 0 ? "warn" : "")),
       tile("success", pct(t.success_rate), t.success_rate < 1 ? "bad" : "ok"),
-      tile("slot → sent avg", secs(t.slot_to_sent_avg_seconds, t.sent), "", "p95 " + secs(t.slot_to_sent_p95_seconds, t.sent))),
+      tile("avg delay", secs(t.slot_to_sent_avg_seconds, t.sent), "", "from slot to sent; p95 " + secs(t.slot_to_sent_p95_seconds, t.sent))),
     table([
       { label: "Rule", cell: (r) => h("b", null, r.rule) },
       ...STAT_COUNTS.map(([k, label]) => ({ label: label[0].toUpperCase() + label.slice(1), cls: "num", cell: (r) => (r[k] > 0 && STAT_BAD.has(k) ? h("span", { class: "rule-error" }, r[k]) : r[k] ?? 0) })),
