@@ -21,7 +21,7 @@ var webFiles embed.FS
 
 // dashboardTypes are the content types of the dashboard's assets. They are
 // fixed here rather than taken from the mime package, whose answers depend
-// on the host's /etc/mime.types.
+// on the MIME tables installed on the host.
 var dashboardTypes = map[string]string{
 	".html": "text/html; charset=utf-8",
 	".css":  "text/css; charset=utf-8",
