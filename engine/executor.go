@@ -13,6 +13,17 @@ import (
 // maxDuePerPass bounds how many due deliveries one executor pass considers.
 const maxDuePerPass = 10000
 
+// maxRefusals: after this many rate-limit refusals in a row on one channel
+// and priority, a pass stops asking for that pair (per-recipient limits
+// may refuse a few; a full channel refuses all, and a backlog of 10,000
+// would otherwise cost 10,000 calls each pass).
+const maxRefusals = 64
+
+type chanPrio struct {
+	channel string
+	p       Priority
+}
+
 // executor sends due deliveries: it admits them through the channel's rate
 // limits, claims a batch through the log, confirms leadership, sends, and
 // replicates the results. It lives only while its node leads.
@@ -64,6 +75,7 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 		return a.dueAt().Compare(b.dueAt())
 	})
 	seen := map[string]bool{}
+	refused := map[chanPrio]int{}
 	for _, d := range due {
 		if seen[d.ID] || x.isInflight(d.ID) {
 			continue
@@ -73,12 +85,18 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 			expired = append(expired, d.ID)
 			continue
 		}
+		cp := chanPrio{d.Channel, d.Priority}
+		if refused[cp] >= maxRefusals {
+			continue // the channel is full for this priority: ask again at wake
+		}
 		if wait := x.l.cfg.Sender.Admit(d.Channel, d.Recipient, d.Priority, now); wait > 0 {
+			refused[cp]++
 			if at := now.Add(wait); at.Before(wake) {
 				wake = at
 			}
 			continue
 		}
+		refused[cp] = 0
 		batches[d.Channel] = append(batches[d.Channel], d)
 	}
 	if len(expired) > 0 {

@@ -36,8 +36,8 @@ func (s Stagger) Offset(runKey, recipient string, index, total int) time.Duratio
 		// Waves: recipient i of n goes in wave i*batches/n.
 		wave := index * s.Batches / total
 		off := time.Duration(wave) * s.Spacing
-		if off == 0 {
-			off = time.Second // keep the first wave off the :00 mark
+		if off%(30*time.Second) == 0 {
+			off += time.Second // keep every wave off the :00 and :30 marks
 		}
 		return off
 	case s.Jitter > 0:
