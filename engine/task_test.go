@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSubmitTaskIdempotentByKey(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	c := SubmitTask{Key: "enq-1", Rule: "enquiry_timeout", DueAt: t0.Add(15 * time.Minute), Data: json.RawMessage(`{"a":1}`), Now: t0}
+	require.True(t, b.apply(CmdSubmitTask, c).(SubmitResult).Created)
+	again := c
+	again.Now = t0.Add(time.Minute)
+	res := b.apply(CmdSubmitTask, again).(SubmitResult)
+	require.False(t, res.Created)
+	require.Equal(t, t0, res.Task.SubmittedAt)
+
+	other := c
+	other.DueAt, other.Data = t0.Add(30*time.Minute), json.RawMessage(`{"a":2}`)
+	err := b.apply(CmdSubmitTask, other).(error)
+	require.ErrorIs(t, err, ErrTaskConflict)
+	var ce *TaskConflictError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, []string{"due_at", "data"}, []string{ce.Differences[0].Field, ce.Differences[1].Field})
+	require.Equal(t, `{"a":1}`, ce.Differences[1].Existing)
+
+	due := b.fsm.DueTasks(t0.Add(15*time.Minute), 10)
+	require.Len(t, due, 1)
+	require.Empty(t, b.fsm.DueTasks(t0.Add(time.Minute), 10))
+	at, ok := b.fsm.NextTaskDue()
+	require.True(t, ok)
+	require.Equal(t, t0.Add(15*time.Minute), at)
+}
+
+func TestTaskFiresOnceAndCancelRules(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	b.apply(CmdSubmitTask, SubmitTask{Key: "k", Rule: "r", DueAt: t0, Now: t0})
+	start := StartRun{Key: TaskRunKey("k"), Rule: "r", Slot: t0, TaskKey: "k", Now: t0}
+	require.Nil(t, b.apply(CmdStartRun, start))
+	require.ErrorIs(t, b.apply(CmdStartRun, start).(error), ErrRunExists)
+	tk, _ := b.fsm.Task("k")
+	require.Equal(t, TaskFired, tk.State)
+	_, ok := b.fsm.NextTaskDue()
+	require.False(t, ok, "a fired task leaves the due queue")
+
+	// Fired but nothing planned or attempted yet: still cancellable, and
+	// the plan that comes later adds nothing.
+	res := b.apply(CmdCancelTask, CancelTask{Key: "k", Now: t0}).(CancelResult)
+	require.Equal(t, TaskCancelled, res.Task.State)
+	require.Equal(t, 0, b.apply(CmdAddDeliveries, AddDeliveries{RunKey: TaskRunKey("k"), Deliveries: []NewDelivery{{ID: "d1", Recipient: "a"}}}))
+	require.ErrorIs(t, b.apply(CmdCancelTask, CancelTask{Key: "nope", Now: t0}).(error), ErrNoTask)
+
+	// A pending task cancelled cannot fire.
+	b.apply(CmdSubmitTask, SubmitTask{Key: "k2", Rule: "r", DueAt: t0, Now: t0})
+	b.apply(CmdCancelTask, CancelTask{Key: "k2", Now: t0})
+	require.Error(t, b.apply(CmdStartRun, StartRun{Key: TaskRunKey("k2"), Rule: "r", Slot: t0, TaskKey: "k2", Now: t0}).(error))
+}
+
+func TestListTasksPages(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	for i, k := range []string{"a", "b", "c", "d", "e"} {
+		b.apply(CmdSubmitTask, SubmitTask{Key: k, Rule: "r", DueAt: t0.Add(time.Duration(i%3) * time.Minute), Now: t0})
+	}
+	b.apply(CmdCancelTask, CancelTask{Key: "c", Now: t0})
+	var keys []string
+	flt := TaskFilter{Limit: 2}
+	for {
+		page, more := b.fsm.ListTasks(flt)
+		for _, tk := range page {
+			keys = append(keys, tk.Key)
+		}
+		if !more {
+			break
+		}
+		last := page[len(page)-1]
+		flt.AfterDue, flt.AfterKey = last.DueAt, last.Key
+	}
+	require.Equal(t, []string{"a", "d", "b", "e", "c"}, keys)
+	pending, _ := b.fsm.ListTasks(TaskFilter{State: TaskPending, From: t0.Add(time.Minute)})
+	require.Len(t, pending, 2) // b, e (c is cancelled)
+	cancelled, _ := b.fsm.ListTasks(TaskFilter{State: TaskCancelled})
+	require.Len(t, cancelled, 1)
+}
+
+func TestNotifyAlertOncePerInterval(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	b.apply(CmdRaiseAlert, RaiseAlert{Cause: "c", Message: "m", Now: t0})
+	id := AlertID("c")
+	n := NotifyAlert{ID: id, Seq: 1, Interval: time.Hour, Rule: "ops_alert", Data: []byte(`{}`), Now: t0}
+	require.IsType(t, &Task{}, b.apply(CmdNotifyAlert, n))
+	require.ErrorIs(t, b.apply(CmdNotifyAlert, n).(error), ErrAlertNotDue, "the same notification twice (two leaders)")
+	n.Seq, n.Now = 2, t0.Add(2*time.Hour)
+	require.ErrorIs(t, b.apply(CmdNotifyAlert, n).(error), ErrAlertNotDue, "nothing new since")
+	b.apply(CmdRaiseAlert, RaiseAlert{Cause: "c", Message: "m", Now: t0.Add(10 * time.Minute)})
+	n.Now = t0.Add(30 * time.Minute)
+	require.ErrorIs(t, b.apply(CmdNotifyAlert, n).(error), ErrAlertNotDue, "within the interval")
+	n.Now = t0.Add(time.Hour)
+	require.IsType(t, &Task{}, b.apply(CmdNotifyAlert, n))
+	al, _ := b.fsm.Alert(id)
+	require.Equal(t, 2, al.Notified)
+	_, ok := b.fsm.Task(AlertTaskKey(id, 2))
+	require.True(t, ok)
+}
+
+func TestPruneKeepsLedgerAndAggregates(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	key := b.planned("daily", "alice", "bob")
+	c := b.claim("n1", t0, DeliveryID(key, "alice"), DeliveryID(key, "bob"))
+	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0.Add(3 * time.Second), Results: []Result{
+		{ID: c[0].ID, Seq: c[0].Seq, Status: OutcomeSent}, {ID: c[1].ID, Seq: c[1].Seq, Status: OutcomeSent}}})
+	b.apply(CmdSubmitTask, SubmitTask{Key: "k", Rule: "r", DueAt: t0, Now: t0})
+	b.apply(CmdCancelTask, CancelTask{Key: "k", Now: t0})
+
+	later := t0.Add(8 * 24 * time.Hour)
+	res := b.apply(CmdPrune, Prune{Before: later.Add(-7 * 24 * time.Hour), LedgerBefore: later.Add(-90 * 24 * time.Hour), Now: later}).(PruneResult)
+	require.Equal(t, PruneResult{Deliveries: 2, Runs: 1, Tasks: 1}, res)
+	_, ok := b.fsm.Run(key)
+	require.False(t, ok)
+	// The slot cannot fire again, and the day's numbers are still there.
+	require.ErrorIs(t, b.apply(CmdStartRun, StartRun{Key: key, Rule: "daily", Slot: t0, Now: later}).(error), ErrRunExists)
+	st := b.fsm.DayStats(t0.Format(time.DateOnly))["daily"]
+	require.Equal(t, 2, st.Sent)
+	require.Equal(t, 0, st.Pending())
+	require.Equal(t, 3*time.Second, st.SlotToSentSum/2)
+
+	// Past the ledger's retention, the key is forgotten too.
+	muchLater := t0.Add(100 * 24 * time.Hour)
+	res = b.apply(CmdPrune, Prune{Before: muchLater, LedgerBefore: muchLater.Add(-90 * 24 * time.Hour), Now: muchLater}).(PruneResult)
+	require.Equal(t, 1, res.Ledger)
+}
+
+func TestSnapshotKeepsTasksAndAggregates(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	b.planned("daily", "alice")
+	b.apply(CmdSubmitTask, SubmitTask{Key: "k", Rule: "r", DueAt: t0.Add(time.Hour), Now: t0})
+	snap, err := b.fsm.Snapshot()
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, snap.Persist(&buf))
+	r := NewFSM()
+	require.NoError(t, r.Restore(&buf))
+	at, ok := r.NextTaskDue()
+	require.True(t, ok)
+	require.Equal(t, t0.Add(time.Hour), at)
+	require.Equal(t, b.fsm.DayStats(t0.Format(time.DateOnly)), r.DayStats(t0.Format(time.DateOnly)))
+	select {
+	case <-r.TasksChanged():
+	default:
+		t.Fatal("a restore must wake the scheduler")
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	t.Parallel()
+	h := make([]uint64, len(LatencyBuckets)+1)
+	h[0] = 95 // ≤ 1s
+	h[1] = 5  // ≤ 5s
+	require.Equal(t, time.Second, Quantile(h, 0.95))
+	require.Greater(t, Quantile(h, 0.99), time.Second)
+	require.Equal(t, time.Duration(0), Quantile(make([]uint64, 3), 0.95))
+}
