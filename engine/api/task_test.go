@@ -1,0 +1,213 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api"
+)
+
+// oneNode replicates by applying to the FSM directly.
+type oneNode struct {
+	mu    sync.Mutex
+	fsm   *engine.FSM
+	index uint64
+}
+
+func (r *oneNode) Apply(_ context.Context, cmd []byte) (any, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.index++
+	return r.fsm.Apply(r.index, 1, cmd), nil
+}
+
+func (r *oneNode) VerifyLeader(context.Context) error { return nil }
+
+type taskRules struct{}
+
+func (taskRules) Rules() []engine.Rule {
+	return []engine.Rule{{Name: "enquiry_timeout"}, {Name: "daily", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai"}}
+}
+func (taskRules) Hash() string { return "h" }
+func (taskRules) Plan(context.Context, string, engine.RunContext) ([]engine.Planned, error) {
+	return nil, nil
+}
+func (taskRules) OnFailed(context.Context, string, engine.RunContext, engine.FailedDelivery) error {
+	return nil
+}
+
+var now0 = time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+
+type apiBundle struct {
+	h    http.Handler
+	node *oneNode
+}
+
+func setupAPI(t *testing.T) *apiBundle {
+	n := &oneNode{fsm: engine.NewFSM()}
+	return &apiBundle{node: n, h: api.New(api.Config{
+		FSM: n.fsm, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+		StatusFunc: func() api.Status { return api.Status{} },
+	})}
+}
+
+func (b *apiBundle) do(t *testing.T, method, target, body string) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	rec := httptest.NewRecorder()
+	b.h.ServeHTTP(rec, req)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out), rec.Body.String())
+	return rec.Code, out
+}
+
+func TestTasksAPI(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	body := `{"key":"enq-1","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00","data":{"b":1,"a":"x"}}`
+	code, out := b.do(t, http.MethodPost, "/v1/tasks", body)
+	require.Equal(t, http.StatusCreated, code, out)
+	require.Equal(t, "pending", out["state"])
+
+	// Same key and body (other spacing and key order): the existing task.
+	code, _ = b.do(t, http.MethodPost, "/v1/tasks", `{"rule":"enquiry_timeout","key":"enq-1","due_at":"2026-12-01T02:15:00Z","data":{"a":"x", "b":1}}`)
+	require.Equal(t, http.StatusOK, code)
+
+	// Same key, different body: 409 with the difference.
+	code, out = b.do(t, http.MethodPost, "/v1/tasks", strings.Replace(body, `"b":1`, `"b":2`, 1))
+	require.Equal(t, http.StatusConflict, code)
+	diffs := out["differences"].([]any)
+	require.Len(t, diffs, 1)
+	require.Equal(t, "data", diffs[0].(map[string]any)["field"])
+
+	code, out = b.do(t, http.MethodGet, "/v1/tasks/enq-1", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "enquiry_timeout", out["rule"])
+
+	code, out = b.do(t, http.MethodDelete, "/v1/tasks/enq-1", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "cancelled", out["state"])
+	code, _ = b.do(t, http.MethodDelete, "/v1/tasks/nope", "")
+	require.Equal(t, http.StatusNotFound, code)
+}
+
+func TestTaskValidation(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	tests := []struct{ body, field string }{
+		{`{"rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`, "key"},
+		{`{"key":"a b","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`, "key"},
+		{`{"key":"k","rule":"nope","due_at":"2026-12-01T10:15:00+08:00"}`, "rule"},
+		{`{"key":"k","rule":"enquiry_timeout","due_at":"tomorrow"}`, "due_at"},
+		{`{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00"}`, "due_at"},
+		{`{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00Z","data":[1]}`, "data"},
+		{`{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00Z","when":1}`, "when"},
+		{`{"key":7,"rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00Z"}`, "key"},
+		{`not json`, "body"},
+	}
+	for _, tc := range tests {
+		code, out := b.do(t, http.MethodPost, "/v1/tasks", tc.body)
+		require.Equal(t, http.StatusBadRequest, code, tc.body)
+		require.Equal(t, tc.field, out["field"], tc.body)
+		require.NotEmpty(t, out["reason"])
+	}
+}
+
+func TestTaskListPagesAndFilters(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	for i := range 25 {
+		due := now0.Add(time.Duration(i) * time.Minute).Format(time.RFC3339)
+		code, _ := b.do(t, http.MethodPost, "/v1/tasks", `{"key":"k`+string(rune('a'+i))+`","rule":"enquiry_timeout","due_at":"`+due+`"}`)
+		require.Equal(t, http.StatusCreated, code)
+	}
+	b.do(t, http.MethodDelete, "/v1/tasks/ka", "")
+	seen := 0
+	cursor := ""
+	for {
+		code, out := b.do(t, http.MethodGet, "/v1/tasks?state=pending&limit=10&cursor="+cursor, "")
+		require.Equal(t, http.StatusOK, code)
+		seen += len(out["tasks"].([]any))
+		next, _ := out["next"].(string)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	require.Equal(t, 24, seen)
+	to := now0.Add(5 * time.Minute).Format(time.RFC3339)
+	_, out := b.do(t, http.MethodGet, "/v1/tasks?from="+now0.Format(time.RFC3339)+"&to="+to, "")
+	require.Len(t, out["tasks"].([]any), 5)
+	code, out := b.do(t, http.MethodGet, "/v1/tasks?state=done", "")
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, "state", out["field"])
+}
+
+func TestCancelAfterSentSaysWhatHappened(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	b.do(t, http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T02:00:00Z"}`)
+	run := engine.TaskRunKey("k")
+	apply := func(ct engine.CommandType, body any) any {
+		cmd, err := engine.Encode(ct, body)
+		require.NoError(t, err)
+		res, err := b.node.Apply(context.Background(), cmd)
+		require.NoError(t, err)
+		return res
+	}
+	apply(engine.CmdStartRun, engine.StartRun{Key: run, Rule: "enquiry_timeout", Slot: now0, TaskKey: "k", Now: now0})
+	apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: run, Deliveries: []engine.NewDelivery{{ID: "d1", Recipient: "liuyang", Channel: "mock", NotBefore: now0}}})
+	c := apply(engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{"d1"}, Leader: "n1", Now: now0, Timeout: time.Minute}).(engine.ClaimResult)
+	apply(engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: now0, Results: []engine.Result{{ID: "d1", Seq: c.Claimed[0].Seq, Status: engine.OutcomeSent}}})
+
+	code, out := b.do(t, http.MethodDelete, "/v1/tasks/k", "")
+	require.Equal(t, http.StatusConflict, code)
+	require.Contains(t, out["error"], "1 sent")
+}
+
+func TestFireRuleOncePerSlot(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	code, out := b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-30T09:00:00+08:00"}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	require.Equal(t, "daily@2026-11-30T01:00:00Z", out["run"])
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-30T01:00:00Z"}`)
+	require.Equal(t, http.StatusConflict, code)
+	require.Contains(t, out["error"], "already fired")
+	code, _ = b.do(t, http.MethodPost, "/v1/rules/enquiry_timeout/fire", ``)
+	require.Equal(t, http.StatusBadRequest, code)
+	code, _ = b.do(t, http.MethodPost, "/v1/rules/nope/fire", ``)
+	require.Equal(t, http.StatusNotFound, code)
+	// A manual fire leaves the schedule's cursor alone.
+	_, ok := b.node.fsm.Cursor("daily")
+	require.False(t, ok)
+}
+
+func TestStatsAndMetrics(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-30T09:00:00+08:00"}`)
+	code, out := b.do(t, http.MethodGet, "/v1/stats?date=2026-11-30", "")
+	require.Equal(t, http.StatusOK, code)
+	rules := out["rules"].([]any)
+	require.Len(t, rules, 1)
+	require.Equal(t, float64(1), rules[0].(map[string]any)["runs"])
+	code, _ = b.do(t, http.MethodGet, "/v1/stats?date=30.11.2026", "")
+	require.Equal(t, http.StatusBadRequest, code)
+
+	rec := httptest.NewRecorder()
+	b.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.True(t, bytes.Contains(rec.Body.Bytes(), []byte(`herald_runs_total{kind="all",rule="daily"} 1`)), rec.Body.String())
+	require.True(t, bytes.Contains(rec.Body.Bytes(), []byte(`herald_slot_to_sent_seconds_bucket{rule="daily",le="1"} 0`)))
+}
