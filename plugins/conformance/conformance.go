@@ -42,6 +42,13 @@ type Subject struct {
 	// the message with idempotency key key (not counting a repeat it
 	// recognised as one). Required.
 	DeliveredFunc func(t *testing.T, key string) int
+	// RestartFunc returns a fresh, unconfigured instance of the channel
+	// that delivers to the same place as Channel: what the host gets when
+	// it restarts a crashed plugin (through the plugin boundary: a new
+	// process). Optional; without it SameKeyAfterRestart is skipped, and a
+	// channel that cannot keep a key from being delivered twice across a
+	// restart should say so in its docs.
+	RestartFunc func(t *testing.T) sdk.Channel
 }
 
 // Timeout bounds every call the suite makes.
@@ -59,6 +66,7 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 		{"EmptyBatch", emptyBatch},
 		{"ResultsMatchIDs", resultsMatchIDs},
 		{"SameKeyDeliveredOnce", sameKeyDeliveredOnce},
+		{"SameKeyAfterRestart", sameKeyAfterRestart},
 		{"CancelledContext", cancelledContext},
 		{"ConcurrentSends", concurrentSends},
 	}
@@ -192,6 +200,40 @@ func sameKeyDeliveredOnce(t *testing.T, s Subject) {
 	require.Equal(t, again.ID, res2[0].ID)
 	require.Equal(t, sdk.StatusSent, res2[0].Status, "a repeat of a delivered key is reported sent: %+v", res2[0])
 	require.Equal(t, 1, s.DeliveredFunc(t, again.IdempotencyKey), "same key delivered twice")
+}
+
+func sameKeyAfterRestart(t *testing.T, s Subject) {
+	if s.RestartFunc == nil {
+		t.Skip("the subject has no RestartFunc")
+	}
+	configure(t, s)
+	first := batch(t, s, 2)
+	res, err := s.Channel.Send(ctx(t), first)
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+	for _, r := range res {
+		require.Equal(t, sdk.StatusSent, r.Status, "result %+v", r)
+	}
+
+	// The plugin crashed after delivering, before the host heard back: the
+	// host restarts it, configures it and sends the batch again.
+	fresh := s.RestartFunc(t)
+	require.NotNil(t, fresh, "RestartFunc")
+	require.NoError(t, fresh.Configure(ctx(t), s.Config), "Configure after restart")
+	again := make([]sdk.Message, len(first))
+	for i, m := range first {
+		m.Attempt = 2
+		again[i] = m
+	}
+	res2, err := fresh.Send(ctx(t), again)
+	require.NoError(t, err)
+	require.Len(t, res2, len(again))
+	for _, r := range res2 {
+		require.Equal(t, sdk.StatusSent, r.Status, "a repeat after a restart is reported sent: %+v", r)
+	}
+	for _, m := range first {
+		require.Equal(t, 1, s.DeliveredFunc(t, m.IdempotencyKey), "key %q delivered twice across a restart", m.IdempotencyKey)
+	}
 }
 
 func cancelledContext(t *testing.T, s Subject) {

@@ -274,6 +274,22 @@ func (h *Host) Status() []ChannelStatus {
 	return out
 }
 
+// Pid returns the process id of channel's running plugin, or 0 when it has
+// none (not started, down, or an unknown channel). For operators and for
+// tests that kill a plugin on purpose.
+func (h *Host) Pid(channel string) int {
+	in, ok := h.instances[channel]
+	if !ok {
+		return 0
+	}
+	in.lock()
+	defer in.unlock()
+	if in.cur == nil {
+		return 0
+	}
+	return in.cur.Pid()
+}
+
 // Admit implements engine.Sender. It returns 0 for a channel it does not
 // know: Send then fails the batch with ErrUnknownChannel, which is where the
 // error belongs. For a known channel whose plugin never started, the limits
@@ -287,7 +303,7 @@ func (h *Host) Admit(channel, recipient string, p engine.Priority, now time.Time
 	if lim == nil {
 		return NotReadyWait
 	}
-	return lim.admit(recipient, p, now)
+	return lim.Admit(recipient, p, now)
 }
 
 // Send implements engine.Sender. A batch that fails because the plugin

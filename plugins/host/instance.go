@@ -43,7 +43,7 @@ type instance struct {
 	health   string        // the last Health answer's reason, "" when fine
 	version  string
 	restarts int
-	lim      *limiter
+	lim      *Limiter
 }
 
 func newInstance(h *Host, name string, src source, config []byte, redact func(string) string) *instance {
@@ -183,7 +183,10 @@ func (in *instance) start(ctx context.Context) (*Plugin, error) {
 	in.lock()
 	if in.lim == nil || !in.lim.same(info.Limits) {
 		// Buckets survive restarts unless the limits themselves changed.
-		in.lim = newLimiter(info.Limits, in.h.cfg.HighReserve, in.h.cfg.RecipientCache)
+		in.lim = NewLimiter(info.Limits, in.h.cfg.HighReserve, in.h.cfg.RecipientCache)
+		if len(info.Limits) > 0 {
+			in.log.Info("channel limits enforced", "buckets", in.lim.String())
+		}
 	}
 	in.unlock()
 	return p, nil
@@ -329,7 +332,7 @@ func died(p *Plugin, err error) bool {
 	return false
 }
 
-func (in *instance) limiter() *limiter {
+func (in *instance) limiter() *Limiter {
 	in.lock()
 	defer in.unlock()
 	return in.lim

@@ -1,110 +1,215 @@
 package host
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
-	"golang.org/x/time/rate"
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/plugins/sdk"
 )
 
-// limiter enforces one channel instance's limits (from its plugin's Info)
-// with token buckets: one per ScopeChannel limit, and one per ScopeRecipient
-// limit and recipient. A share of every bucket is held back for
-// PriorityHigh, so that a 9:00 flood of reports cannot starve an urgent
-// enquiry alert.
-type limiter struct {
+// minWait is the shortest wait Admit answers, so that a caller polling on
+// it cannot spin.
+const minWait = time.Millisecond
+
+// Limiter enforces one channel instance's declared limits. It reads each
+// sdk.Limit{Count, Per} as a promise to the provider: no window of length
+// Per, anywhere in time, holds more than Count admitted messages. WeCom
+// counts such sliding windows and drops the excess without a word, so a
+// plain token bucket (burst Count, refill Count per Per) would not do: it
+// lets 2×Count through one window, a full burst and then the refill.
+//
+// Each limit is a token bucket of burst b = ⌊Count/2⌋ refilled one token
+// per interval T = ⌈Per / (Count−b)⌉, so that b + Per/T ≤ Count: whatever
+// the timing, the tokens that one window can use are the b in the bucket at
+// its start and the Per/T that arrive within it (a Count of 1 is one
+// message per Per). The bucket is kept in its GCRA form, one theoretical
+// arrival time in integer nanoseconds, which is exact at window boundaries
+// and costs 8 bytes per limit and recipient. See DESIGN.md.
+//
+// A share of every bucket (the high reserve) is usable only by
+// engine.PriorityHigh, so that a 9:00 flood of reports cannot starve an
+// urgent enquiry alert. A Limiter is safe for concurrent use.
+type Limiter struct {
 	mu         sync.Mutex
 	limits     []sdk.Limit
 	reserve    float64
-	channel    []*bucket
-	perRcpt    []sdk.Limit
-	recipients *simplelru.LRU[string, []*bucket]
+	channel    []rule
+	channelTAT []int64
+	perRcpt    []rule
+	recipients *simplelru.LRU[string, []int64]
+	capacity   int // of recipients
 }
 
-// bucket is one token bucket and the tokens in it that only PriorityHigh
-// may take.
-type bucket struct {
-	lim     *rate.Limiter
-	reserve float64
+// rule is one limit as a GCRA: a message may go when the bucket's
+// theoretical arrival time is at most tolerance ahead of now, and takes
+// interval from the bucket.
+type rule struct {
+	interval  int64 // ns per token: T
+	tolerance int64 // (b−1)·T: how far ahead high priority may run
+	normal    int64 // tolerance less the high reserve
 }
 
-func newLimiter(limits []sdk.Limit, reserve float64, recipients int) *limiter {
-	l := &limiter{limits: slices.Clone(limits), reserve: reserve}
+// NewLimiter returns a Limiter of limits (ScopeChannel and ScopeRecipient;
+// others are ignored). highReserve (0 ≤ x < 1) is the share of every bucket
+// kept for engine.PriorityHigh; recipients caps the per-recipient state
+// kept (DefaultRecipientCache when ≤ 0).
+func NewLimiter(limits []sdk.Limit, highReserve float64, recipients int) *Limiter {
+	l := &Limiter{limits: slices.Clone(limits), reserve: highReserve}
 	for _, lim := range limits {
+		if lim.Count <= 0 || lim.Per <= 0 {
+			continue // checkInfo refuses these before they get here
+		}
 		switch lim.Scope {
 		case sdk.ScopeChannel:
-			l.channel = append(l.channel, newBucket(lim, reserve))
+			l.channel = append(l.channel, newRule(lim, highReserve))
+			l.channelTAT = append(l.channelTAT, math.MinInt64)
 		case sdk.ScopeRecipient:
-			l.perRcpt = append(l.perRcpt, lim)
+			l.perRcpt = append(l.perRcpt, newRule(lim, highReserve))
 		}
 	}
 	if len(l.perRcpt) > 0 {
-		// An evicted recipient's buckets come back full. Buckets that were
-		// idle for their period are full anyway, so with a cache larger
-		// than the recipients active within one period nothing changes;
-		// beyond that, memory stays bounded and a recipient may get one
-		// extra burst.
-		l.recipients, _ = simplelru.NewLRU[string, []*bucket](recipients, nil)
+		if recipients <= 0 {
+			recipients = DefaultRecipientCache
+		}
+		l.capacity = recipients
+		l.recipients, _ = simplelru.NewLRU[string, []int64](recipients, nil)
 	}
 	return l
 }
 
-func newBucket(l sdk.Limit, reserve float64) *bucket {
-	burst := l.Count
+// BucketOf returns the token bucket that enforces lim: its burst and the
+// interval at which it gains a token. Together they keep every window of
+// length lim.Per at lim.Count messages or fewer.
+func BucketOf(lim sdk.Limit) (burst int, interval time.Duration) {
+	if lim.Count <= 1 {
+		return 1, lim.Per
+	}
+	burst = lim.Count / 2
+	refill := int64(lim.Count - burst)
+	// Rounding up keeps Per/T ≤ Count−b.
+	return burst, time.Duration((int64(lim.Per) + refill - 1) / refill)
+}
+
+func newRule(lim sdk.Limit, reserve float64) rule {
+	burst, interval := BucketOf(lim)
+	t := int64(interval)
+	tolerance := int64(burst-1) * t
 	// Never hold back the last token: a bucket of one must still let a
 	// normal message through.
-	r := math.Min(reserve*float64(burst), float64(burst-1))
-	return &bucket{
-		lim:     rate.NewLimiter(rate.Limit(float64(l.Count)/l.Per.Seconds()), burst),
-		reserve: math.Max(r, 0),
+	held := math.Min(reserve*float64(burst), float64(burst-1))
+	held = math.Max(held, 0)
+	return rule{
+		interval:  t,
+		tolerance: tolerance,
+		normal:    tolerance - int64(math.Round(held*float64(t))),
 	}
 }
 
 // same reports whether the limiter enforces exactly limits.
-func (l *limiter) same(limits []sdk.Limit) bool {
+func (l *Limiter) same(limits []sdk.Limit) bool {
 	return slices.Equal(l.limits, limits)
 }
 
-// admit takes one token from every bucket that applies, or none and
-// returns how long until all of them could give one.
-func (l *limiter) admit(recipient string, p engine.Priority, now time.Time) time.Duration {
+// Admit takes one token from every bucket that applies to a message for
+// recipient at now, or none and returns how long until all of them could
+// give one. Time is the caller's: tests need no clock.
+func (l *Limiter) Admit(recipient string, p engine.Priority, now time.Time) time.Duration {
+	t := now.UnixNano()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	buckets := l.channel
-	if l.recipients != nil {
-		rb, ok := l.recipients.Get(recipient)
-		if !ok {
-			rb = make([]*bucket, len(l.perRcpt))
-			for i, lim := range l.perRcpt {
-				rb[i] = newBucket(lim, l.reserve)
-			}
-			l.recipients.Add(recipient, rb)
-		}
-		buckets = append(slices.Clip(buckets), rb...)
-	}
 
-	var wait time.Duration
-	for _, b := range buckets {
-		need := 1.0
-		if p != engine.PriorityHigh {
-			need += b.reserve
+	var wait int64
+	check := func(rs []rule, tats []int64) {
+		for i, r := range rs {
+			allowed := r.normal
+			if p == engine.PriorityHigh {
+				allowed = r.tolerance
+			}
+			if ahead := max(tats[i], t) - t; ahead > allowed {
+				wait = max(wait, ahead-allowed)
+			}
 		}
-		if short := need - b.lim.TokensAt(now); short > 0 {
-			d := time.Duration(math.Ceil(short / float64(b.lim.Limit()) * float64(time.Second)))
-			wait = max(wait, d)
+	}
+	check(l.channel, l.channelTAT)
+
+	var rcpt []int64
+	isNew := false
+	if l.recipients != nil {
+		var ok bool
+		if rcpt, ok = l.recipients.Get(recipient); !ok {
+			if w := l.roomFor(t); w > 0 {
+				wait = max(wait, w)
+			}
+			isNew = true
+			rcpt = make([]int64, len(l.perRcpt))
+			for i := range rcpt {
+				rcpt[i] = math.MinInt64
+			}
 		}
+		check(l.perRcpt, rcpt)
 	}
 	if wait > 0 {
-		return max(wait, time.Millisecond)
+		return max(time.Duration(wait), minWait)
 	}
-	for _, b := range buckets {
-		b.lim.AllowN(now, 1)
+
+	take := func(rs []rule, tats []int64) {
+		for i, r := range rs {
+			tats[i] = max(tats[i], t) + r.interval
+		}
+	}
+	take(l.channel, l.channelTAT)
+	if l.recipients != nil {
+		take(l.perRcpt, rcpt)
+		if isNew {
+			l.recipients.Add(recipient, rcpt)
+		}
 	}
 	return 0
+}
+
+// roomFor makes room for one more recipient at t, or says how long until
+// there is room. An entry whose buckets are all full again (every arrival
+// time passed) holds nothing a fresh one would not, and is forgotten
+// without loss. An entry still catching up is kept: forgetting it would
+// refill its buckets and let a burst through that the provider drops. So
+// when the least recently used recipient is still catching up, a new
+// recipient waits; that takes more distinct recipients within the
+// catch-up time than the cache holds.
+func (l *Limiter) roomFor(t int64) int64 {
+	if l.recipients.Len() < l.capacity {
+		return 0
+	}
+	_, oldest, ok := l.recipients.GetOldest()
+	if !ok {
+		return 0
+	}
+	var busy int64
+	for _, tat := range oldest {
+		busy = max(busy, tat-t)
+	}
+	if busy > 0 {
+		return busy
+	}
+	l.recipients.RemoveOldest()
+	return 0
+}
+
+// String describes the buckets, for logs.
+func (l *Limiter) String() string {
+	var b strings.Builder
+	for i, lim := range l.limits {
+		burst, iv := BucketOf(lim)
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %d per %s: burst %d, one more every %s", lim.Scope, lim.Count, lim.Per, burst, iv)
+	}
+	return b.String()
 }

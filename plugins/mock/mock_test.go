@@ -52,13 +52,17 @@ func TestConformanceInProcess(t *testing.T) {
 	t.Parallel()
 	conformance.Run(t, func(t *testing.T) conformance.Subject {
 		path, cfg := outboxConfig(t, "")
-		c := mock.New()
-		t.Cleanup(func() { _ = c.Close() })
+		fresh := func(t *testing.T) sdk.Channel {
+			c := mock.New()
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		}
 		return conformance.Subject{
-			Channel:       c,
+			Channel:       fresh(t),
 			Config:        cfg,
 			BadConfigs:    []json.RawMessage{json.RawMessage(`{"channel":"x"}`), json.RawMessage(`{"outbox":"x","typo":1}`)},
 			DeliveredFunc: delivered(path),
+			RestartFunc:   fresh,
 		}
 	})
 }
@@ -67,8 +71,12 @@ func TestConformanceThroughPlugin(t *testing.T) {
 	t.Parallel()
 	conformance.Run(t, func(t *testing.T) conformance.Subject {
 		path, cfg := outboxConfig(t, "")
-		p := launchMock(t)
-		return conformance.Subject{Channel: p.Channel(), Config: cfg, DeliveredFunc: delivered(path)}
+		return conformance.Subject{
+			Channel:       launchMock(t).Channel(),
+			Config:        cfg,
+			DeliveredFunc: delivered(path),
+			RestartFunc:   func(t *testing.T) sdk.Channel { return launchMock(t).Channel() },
+		}
 	})
 }
 

@@ -3,6 +3,7 @@ package wecom_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -114,7 +115,7 @@ func TestRobotMode(t *testing.T) {
 	rb := e.channel(t, robotConfig(e.api.URL, wecomfake.DemoRobotKey, ""))
 	info, err := rb.Info(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, []sdk.Limit{{Scope: sdk.ScopeChannel, Count: 10, Per: time.Minute}}, info.Limits)
+	require.Equal(t, []sdk.Limit{{Scope: sdk.ScopeChannel, Count: 20, Per: time.Minute}}, info.Limits)
 
 	r := sendOne(t, rb, msg("r1", "ops-group", json.RawMessage(`{"msgtype":"markdown","content":"`+strings.Repeat("m", 4096)+`"}`)))
 	require.Equal(t, sdk.StatusSent, r.Status, "%+v", r)
@@ -144,4 +145,24 @@ func TestRobotMode(t *testing.T) {
 	require.Equal(t, sdk.StatusConfig, r.Status)
 	require.Equal(t, "93000", r.Code)
 	require.NotContains(t, r.Error, "removed-robot")
+}
+
+func TestRobotPacedByHostLimits(t *testing.T) {
+	t.Parallel()
+	e := setup(t, wecomfake.Config{}, "")
+	rb := e.channel(t, robotConfig(e.api.URL, wecomfake.DemoRobotKey, ""))
+	info, err := rb.Info(context.Background())
+	require.NoError(t, err)
+	var msgs []sdk.Message
+	for i := range 60 {
+		msgs = append(msgs, msg(fmt.Sprintf("alert-%d", i), "ops", text(fmt.Sprintf("alert %d", i))))
+	}
+	out := newDriver(t, rb, e.clock).honourLimits(info.Limits).run(msgs)
+	for _, m := range msgs {
+		o := out[m.ID]
+		require.Equal(t, sdk.StatusSent, o.result.Status, "%s: %+v", m.ID, o.result)
+		require.Zero(t, o.rateLimited, "%s: the host kept the robot under 20/minute, so WeCom never said 45009", m.ID)
+	}
+	require.Len(t, e.fake.RobotReceived(wecomfake.DemoRobotKey), 60)
+	require.Equal(t, 60, e.fake.Calls("webhook/send"))
 }

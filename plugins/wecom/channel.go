@@ -28,17 +28,28 @@ import (
 // Version is the channel's version, as Info reports it.
 const Version = "1.0.0"
 
-// Limits declared to the host. The host runs token buckets (burst Count,
-// refill Count per Per), which can pass up to 2×Count within one Per; WeCom
-// counts a sliding window and drops the excess silently. So each WeCom
-// limit is declared at half: 15/min and 500/h per member keep any minute
-// at ≤30 and any hour at ≤1000, and 10/min keeps a robot at ≤20.
+// Limits declared to the host: WeCom's own numbers. WeCom counts sliding
+// windows and drops the excess silently; the host reads a Limit as "no
+// window of length Per holds more than Count" and paces to it (see
+// plugins/DESIGN.md), so nothing is declared at a discount here.
 var (
 	appLimits = []sdk.Limit{
-		{Scope: sdk.ScopeRecipient, Count: 15, Per: time.Minute},
-		{Scope: sdk.ScopeRecipient, Count: 500, Per: time.Hour},
+		{Scope: sdk.ScopeRecipient, Count: MemberPerMinute, Per: time.Minute},
+		{Scope: sdk.ScopeRecipient, Count: MemberPerHour, Per: time.Hour},
 	}
-	robotLimits = []sdk.Limit{{Scope: sdk.ScopeChannel, Count: 10, Per: time.Minute}}
+	robotLimits = []sdk.Limit{{Scope: sdk.ScopeChannel, Count: RobotPerMinute, Per: time.Minute}}
+)
+
+// WeCom's limits (WECOM.md).
+const (
+	// MemberPerMinute is how many app messages one member receives from
+	// one app in any minute; WeCom drops the excess and still answers ok.
+	MemberPerMinute = 30
+	// MemberPerHour is the same per hour.
+	MemberPerHour = 1000
+	// RobotPerMinute is how many messages one group robot accepts in any
+	// minute; the excess is answered 45009.
+	RobotPerMinute = 20
 )
 
 // sentCacheSize bounds the keys remembered as sent by this process.
@@ -78,6 +89,8 @@ type state struct {
 	latchErr   *callError // a configuration failure, held until latchUntil
 	latchUntil time.Time
 	sent       *simplelru.LRU[string, sentEntry]
+
+	keyHinted atomic.Bool // the key_field hint was logged
 }
 
 type sentEntry struct {
@@ -257,6 +270,13 @@ func (st *state) sendOne(ctx context.Context, m sdk.Message) sdk.Result {
 		st.latch(&callError{status: res.Status, code: res.Code, msg: res.Error})
 	default:
 		st.noteFailure(m, &callError{status: res.Status, code: res.Code, msg: res.Error})
+		if !robot && res.Code == "40058" && st.s.keyField != "-" && st.keyHinted.CompareAndSwap(false, true) {
+			// The channel refuses every over-long or malformed payload
+			// before sending, so a 40058 may well be WeCom refusing the
+			// key field, which it is not confirmed to accept.
+			st.log.Warn("WeCom answered 40058 (invalid parameter) to a body the channel checked; if it refuses the idempotency key field, set key_field: \"-\" (see the wecom channel's DESIGN.md)",
+				"key_field", st.s.keyField)
+		}
 	}
 	return res
 }

@@ -64,8 +64,8 @@ func TestInfoDeclaresLimits(t *testing.T) {
 	info, err := ch.Info(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []sdk.Limit{
-		{Scope: sdk.ScopeRecipient, Count: 15, Per: time.Minute},
-		{Scope: sdk.ScopeRecipient, Count: 500, Per: time.Hour},
+		{Scope: sdk.ScopeRecipient, Count: 30, Per: time.Minute},
+		{Scope: sdk.ScopeRecipient, Count: 1000, Per: time.Hour},
 		{Scope: sdk.ScopeChannel, Count: 20, Per: time.Second},
 	}, info.Limits)
 	require.NotContains(t, fmt.Sprintf("%+v", info), secret)

@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/plugins/conformance"
 	"github.com/heraldhq/herald/plugins/host"
+	"github.com/heraldhq/herald/plugins/sdk"
 	"github.com/heraldhq/herald/plugins/wecom"
 	"github.com/heraldhq/herald/plugins/wecomfake"
 )
@@ -45,16 +44,20 @@ func badConfigs() []json.RawMessage {
 func TestConformanceInProcess(t *testing.T) {
 	t.Parallel()
 	conformance.Run(t, func(t *testing.T) conformance.Subject {
-		e := setup(t, wecomfake.Config{}, "")
-		ch := wecom.New()
-		ch.NowFunc = e.clock.Now
-		ch.Logger = slog.New(slog.DiscardHandler)
-		t.Cleanup(func() { _ = ch.Close() })
+		e := fakeOnly(t, wecomfake.Config{})
+		fresh := func(t *testing.T) sdk.Channel {
+			ch := wecom.New()
+			ch.NowFunc = e.clock.Now
+			ch.Logger = slog.New(slog.DiscardHandler)
+			t.Cleanup(func() { _ = ch.Close() })
+			return ch
+		}
 		return conformance.Subject{
-			Channel:       ch,
+			Channel:       fresh(t),
 			Config:        json.RawMessage(appConfig(e.api.URL, wecomfake.DemoSecret, "")),
 			BadConfigs:    badConfigs(),
 			DeliveredFunc: delivered(e.fake),
+			RestartFunc:   fresh,
 		}
 	})
 }
@@ -62,19 +65,19 @@ func TestConformanceInProcess(t *testing.T) {
 func TestConformanceThroughPlugin(t *testing.T) {
 	t.Parallel()
 	conformance.Run(t, func(t *testing.T) conformance.Subject {
-		e := setup(t, wecomfake.Config{}, "")
-		exe, err := os.Executable()
-		require.NoError(t, err)
-		cmd := exec.Command(exe)
-		cmd.Env = []string{envServe + "=1"}
-		p, err := host.Launch(context.Background(), cmd, nil)
-		require.NoError(t, err)
-		t.Cleanup(p.Close)
+		e := fakeOnly(t, wecomfake.Config{})
+		launch := func(t *testing.T) sdk.Channel {
+			p, err := host.Launch(context.Background(), pluginCmd(t), nil)
+			require.NoError(t, err)
+			t.Cleanup(p.Close)
+			return p.Channel()
+		}
 		return conformance.Subject{
-			Channel:       p.Channel(),
+			Channel:       launch(t),
 			Config:        json.RawMessage(appConfig(e.api.URL, wecomfake.DemoSecret, "")),
 			BadConfigs:    badConfigs(),
 			DeliveredFunc: delivered(e.fake),
+			RestartFunc:   launch,
 		}
 	})
 }

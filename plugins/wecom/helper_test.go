@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/plugins/host"
 	"github.com/heraldhq/herald/plugins/sdk"
 	"github.com/heraldhq/herald/plugins/wecom"
 	"github.com/heraldhq/herald/plugins/wecomfake"
@@ -90,12 +93,20 @@ func members(n int) wecomfake.Config {
 // is spliced into the channel's JSON config).
 func setup(t testing.TB, cfg wecomfake.Config, extra string) *env {
 	t.Helper()
+	e := fakeOnly(t, cfg)
+	e.ch = e.channel(t, appConfig(e.api.URL, wecomfake.DemoSecret, extra))
+	return e
+}
+
+// fakeOnly starts the fake on loopback, on a manual clock, without a
+// channel.
+func fakeOnly(t testing.TB, cfg wecomfake.Config) *env {
+	t.Helper()
 	e := &env{clock: newClock(), logs: &syncBuffer{}}
 	cfg.NowFunc = e.clock.Now
 	e.fake = wecomfake.New(cfg)
 	e.api = httptest.NewServer(e.fake.Handler())
 	t.Cleanup(e.api.Close)
-	e.ch = e.channel(t, appConfig(e.api.URL, wecomfake.DemoSecret, extra))
 	return e
 }
 
@@ -152,19 +163,15 @@ func contents(f *wecomfake.Server, userID string) []string {
 // driver honours Results the way the executor does: sent, permanent and
 // config are final; retryable waits its backoff step (attempt spent);
 // rate limited waits RetryAfter (no attempt spent). Time is the injected
-// clock: when nothing is due the driver jumps to the next due time. An
-// optional limiter keeps to Info.Limits with token buckets like the
-// host's.
+// clock: when nothing is due the driver jumps to the next due time. It may
+// ask an admission function first, as the executor asks the host.
 type driver struct {
 	t         *testing.T
 	ch        sdk.Channel
 	clock     *clock
 	batchSize int
 	backoff   []time.Duration
-	limits    []sdk.Limit
-
-	channelBuckets []*rate.Limiter
-	recipients     map[string][]*rate.Limiter
+	admit     func(recipient string, now time.Time) time.Duration
 }
 
 // outcome is a message's end.
@@ -175,55 +182,63 @@ type outcome struct {
 }
 
 func newDriver(t *testing.T, ch sdk.Channel, c *clock) *driver {
-	return &driver{t: t, ch: ch, clock: c, batchSize: 20, backoff: []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute}}
+	return &driver{
+		t: t, ch: ch, clock: c, batchSize: 20,
+		backoff: []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute},
+		admit:   func(string, time.Time) time.Duration { return 0 },
+	}
 }
 
-// honourLimits makes the driver keep to limits, as token buckets with
-// burst Count refilled at Count per Per (the host's reading).
+// honourLimits makes the driver keep to limits as the host does: the
+// host's own Limiter, with its default high reserve, normal priority.
 func (d *driver) honourLimits(limits []sdk.Limit) *driver {
-	d.limits = limits
-	d.recipients = map[string][]*rate.Limiter{}
-	for _, l := range limits {
-		if l.Scope == sdk.ScopeChannel {
-			d.channelBuckets = append(d.channelBuckets, bucket(l))
-		}
+	l := host.NewLimiter(limits, host.DefaultHighReserve, 0)
+	d.admit = func(recipient string, now time.Time) time.Duration {
+		return l.Admit(recipient, engine.PriorityNormal, now)
 	}
 	return d
 }
 
-func bucket(l sdk.Limit) *rate.Limiter {
-	return rate.NewLimiter(rate.Limit(float64(l.Count)/l.Per.Seconds()), l.Count)
-}
-
-// admit takes a token from every bucket for recipient, or returns how long
-// until it can.
-func (d *driver) admit(recipient string, now time.Time) time.Duration {
-	if d.limits == nil {
-		return 0
+// naiveBuckets makes the driver keep to limits with plain token buckets,
+// burst Count refilled at Count per Per: the reading that lets 2×Count
+// through one window.
+func (d *driver) naiveBuckets(limits []sdk.Limit) *driver {
+	bucket := func(l sdk.Limit) *rate.Limiter {
+		return rate.NewLimiter(rate.Limit(float64(l.Count)/l.Per.Seconds()), l.Count)
 	}
-	rb, ok := d.recipients[recipient]
-	if !ok {
-		for _, l := range d.limits {
-			if l.Scope == sdk.ScopeRecipient {
-				rb = append(rb, bucket(l))
+	var channel []*rate.Limiter
+	for _, l := range limits {
+		if l.Scope == sdk.ScopeChannel {
+			channel = append(channel, bucket(l))
+		}
+	}
+	recipients := map[string][]*rate.Limiter{}
+	d.admit = func(recipient string, now time.Time) time.Duration {
+		rb, ok := recipients[recipient]
+		if !ok {
+			for _, l := range limits {
+				if l.Scope == sdk.ScopeRecipient {
+					rb = append(rb, bucket(l))
+				}
+			}
+			recipients[recipient] = rb
+		}
+		all := append(slices.Clone(channel), rb...)
+		var wait time.Duration
+		for _, b := range all {
+			if short := 1 - b.TokensAt(now); short > 0 {
+				wait = max(wait, time.Duration(math.Ceil(short/float64(b.Limit())*float64(time.Second))))
 			}
 		}
-		d.recipients[recipient] = rb
-	}
-	all := append(append([]*rate.Limiter(nil), d.channelBuckets...), rb...)
-	var wait time.Duration
-	for _, b := range all {
-		if short := 1 - b.TokensAt(now); short > 0 {
-			wait = max(wait, time.Duration(math.Ceil(short/float64(b.Limit())*float64(time.Second))))
+		if wait > 0 {
+			return wait
 		}
+		for _, b := range all {
+			b.AllowN(now, 1)
+		}
+		return 0
 	}
-	if wait > 0 {
-		return wait
-	}
-	for _, b := range all {
-		b.AllowN(now, 1)
-	}
-	return 0
+	return d
 }
 
 // run drives msgs (each due at its given time, or now) to an outcome.

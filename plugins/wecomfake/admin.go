@@ -15,7 +15,7 @@ import (
 //	POST   /faults               arm a Fault (JSON body)
 //	DELETE /faults               disarm all
 //	POST   /tokens/revoke        {"corp_id":"","agent_id":0} → {"revoked":n}
-//	POST   /settings             {"token_lifetime":"30s","token_mode":"rotate","latency":"200ms"}
+//	POST   /settings             {"token_lifetime":"30s","token_mode":"rotate","latency":"200ms","unknown_fields":"reject"}
 //	POST   /clock/advance        {"by":"2h"} → {"now":…}
 //	GET    /calls?path=gettoken  {"count":n,"calls":[…]}
 //	GET    /received?userid=ID   messages the member received
@@ -57,9 +57,10 @@ func (s *Server) AdminHandler() http.Handler {
 	})
 	mux.HandleFunc("POST /settings", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
-			TokenLifetime string    `json:"token_lifetime"`
-			TokenMode     TokenMode `json:"token_mode"`
-			Latency       string    `json:"latency"`
+			TokenLifetime string            `json:"token_lifetime"`
+			TokenMode     TokenMode         `json:"token_mode"`
+			Latency       string            `json:"latency"`
+			UnknownFields UnknownFieldsMode `json:"unknown_fields"`
 		}
 		if !readAdmin(w, r, &req) {
 			return
@@ -74,11 +75,18 @@ func (s *Server) AdminHandler() http.Handler {
 			writeAdminError(w, http.StatusBadRequest, fmt.Errorf("latency: %w", err))
 			return
 		}
-		if req.TokenMode != "" {
-			if err := s.SetTokenMode(req.TokenMode); err != nil {
+		if req.TokenMode != "" && req.TokenMode != TokenSticky && req.TokenMode != TokenRotate {
+			writeAdminError(w, http.StatusBadRequest, fmt.Errorf("%w: token mode %q", ErrBadConfig, req.TokenMode))
+			return
+		}
+		if req.UnknownFields != "" {
+			if err := s.SetUnknownFields(req.UnknownFields); err != nil {
 				writeAdminError(w, http.StatusBadRequest, err)
 				return
 			}
+		}
+		if req.TokenMode != "" {
+			_ = s.SetTokenMode(req.TokenMode) // checked above
 		}
 		if lifetime > 0 {
 			s.SetTokenLifetime(lifetime)
@@ -89,6 +97,7 @@ func (s *Server) AdminHandler() http.Handler {
 		cfg := s.settings()
 		writeAdmin(w, http.StatusOK, map[string]string{
 			"token_lifetime": cfg.TokenLifetime.String(), "token_mode": string(cfg.TokenMode), "latency": s.currentLatency().String(),
+			"unknown_fields": string(cfg.UnknownFields),
 		})
 	})
 	mux.HandleFunc("POST /clock/advance", func(w http.ResponseWriter, r *http.Request) {

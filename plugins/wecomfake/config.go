@@ -66,6 +66,20 @@ const (
 	DuplicateFresh DuplicateMode = "fresh"
 )
 
+// UnknownFieldsMode says how message/send treats a top-level body field
+// WeCom does not define, such as the herald_key the wecom channel adds.
+// Whether real WeCom ignores such a field is unconfirmed.
+type UnknownFieldsMode string
+
+const (
+	// UnknownFieldsAccept ignores unknown top-level fields; they still take
+	// part in the duplicate check, which compares whole bodies.
+	UnknownFieldsAccept UnknownFieldsMode = "accept"
+	// UnknownFieldsReject answers 40058 (invalid Request Parameter) to a
+	// body with an unknown top-level field.
+	UnknownFieldsReject UnknownFieldsMode = "reject"
+)
+
 // ErrmsgStyle says how errmsg texts look.
 type ErrmsgStyle string
 
@@ -99,6 +113,8 @@ type Config struct {
 	DuplicateMode DuplicateMode `yaml:"duplicate_mode" json:"duplicate_mode"`
 	// ErrmsgStyle defaults to ErrmsgFull.
 	ErrmsgStyle ErrmsgStyle `yaml:"errmsg_style" json:"errmsg_style"`
+	// UnknownFields defaults to UnknownFieldsAccept.
+	UnknownFields UnknownFieldsMode `yaml:"unknown_fields" json:"unknown_fields"`
 	// RejectEscapes answers 40033 to a body holding a \uXXXX escape
 	// (unconfirmed for WeCom; off by default).
 	RejectEscapes bool `yaml:"reject_escapes" json:"reject_escapes"`
@@ -263,6 +279,11 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("%w: duplicate_mode %q (want original or fresh)", ErrBadConfig, c.DuplicateMode)
 	}
+	switch c.UnknownFields {
+	case "", UnknownFieldsAccept, UnknownFieldsReject:
+	default:
+		return fmt.Errorf("%w: unknown_fields %q (want accept or reject)", ErrBadConfig, c.UnknownFields)
+	}
 	switch c.ErrmsgStyle {
 	case "", ErrmsgFull, ErrmsgBare:
 	default:
@@ -298,6 +319,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DuplicateMode == "" {
 		c.DuplicateMode = DuplicateOriginal
+	}
+	if c.UnknownFields == "" {
+		c.UnknownFields = UnknownFieldsAccept
 	}
 	if c.ErrmsgStyle == "" {
 		c.ErrmsgStyle = ErrmsgFull

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -66,6 +67,13 @@ type sendReply struct {
 	ResponseCode   string `json:"response_code,omitempty"`
 }
 
+// sendFields are the top-level fields message/send defines besides the
+// body object named by msgtype.
+var sendFields = map[string]bool{
+	"touser": true, "toparty": true, "totag": true, "msgtype": true, "agentid": true,
+	"safe": true, "enable_id_trans": true, "enable_duplicate_check": true, "duplicate_check_interval": true,
+}
+
 var appMsgTypes = map[string]bool{
 	"text": true, "image": true, "voice": true, "video": true, "file": true,
 	"textcard": true, "news": true, "mpnews": true, "markdown": true,
@@ -89,6 +97,13 @@ func (s *Server) send(q url.Values, body []byte, ip string) reply {
 	}
 	if s.cfg.RejectEscapes && bytes.Contains(body, []byte(`\u`)) {
 		return fail(40033)
+	}
+	if s.cfg.UnknownFields == UnknownFieldsReject {
+		for _, k := range slices.Sorted(maps.Keys(fields)) {
+			if !sendFields[k] && k != req.MsgType {
+				return failf(40058, "invalid Request Parameter: unknown field %s", k)
+			}
+		}
 	}
 	switch {
 	case !req.AgentID.set:

@@ -252,3 +252,44 @@ func TestRecall(t *testing.T) {
 	b.fake.Advance(25 * time.Hour)
 	require.Equal(t, 42052, recall(b.token(t), late.str("msgid")).errcode())
 }
+
+func TestUnknownTopLevelFields(t *testing.T) {
+	t.Parallel()
+	withKey := `{"touser":"alice","msgtype":"text","agentid":1000002,"text":{"content":"hi"},"herald_key":"k1","enable_duplicate_check":1,"duplicate_check_interval":14400}`
+	plain := `{"touser":"alice","msgtype":"text","agentid":1000002,"text":{"content":"hi"},"safe":0,"enable_id_trans":0,"enable_duplicate_check":1,"duplicate_check_interval":14400}`
+
+	// Default: accepted, and part of the body the duplicate check compares.
+	b := setup(t, wecomfake.Config{})
+	require.Equal(t, wecomfake.UnknownFieldsAccept, b.fake.Config().UnknownFields)
+	tok := b.token(t)
+	require.Equal(t, 0, b.send(t, tok, withKey).errcode())
+	require.Equal(t, 0, b.send(t, tok, strings.Replace(withKey, "k1", "k2", 1)).errcode())
+	require.Len(t, b.fake.Received("alice"), 2, "bodies that differ only in the unknown field are two messages")
+
+	// Reject: 40058 naming the field, nothing delivered; defined fields pass.
+	r := setup(t, wecomfake.Config{UnknownFields: wecomfake.UnknownFieldsReject})
+	tok = r.token(t)
+	rep := r.send(t, tok, withKey)
+	require.Equal(t, 40058, rep.errcode(), string(rep.raw))
+	require.Contains(t, rep.str("errmsg"), "unknown field herald_key")
+	require.Empty(t, r.fake.Received("alice"))
+	require.Equal(t, 0, r.send(t, tok, plain).errcode())
+	require.Len(t, r.fake.Received("alice"), 1)
+
+	// Switchable at run time, from code and from the admin API.
+	require.NoError(t, r.fake.SetUnknownFields(wecomfake.UnknownFieldsAccept))
+	require.Equal(t, 0, r.send(t, tok, withKey).errcode())
+	st, raw := r.adminDo(t, http.MethodPost, "/settings", `{"unknown_fields":"reject"}`)
+	require.Equal(t, 200, st, string(raw))
+	require.Contains(t, string(raw), `"unknown_fields":"reject"`)
+	require.Equal(t, 40058, r.send(t, tok, strings.Replace(withKey, "k1", "k3", 1)).errcode())
+	st, _ = r.adminDo(t, http.MethodPost, "/settings", `{"unknown_fields":"maybe"}`)
+	require.Equal(t, 400, st)
+	require.Error(t, r.fake.SetUnknownFields("maybe"))
+
+	_, err := wecomfake.ParseConfig([]byte("unknown_fields: sometimes\n"))
+	require.ErrorIs(t, err, wecomfake.ErrBadConfig)
+	cfg, err := wecomfake.ParseConfig([]byte("unknown_fields: reject\n"))
+	require.NoError(t, err)
+	require.Equal(t, wecomfake.UnknownFieldsReject, cfg.UnknownFields)
+}

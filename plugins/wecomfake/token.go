@@ -119,6 +119,18 @@ func (s *Server) SetTokenMode(m TokenMode) error {
 	return nil
 }
 
+// SetUnknownFields switches how message/send treats unknown top-level
+// fields (accept or reject with 40058).
+func (s *Server) SetUnknownFields(m UnknownFieldsMode) error {
+	if m != UnknownFieldsAccept && m != UnknownFieldsReject {
+		return fmt.Errorf("%w: unknown_fields %q (want accept or reject)", ErrBadConfig, m)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.UnknownFields = m
+	return nil
+}
+
 // Token returns the app's current token, "" when none was issued; tests use
 // it to call the API directly.
 func (s *Server) Token(corpID string, agentID int) string {
