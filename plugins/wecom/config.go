@@ -61,8 +61,9 @@ type Config struct {
 	// Concurrency bounds the calls in flight within a batch; default
 	// ConcurrencyDefault.
 	Concurrency int `json:"concurrency"`
-	// CallsPerSecond is the ScopeChannel limit declared in app mode;
-	// default CallsPerSecondDefault.
+	// CallsPerSecond is the ScopeChannel limit declared in app mode: the
+	// host lets no second hold more calls (a burst of half, then half per
+	// second sustained). Default CallsPerSecondDefault.
 	CallsPerSecond int `json:"calls_per_second"`
 	// ConfigHold is how long a configuration failure is remembered; default
 	// ConfigHoldDefault.
