@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/cluster"
 )
 
 // The multi-process tests run real `herald agent` processes built from
@@ -171,15 +173,14 @@ type statusView struct {
 
 func status(addr string) (statusView, error) {
 	var s statusView
+	err := getJSON(addr, "/v1/status", &s)
+	return s, err
+}
+
+func getJSON(addr, path string, out any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/status", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return s, err
-	}
-	defer resp.Body.Close()
-	return s, json.NewDecoder(resp.Body).Decode(&s)
+	return (&cluster.Client{Addr: addr}).Do(ctx, http.MethodGet, path, nil, out)
 }
 
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {

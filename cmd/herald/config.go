@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -23,14 +24,17 @@ type nodeConfig struct {
 	HTTPAddr  string `yaml:"http_addr"`
 	Bootstrap bool   `yaml:"bootstrap"`
 	Join      string `yaml:"join"`
-	Rules     string `yaml:"rules"`
-	Plugins   string `yaml:"plugins"`
-	LogLevel  string `yaml:"log_level"`
+	// JoinTimeout bounds --join (a duration such as "1m"); default 1m.
+	JoinTimeout string `yaml:"join_timeout"`
+	Rules       string `yaml:"rules"`
+	Plugins     string `yaml:"plugins"`
+	LogLevel    string `yaml:"log_level"`
 	// Channels are the channel instances by name: {plugin: NAME, ...the
 	// plugin's own keys}. Values may reference ${ENV} variables (secrets).
 	Channels map[string]map[string]any `yaml:"channels"`
 
-	devTimeouts bool // `herald dev` and tests: short Raft timeouts
+	devTimeouts  bool   // `herald dev` and tests: short Raft timeouts
+	raftLogLevel string // "" means the cluster package's default
 }
 
 // configKeys lists every scalar key: YAML name, flag, usage, field.
@@ -42,6 +46,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"http_addr", "http-addr", "HTTP API address", &c.HTTPAddr, nil},
 		{"bootstrap", "bootstrap", "form a new cluster if this node has no state yet (never again after)", nil, &c.Bootstrap},
 		{"join", "join", "HTTP address of any member to join through", &c.Join, nil},
+		{"join_timeout", "join-timeout", "give up joining after this long (e.g. 1m)", &c.JoinTimeout, nil},
 		{"rules", "rules", "directory of Lua rule files (watched)", &c.Rules, nil},
 		{"plugins", "plugins", "directory of herald-channel-* plugin executables", &c.Plugins, nil},
 		{"log_level", "log-level", "debug, info, warn or error", &c.LogLevel, nil},
@@ -81,6 +86,10 @@ func (c *nodeConfig) load(cmd *cobra.Command) error {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+			var te *yaml.TypeError
+			if errors.As(err, &te) {
+				return fmt.Errorf("config %s: %s", path, strings.Join(te.Errors, "; "))
+			}
 			return fmt.Errorf("config %s: %w", path, err)
 		}
 	}
@@ -128,6 +137,11 @@ func (c *nodeConfig) validate() error {
 	for name, ch := range c.Channels {
 		if p, _ := ch["plugin"].(string); p == "" {
 			return fmt.Errorf("config: channel %q: plugin is required (e.g. plugin: mock)", name)
+		}
+	}
+	if c.JoinTimeout != "" {
+		if d, err := time.ParseDuration(c.JoinTimeout); err != nil || d <= 0 {
+			return fmt.Errorf("config: join_timeout %q: want a positive duration such as 1m", c.JoinTimeout)
 		}
 	}
 	switch c.LogLevel {

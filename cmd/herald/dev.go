@@ -2,16 +2,23 @@ package main
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhq/herald/plugins/wecomfake"
 	"github.com/heraldhq/herald/rules"
 )
 
@@ -23,6 +30,14 @@ var devNodes = []struct{ id, raft, http string }{
 	{"n2", "127.0.0.1:7102", "127.0.0.1:8102"},
 	{"n3", "127.0.0.1:7103", "127.0.0.1:8103"},
 }
+
+// The fake WeCom server `herald dev` runs, and the variable that carries its
+// app secret to the wecom channel (secrets travel by ${ENV} reference).
+const (
+	devWecomAddr      = "127.0.0.1:8180"
+	devWecomAdminAddr = "127.0.0.1:8181"
+	devWecomSecretEnv = "HERALD_DEV_WECOM_SECRET"
+)
 
 func newDevCmd() *cobra.Command {
 	var dataDir, logLevel string
@@ -59,18 +74,34 @@ func runDev(ctx context.Context, dataDir, logLevel string) error {
 		return err
 	}
 	outbox := filepath.Join(dataDir, "outbox.jsonl")
-	channels := map[string]map[string]any{"mock": {"plugin": "mock", "outbox": outbox}}
+	fake, err := startDevWecom(ctx, rulesDir)
+	if err != nil {
+		return err
+	}
+	defer fake.stop()
+	channels := map[string]map[string]any{
+		"mock": {"plugin": "mock", "outbox": outbox},
+		// The example rules' WeCom channels, wired to the fake: an app for
+		// people, a group robot for operators.
+		"wecom_sales": {"plugin": "wecom", "base_url": "http://" + devWecomAddr, "corp_id": wecomfake.DemoCorpID,
+			"agent_id": wecomfake.DemoAgentID, "secret": "${" + devWecomSecretEnv + "}"},
+		"wecom_ops": {"plugin": "wecom", "base_url": "http://" + devWecomAddr, "robot_key": wecomfake.DemoRobotKey},
+	}
 
 	var nodes []*node
 	defer func() {
-		for i := len(nodes) - 1; i >= 0; i-- {
-			nodes[i].stop()
+		// All at once, so that no node spends its last moments reporting
+		// that its peers went away.
+		var wg sync.WaitGroup
+		for _, n := range nodes {
+			wg.Go(n.stop)
 		}
+		wg.Wait()
 	}()
 	for i, d := range devNodes {
 		cfg := nodeConfig{
 			NodeID: d.id, DataDir: filepath.Join(dataDir, d.id), RaftAddr: d.raft, HTTPAddr: d.http,
-			Rules: rulesDir, Channels: channels, LogLevel: logLevel, devTimeouts: true,
+			Rules: rulesDir, Channels: channels, LogLevel: logLevel, devTimeouts: true, raftLogLevel: "error",
 		}
 		if i == 0 {
 			cfg.Bootstrap = true
@@ -89,6 +120,8 @@ func runDev(ctx context.Context, dataDir, logLevel string) error {
   Raft         %s  %s  %s
   Rules        %s   (edit a .lua file: it reloads; a broken one keeps the last good version)
   Outbox       %s   (the mock channel: one JSON line per message)
+  WeCom fake   http://%s   (channels wecom_sales and wecom_ops; records at http://%s)
+  Dashboard    http://%s/ui/
   Data         %s
 
 Try, from another terminal:
@@ -102,7 +135,7 @@ Join a fourth node:
 
 Ctrl-C stops all three nodes.
 `, devNodes[0].http, devNodes[1].http, devNodes[2].http, devNodes[0].raft, devNodes[1].raft, devNodes[2].raft,
-		rulesDir, outbox, dataDir, outbox, filepath.Join(dataDir, "n4"), devNodes[0].http, rulesDir)
+		rulesDir, outbox, devWecomAddr, devWecomAdminAddr, devNodes[0].http, dataDir, outbox, filepath.Join(dataDir, "n4"), devNodes[0].http, rulesDir)
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
 	return nil
@@ -117,4 +150,78 @@ func writeExamples(dir string) error {
 		return err
 	}
 	return os.CopyFS(dir, rules.ExamplesFS())
+}
+
+// devWecom is the fake WeCom server of `herald dev`.
+type devWecom struct {
+	api, admin *http.Server
+}
+
+// startDevWecom starts the fake WeCom server with the demo corp, whose
+// members are the people of the rules directory, so that the example rules'
+// messages reach someone.
+func startDevWecom(ctx context.Context, rulesDir string) (*devWecom, error) {
+	corp := wecomfake.DemoCorp()
+	ids, err := peopleIDs(filepath.Join(rulesDir, "people.csv"))
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		corp.Members = append(corp.Members, wecomfake.MemberConfig{UserID: id, Departments: []int{2}})
+	}
+	fake := wecomfake.New(wecomfake.Config{Corps: []wecomfake.CorpConfig{corp}})
+	if err := os.Setenv(devWecomSecretEnv, corp.Apps[0].Secret); err != nil {
+		return nil, err
+	}
+	d := &devWecom{
+		api:   &http.Server{Handler: fake.Handler(), ReadHeaderTimeout: 10 * time.Second},
+		admin: &http.Server{Handler: fake.AdminHandler(), ReadHeaderTimeout: 10 * time.Second},
+	}
+	for srv, addr := range map[*http.Server]string{d.api: devWecomAddr, d.admin: devWecomAdminAddr} {
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+		if err != nil {
+			d.stop()
+			return nil, fmt.Errorf("wecom fake: %w", unwrapInUse(err))
+		}
+		go func() { _ = srv.Serve(ln) }()
+	}
+	return d, nil
+}
+
+func (d *devWecom) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = d.api.Shutdown(ctx)
+	_ = d.admin.Shutdown(ctx)
+}
+
+// peopleIDs reads the userid column of a people CSV file; a missing file
+// gives no one.
+func peopleIDs(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	col := slices.Index(rows[0], "userid")
+	if col < 0 {
+		return nil, fmt.Errorf("%s: no userid column", path)
+	}
+	var ids []string
+	for _, row := range rows[1:] {
+		if col < len(row) && row[col] != "" {
+			ids = append(ids, row[col])
+		}
+	}
+	return ids, nil
 }

@@ -88,7 +88,10 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 
 	ccfg := cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.HTTPAddr,
-		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: log, Registerer: reg,
+		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: log, Registerer: reg, RaftLogLevel: cfg.raftLogLevel,
+	}
+	if cfg.JoinTimeout != "" {
+		ccfg.JoinTimeout, _ = time.ParseDuration(cfg.JoinTimeout) // validated by load
 	}
 	if cfg.devTimeouts {
 		ccfg = cluster.DevConfig(ccfg)
@@ -168,7 +171,11 @@ func (n *node) status() api.Status {
 		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader})
 	}
 	for _, f := range n.rules.Status() {
-		st.Rules = append(st.Rules, api.RuleStatus{Name: f.Name, File: f.File, Hash: f.Hash, Error: f.Error})
+		rs := api.RuleStatus{Name: f.Name, File: f.File, Hash: f.Hash, Error: f.Error}
+		if f.Error != "" && f.Line > 0 {
+			rs.Error = fmt.Sprintf("%s:%d: %s", f.File, f.Line, f.Error)
+		}
+		st.Rules = append(st.Rules, rs)
 	}
 	for _, c := range n.host.Status() {
 		st.Channels = append(st.Channels, api.ChannelStatus{Name: c.Name, Plugin: c.Plugin, Healthy: c.Healthy, Error: c.Error})

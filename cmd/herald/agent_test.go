@@ -1,0 +1,136 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// runAgent runs `herald agent` to completion (it is expected to fail) and
+// returns its exit code and output.
+func runAgent(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(heraldBin, append([]string{"agent"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	require.NotContains(t, string(out), "panic", "bad input must never panic")
+	return code, string(out)
+}
+
+func TestAgentBadInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the herald binary")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { busy.Close() }) // the subtests run after this function returns
+	node := func(extra ...string) []string {
+		return append([]string{"--node-id", "n1", "--data-dir", t.TempDir(), "--raft-addr", freeAddr(t), "--http-addr", freeAddr(t)}, extra...)
+	}
+
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"malformed YAML", node("--config", write("bad.yaml", "node_id: [oops\n")), "config"},
+		{"unknown config key", node("--config", write("typo.yaml", "nodeid: n1\n")), "field nodeid not found"},
+		{"channel without plugin", node("--config", write("ch.yaml", "channels:\n  x: {outbox: o}\n")), `channel "x": plugin is required`},
+		{"missing flags", []string{"--node-id", "n1"}, "required"},
+		{"bootstrap and join", node("--bootstrap", "--join", "127.0.0.1:1"), "not both"},
+		{"http port in use", append(node("--bootstrap"), "--http-addr", busy.Addr().String()), "already in use"},
+		{"raft port in use", append(node("--bootstrap"), "--raft-addr", busy.Addr().String()), "in use"},
+		{"join where nothing listens", node("--join", freeAddr(t), "--join-timeout", "2s"), "no Herald node at"},
+		{"bad join timeout", node("--join-timeout", "soon"), "join_timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, out := runAgent(t, tc.args...)
+			require.Equal(t, 1, code, out)
+			require.Contains(t, out, tc.want)
+			require.True(t, strings.HasPrefix(strings.TrimSpace(lastLine(out)), "herald:"), "the error is the last line: %q", out)
+		})
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func TestRulesCheckRefusesBadCron(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the herald binary")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.lua"), []byte(strings.Replace(tickRule, `"* * * * * *"`, `"61 * * * *"`, 1)), 0o644))
+	out, err := exec.Command(heraldBin, "rules", "check", dir).CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 1, ee.ExitCode())
+	require.Contains(t, string(out), "bad.lua:3:")
+	require.NotContains(t, string(out), "panic")
+}
+
+// A single node: an edit changes what it sends; a broken edit keeps the
+// last good version running and shows the error in /v1/status.
+func TestHotReloadThroughStatus(t *testing.T) {
+	c := setupE2E(t)
+	n := c.nodes[0]
+	c.start(n, "--bootstrap")
+	eventually(t, 30*time.Second, "the first message", func() bool { return c.slotsDelivered() > 0 })
+
+	rule := filepath.Join(c.rules, "tick.lua")
+	edited := strings.Replace(tickRule, `content = run.slot`, `content = "v2 " .. run.slot`, 1)
+	require.NoError(t, os.WriteFile(rule, []byte(edited), 0o644))
+	eventually(t, 30*time.Second, "a message of the edited rule", func() bool { return c.outboxHas(`"v2 `) })
+
+	require.NoError(t, os.WriteFile(rule, []byte(strings.Replace(edited, "recipients =", "recipients = = ", 1)), 0o644))
+	eventually(t, 30*time.Second, "the error in /v1/status", func() bool {
+		s, err := fullStatus(n.http)
+		return err == nil && len(s.Rules) == 1 && s.Rules[0].File == "tick.lua" && s.Rules[0].Error != ""
+	})
+	s, _ := fullStatus(n.http)
+	t.Logf("rule status after a broken edit: %+v", s.Rules)
+	count := c.countOutbox(`"v2 `)
+	eventually(t, 30*time.Second, "the last good version still sending", func() bool { return c.countOutbox(`"v2 `) >= count+4 })
+}
+
+type fullStatusView struct {
+	Rules []struct {
+		Name, File, Hash, Error string
+	} `json:"rules"`
+}
+
+func fullStatus(addr string) (fullStatusView, error) {
+	var s fullStatusView
+	err := getJSON(addr, "/v1/status", &s)
+	return s, err
+}
+
+func (c *e2eCluster) outboxHas(s string) bool { return c.countOutbox(s) > 0 }
+
+func (c *e2eCluster) countOutbox(s string) int {
+	b, _ := os.ReadFile(c.outbox)
+	return strings.Count(string(b), s)
+}
