@@ -104,7 +104,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	n.srv = &http.Server{
 		Handler: api.New(api.Config{
 			FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
-			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log,
+			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
