@@ -85,8 +85,10 @@ type Config struct {
 	// failing plugin. The first restart after a plugin ran well is
 	// immediate. Defaults 200ms and 30s.
 	RestartMin, RestartMax time.Duration
-	// RecipientCache caps the per-recipient buckets kept per channel.
-	// Default 100,000.
+	// RecipientCache caps the recipients whose buckets are kept per
+	// channel (about 130 bytes each with two limits). Only recipients whose
+	// buckets are full again are forgotten; while the cache is full of
+	// others, a new recipient waits. Default 100,000.
 	RecipientCache int
 	// LookupEnvFunc resolves ${NAME} in channel configs. Default
 	// os.LookupEnv.
