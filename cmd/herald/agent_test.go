@@ -134,3 +134,29 @@ func (c *e2eCluster) countOutbox(s string) int {
 	b, _ := os.ReadFile(c.outbox)
 	return strings.Count(string(b), s)
 }
+
+// Nodes whose rules directories differ are flagged in /v1/status.
+func TestStatusFlagsDifferentRuleSets(t *testing.T) {
+	c := setupE2E(t)
+	n1, n2 := c.nodes[0], c.nodes[1]
+	c.start(n1, "--bootstrap")
+	other := filepath.Join(c.dir, "other-rules")
+	require.NoError(t, os.MkdirAll(other, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "tick.lua"), []byte(strings.Replace(tickRule, "run.slot", `"other " .. run.slot`, 1)), 0o644))
+	c.start(n2, "--join", n1.http, "--rules", other) // the later --rules wins
+	var s struct {
+		RulesHash     string `json:"rules_hash"`
+		RulesMismatch bool   `json:"rules_mismatch"`
+		Members       []struct {
+			ID        string `json:"id"`
+			RulesHash string `json:"rules_hash"`
+		} `json:"members"`
+	}
+	eventually(t, 30*time.Second, "the mismatch flagged", func() bool {
+		return getJSON(n1.http, "/v1/status", &s) == nil && s.RulesMismatch
+	})
+	require.Len(t, s.Members, 2)
+	require.NotEqual(t, s.Members[0].RulesHash, s.Members[1].RulesHash)
+	require.NotEmpty(t, s.Members[0].RulesHash)
+	require.NotEmpty(t, s.Members[1].RulesHash)
+}

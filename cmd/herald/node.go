@@ -35,6 +35,8 @@ type node struct {
 	rules *rules.Set
 	host  *host.Host
 	srv   *http.Server
+	// peerHTTP asks the other members for their rule set hashes.
+	peerHTTP *http.Client
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -62,7 +64,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return nil, fmt.Errorf("http address %s: %w", cfg.HTTPAddr, unwrapInUse(err))
 	}
 	nctx, cancel := context.WithCancel(context.Background())
-	n = &node{cfg: cfg, log: log, fsm: engine.NewFSM(), cancel: cancel}
+	n = &node{cfg: cfg, log: log, fsm: engine.NewFSM(), cancel: cancel, peerHTTP: &http.Client{Transport: &http.Transport{}}}
 	defer func() {
 		if err != nil {
 			_ = ln.Close()
@@ -103,7 +105,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 
 	n.srv = &http.Server{
 		Handler: api.New(api.Config{
-			FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
+			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -158,6 +160,7 @@ func (n *node) stop() {
 	if n.host != nil {
 		_ = n.host.Close()
 	}
+	n.peerHTTP.CloseIdleConnections()
 }
 
 func (n *node) status() api.Status {
@@ -170,6 +173,12 @@ func (n *node) status() api.Status {
 	for _, m := range cs.Members {
 		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader})
 	}
+	n.peerRulesHashes(st.Members)
+	for _, m := range st.Members {
+		if m.RulesHash != "" && m.RulesHash != st.RulesHash {
+			st.RulesMismatch = true
+		}
+	}
 	for _, f := range n.rules.Status() {
 		rs := api.RuleStatus{Name: f.Name, File: f.File, Hash: f.Hash, Error: f.Error}
 		if f.Error != "" && f.Line > 0 {
@@ -181,6 +190,31 @@ func (n *node) status() api.Status {
 		st.Channels = append(st.Channels, api.ChannelStatus{Name: c.Name, Plugin: c.Plugin, Healthy: c.Healthy, Error: c.Error})
 	}
 	return st
+}
+
+// peerRulesHashes asks every member, at once and briefly, which rule set it
+// runs, so that status can flag nodes whose rules directories differ.
+func (n *node) peerRulesHashes(members []api.MemberStatus) {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range members {
+		m := &members[i]
+		if m.ID == n.cfg.NodeID {
+			m.RulesHash = n.rules.Hash()
+			continue
+		}
+		if m.HTTPAddr == "" {
+			continue
+		}
+		wg.Go(func() {
+			var v api.RulesHashView
+			if err := (&cluster.Client{Addr: m.HTTPAddr, HTTP: n.peerHTTP}).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
+				m.RulesHash = v.RulesHash
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func channelConfigs(in map[string]map[string]any) map[string]host.ChannelConfig {

@@ -20,15 +20,18 @@ import (
 
 // Status is the body of GET /v1/status.
 type Status struct {
-	NodeID       string          `json:"node_id"`
-	LeaderID     string          `json:"leader_id"`
-	State        string          `json:"state"`
-	Term         uint64          `json:"term"`
-	AppliedIndex uint64          `json:"applied_index"`
-	Members      []MemberStatus  `json:"members"`
-	Rules        []RuleStatus    `json:"rules"`
-	RulesHash    string          `json:"rules_hash"`
-	Channels     []ChannelStatus `json:"channels"`
+	NodeID       string         `json:"node_id"`
+	LeaderID     string         `json:"leader_id"`
+	State        string         `json:"state"`
+	Term         uint64         `json:"term"`
+	AppliedIndex uint64         `json:"applied_index"`
+	Members      []MemberStatus `json:"members"`
+	Rules        []RuleStatus   `json:"rules"`
+	RulesHash    string         `json:"rules_hash"`
+	// RulesMismatch is true when members answered with different rule set
+	// hashes: their rules directories differ (a deploy half done?).
+	RulesMismatch bool            `json:"rules_mismatch"`
+	Channels      []ChannelStatus `json:"channels"`
 }
 
 // MemberStatus is one cluster member in Status.
@@ -38,6 +41,9 @@ type MemberStatus struct {
 	HTTPAddr string `json:"http_addr"`
 	Voter    bool   `json:"voter"`
 	Leader   bool   `json:"leader"`
+	// RulesHash is the hash of the rule set the member runs, as it answered
+	// just now; empty when it did not answer.
+	RulesHash string `json:"rules_hash,omitempty"`
 }
 
 // RuleStatus is one rule file in Status; Error is set while the file's
@@ -59,6 +65,7 @@ type ChannelStatus struct {
 
 // Config wires the server to the node's parts.
 type Config struct {
+	NodeID     string
 	FSM        *engine.FSM
 	Replicator engine.Replicator
 	// StatusFunc assembles the node's status from cluster, rules and plugins.
@@ -96,6 +103,7 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("DELETE /v1/tasks/{key}", s.cancelTask)
 	mux.HandleFunc("POST /v1/rules/{name}/fire", s.fireRule)
 	mux.HandleFunc("GET /v1/stats", s.stats)
+	mux.HandleFunc("GET /v1/rules/hash", s.rulesHash)
 	if cfg.Cluster != nil {
 		mux.Handle("/v1/cluster/", cfg.Cluster)
 	}
@@ -248,4 +256,19 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeError(w http.ResponseWriter, code int, reason string) {
 	writeJSON(w, code, map[string]string{"error": reason})
+}
+
+// RulesHashView is the body of GET /v1/rules/hash: what one node runs. Nodes
+// ask each other for it to flag rule sets that differ.
+type RulesHashView struct {
+	NodeID    string `json:"node_id"`
+	RulesHash string `json:"rules_hash"`
+}
+
+func (s *server) rulesHash(w http.ResponseWriter, _ *http.Request) {
+	if s.cfg.Rules == nil {
+		writeError(w, http.StatusServiceUnavailable, "no rule set on this node")
+		return
+	}
+	writeJSON(w, http.StatusOK, RulesHashView{NodeID: s.cfg.NodeID, RulesHash: s.cfg.Rules.Hash()})
 }
