@@ -32,6 +32,12 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
+	// In-process nodes launch their built-in channel plugins by re-running
+	// this binary as `plugin serve NAME`: serve it, as herald would.
+	if len(os.Args) >= 3 && os.Args[1] == "plugin" && os.Args[2] == "serve" {
+		main()
+		return 0
+	}
 	flag.Parse() // testing.Short needs the flags parsed
 	if !testing.Short() && os.Getenv("HERALD_E2E_BIN") == "" {
 		dir, err := os.MkdirTemp("", "herald-e2e")
