@@ -54,6 +54,12 @@ func SubmitterFrom(ctx context.Context) (SubmitFunc, bool) {
 	return f, ok
 }
 
+// WithSubmitter returns ctx carrying f for SubmitterFrom. The leader uses
+// it for on_failed; tests of a RuleSource use it with a fake.
+func WithSubmitter(ctx context.Context, f SubmitFunc) context.Context {
+	return context.WithValue(ctx, submitterKey{}, f)
+}
+
 // compensate runs the rule's on_failed for deliveries that finally failed,
 // outside Apply, then records that it ran. A leader that dies in between
 // leaves them for the next one: the hook runs at least once.
@@ -70,7 +76,7 @@ func (l *Leader) compensate(ctx context.Context) {
 		}
 		return res.(SubmitResult).Task, nil
 	})
-	hctx := context.WithValue(ctx, submitterKey{}, submit)
+	hctx := WithSubmitter(ctx, submit)
 	ids := make([]string, 0, len(ds))
 	for _, d := range ds {
 		if ctx.Err() != nil {

@@ -263,3 +263,52 @@ func ruleNamed(t *testing.T, s *Set, name string) engine.Rule {
 	t.Fatalf("no rule %q", name)
 	return engine.Rule{}
 }
+
+// TestExamplePreviewTaskRules: a rule triggered by API tasks previews with
+// a task's data, and says so when it is given none.
+func TestExamplePreviewTaskRules(t *testing.T) {
+	t.Parallel()
+	s := examples(t)
+	ctx := context.Background()
+	at := mustTime(t, "2026-12-01T10:15:00+08:00")
+	res, err := s.Preview(ctx, "enquiry_timeout", at, []byte(`{"enquiry":"8812","customer":"华东机电","assignee":"liuyang","level":2,"waited":"30m"}`))
+	require.NoError(t, err)
+	require.True(t, res.IsSlot)
+	require.Equal(t, "api task", res.Trigger)
+	require.Equal(t, engine.TaskRunKey(PreviewTaskKey), res.RunKey)
+	require.True(t, res.Deadline.Equal(at.Add(30*time.Minute)))
+	require.Equal(t, []string{"liuyang", "lina"}, recipientsOf(res))
+	require.Equal(t, "刘洋", res.Deliveries[0].Name)
+	require.Contains(t, content(t, res.Deliveries[1].Payload), "【升级 L2】客户咨询 #8812（华东机电）已 30m 无人回复")
+	for _, d := range res.Deliveries {
+		require.True(t, d.At.Equal(at), "no stagger")
+		require.Equal(t, engine.DeliveryID(res.RunKey, d.Recipient), d.ID)
+	}
+
+	res, err = s.Preview(ctx, "enquiry_timeout", at, nil)
+	require.NoError(t, err)
+	require.Empty(t, res.Deliveries)
+	require.Contains(t, res.Reason, "rule enquiry_timeout fires by API tasks: preview it with a task's data")
+
+	_, err = s.Preview(ctx, "follow_up", at, nil)
+	require.ErrorIs(t, err, ErrRule)
+	require.ErrorContains(t, err, "follow_up needs data.owner (rule follow_up fires by API tasks")
+	_, err = s.Preview(ctx, "follow_up", at, []byte(`{}`))
+	require.ErrorContains(t, err, "follow_up needs data.owner")
+	require.NotContains(t, err.Error(), "fires by API tasks", "data was given")
+
+	for data, want := range map[string]string{`[1]`: "not an array", `"x"`: "not a string", `{"owner":`: "not valid JSON", `7`: "not a number"} {
+		_, err = s.Preview(ctx, "follow_up", at, []byte(data))
+		require.ErrorIs(t, err, ErrPreviewData, data)
+		require.ErrorContains(t, err, want, data)
+	}
+
+	res, err = s.Preview(ctx, "follow_up", at, []byte(`{"owner":"wangfang","customer":"华东机电","note":"确认报价","undelivered":true}`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"lina"}, recipientsOf(res))
+	require.Contains(t, content(t, res.Deliveries[0].Payload), "【未送达】")
+	// An owner without a manager: nobody, and no error.
+	res, err = s.Preview(ctx, "follow_up", at, []byte(`{"owner":"zhangwei","customer":"华东机电","undelivered":true}`))
+	require.NoError(t, err)
+	require.Empty(t, res.Deliveries)
+}

@@ -38,18 +38,23 @@ func (s *Set) Plan(ctx context.Context, rule string, run engine.RunContext) ([]e
 
 // OnFailed runs the rule's on_failed(run, delivery) hook, where delivery
 // is {id, recipient, state, attempts, error}. A rule without the hook (or
-// no longer loaded) returns nil.
+// no longer loaded) returns nil. The hook may call task.submit, which
+// submits through engine.SubmitterFrom(ctx).
 func (s *Set) OnFailed(ctx context.Context, rule string, run engine.RunContext, failed engine.FailedDelivery) error {
 	v := s.cur.Load()
 	c, ok := v.rules[rule]
 	if !ok || !c.hasOnFailed {
 		return nil
 	}
+	fn, _ := engine.SubmitterFrom(ctx)
+	sub := &submitter{fn: fn, known: func(name string) bool { _, ok := v.rules[name]; return ok }}
 	return s.withSandbox(ctx, v, func(sb *sandbox) error {
+		defer func() { sb.run = nil }()
 		rt, runTbl, err := sb.begin(ctx, c, run, s.cfg.CallTimeout)
 		if err != nil {
 			return err
 		}
+		sb.run.submit = sub // after the file's top level: only the hook itself may submit
 		d := sb.L.CreateTable(0, 5)
 		d.RawSetString("id", lua.LString(failed.ID))
 		d.RawSetString("recipient", lua.LString(failed.Recipient))

@@ -1,8 +1,10 @@
 package rules
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +15,14 @@ import (
 // PreviewTaskKey is the task key a preview of a rule triggered by API tasks
 // uses for its run key (stagger depends on the run key).
 const PreviewTaskKey = "preview"
+
+// ErrPreviewData: the data given to Preview is not a JSON object (an API
+// task's data always is; the HTTP API refuses anything else).
+var ErrPreviewData = errors.New("task data must be a JSON object")
+
+// noDataHint is added to what a preview of an API-task rule without data
+// says: such a rule reads everything from run.data.
+const noDataHint = "fires by API tasks: preview it with a task's data (--data '{...}')"
 
 // PreviewResult is a dry run of a rule at one instant: who would receive
 // what, and when. Nothing is sent or written.
@@ -45,12 +55,16 @@ type PreviewDelivery struct {
 // task's data. For a scheduled rule whose schedule has no slot at at (a
 // statutory holiday for a cn_workday rule, say), nobody is listed and
 // Reason says why. An API-task rule previews with run key
-// task:preview.
+// task:preview; its data must be a JSON object (ErrPreviewData), and a
+// preview of it without data says that data is what it is missing.
 func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.RawMessage) (PreviewResult, error) {
 	v := s.cur.Load()
 	c, ok := v.rules[name]
 	if !ok {
 		return PreviewResult{}, fmt.Errorf("%w %q", ErrUnknownRule, name)
+	}
+	if err := checkPreviewData(data); err != nil {
+		return PreviewResult{}, err
 	}
 	r := c.rule
 	loc, err := loadZone(zoneName(r.Timezone))
@@ -88,7 +102,11 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 		msgs, err = sb.plan(ctx, c, engine.RunContext{Rule: r.Name, Key: res.RunKey, Slot: at, Zone: zoneName(r.Timezone), Data: data}, s.cfg.CallTimeout)
 		return err
 	})
+	noData := c.sched == nil && isEmptyData(data)
 	if err != nil {
+		if noData {
+			err = fmt.Errorf("%w (rule %s %s)", err, r.Name, noDataHint)
+		}
 		return res, err
 	}
 	for i, m := range msgs {
@@ -100,8 +118,47 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 	}
 	if len(msgs) == 0 {
 		res.Reason = "recipients returned nobody (or message returned nil for everyone)"
+		if noData {
+			res.Reason += "; rule " + r.Name + " " + noDataHint
+		}
 	}
 	return res, nil
+}
+
+func isEmptyData(data json.RawMessage) bool {
+	d := bytes.TrimSpace(data)
+	return len(d) == 0 || bytes.Equal(d, []byte("null"))
+}
+
+// checkPreviewData refuses what no API task could carry: data that is not
+// a JSON object.
+func checkPreviewData(data json.RawMessage) error {
+	if isEmptyData(data) {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return fmt.Errorf("%w: not valid JSON: %v", ErrPreviewData, err)
+		}
+		return fmt.Errorf("%w (rules read it as run.data), not %s", ErrPreviewData, jsonKind(data))
+	}
+	return nil
+}
+
+// jsonKind names the kind of a valid JSON value by its first byte.
+func jsonKind(data json.RawMessage) string {
+	switch d := bytes.TrimSpace(data); d[0] {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
 }
 
 func zoneName(z string) string {

@@ -58,6 +58,9 @@ type runState struct {
 	calendar string
 	zone     *time.Location
 	slot     time.Time
+	// submit is set only while on_failed runs: task.submit refuses
+	// everywhere else.
+	submit *submitter
 }
 
 // sandbox is one Lua state with Herald's library. It is used by one
@@ -117,8 +120,9 @@ func newSandbox(e *env) *sandbox {
 	sb.openLog()
 	sb.openCalendar()
 	sb.openPeople()
+	sb.openTask()
 	sb.base.RawSetString(ruleFuncName, L.NewFunction(luaRule))
-	for _, name := range []string{"string", "table", "math", "time", "json", "text", "log", "calendar", "people"} {
+	for _, name := range []string{"string", "table", "math", "time", "json", "text", "log", "calendar", "people", "task"} {
 		if t, ok := sb.base.RawGetString(name).(*lua.LTable); ok {
 			sb.base.RawSetString(name, readonly(L, t))
 		}

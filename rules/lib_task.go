@@ -1,0 +1,234 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// The `task` module: task.submit{...} schedules an API task from a rule's
+// on_failed hook, the compensation that a rule decides itself (ask the
+// manager when the owner's reminder could not be delivered):
+//
+//	local ok, err = task.submit {
+//	  key   = "follow-undelivered-" .. d.id, -- deterministic: on_failed runs at least once
+//	  rule  = "follow_up",
+//	  after = "10m",                         -- from the run's slot; or due_at = "RFC 3339"
+//	  data  = { owner = run.data.owner, undelivered = true },
+//	}
+//
+// It returns true once the task is replicated (or was already there with
+// the same body), else nil and the reason. Bad arguments raise an error.
+//
+// Only on_failed may call it: recipients and message are evaluated again by
+// every leader and by preview, and must not change anything. on_failed
+// itself runs at least once (a leader can die after the hook ran and before
+// it recorded so), which is why the key must be built from what the hook is
+// given (the delivery's id, the run's key), never from a counter or the
+// clock: the engine answers the same key and body with the task it already
+// has, so a second run of the hook adds nothing.
+
+// Limits of a task submitted from Lua, the same as the HTTP API's.
+const (
+	maxTaskKey   = 200
+	maxTaskAhead = 10 * 366 * 24 * time.Hour
+)
+
+const (
+	fnTaskSubmit   = "task.submit"
+	errOnlyFailed  = "task.submit is only available in on_failed"
+	fieldTaskKey   = "key"
+	fieldTaskRule  = "rule"
+	fieldTaskDueAt = "due_at"
+	fieldTaskAfter = "after"
+	fieldTaskIn    = "in" // an alias of after, as in `herald task submit --in`; a Lua keyword, so written ["in"]
+	fieldTaskData  = "data"
+)
+
+// submitter is what task.submit needs during one on_failed call.
+type submitter struct {
+	fn    engine.SubmitFunc // nil: the caller gave none (preview, a test)
+	known func(rule string) bool
+}
+
+func (sb *sandbox) openTask() {
+	sb.register("task", map[string]lua.LGFunction{"submit": sb.taskSubmit})
+}
+
+func (sb *sandbox) taskSubmit(L *lua.LState) int {
+	if sb.run == nil || sb.run.submit == nil {
+		L.RaiseError(errOnlyFailed)
+	}
+	sub := sb.run.submit
+	t, err := sb.taskArgs(L.CheckTable(1), sub)
+	if err != "" {
+		sb.errorf(fnTaskSubmit, "%s", err)
+	}
+	if sub.fn == nil {
+		L.Push(lua.LNil)
+		L.Push(lua.LString("task.submit: no task submitter here (only a leader's on_failed can submit tasks)"))
+		return 2
+	}
+	ctx := L.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if _, e := sub.fn(ctx, t); e != nil {
+		L.Push(lua.LNil)
+		L.Push(lua.LString(fnTaskSubmit + ": " + e.Error()))
+		return 2
+	}
+	L.Push(lua.LTrue)
+	return 1
+}
+
+// taskArgs reads and checks task.submit's table; the error is "" when it
+// is good.
+func (sb *sandbox) taskArgs(args *lua.LTable, sub *submitter) (engine.SubmitTask, string) {
+	var t engine.SubmitTask
+	var bad string
+	args.ForEach(func(k, _ lua.LValue) {
+		switch ks, _ := k.(lua.LString); string(ks) {
+		case fieldTaskKey, fieldTaskRule, fieldTaskDueAt, fieldTaskAfter, fieldTaskIn, fieldTaskData:
+		default:
+			if bad == "" {
+				bad = fmt.Sprintf("unknown field %s; want key, rule, due_at or after, and data", k.String())
+			}
+		}
+	})
+	if bad != "" {
+		return t, bad
+	}
+	str := func(field string) (string, string) {
+		switch v := args.RawGetString(field).(type) {
+		case *lua.LNilType:
+			return "", ""
+		case lua.LString:
+			return string(v), ""
+		default:
+			return "", fmt.Sprintf("%s: want a string, got %s", field, v.Type())
+		}
+	}
+	if t.Key, bad = str(fieldTaskKey); bad != "" {
+		return t, bad
+	}
+	if bad = checkTaskKey(t.Key); bad != "" {
+		return t, bad
+	}
+	if t.Rule, bad = str(fieldTaskRule); bad != "" {
+		return t, bad
+	}
+	if t.Rule == "" {
+		return t, "rule is required: the name of the rule the task fires"
+	}
+	if !sub.known(t.Rule) {
+		return t, fmt.Sprintf("rule %q is not loaded", t.Rule)
+	}
+	if t.DueAt, bad = sb.taskDue(args); bad != "" {
+		return t, bad
+	}
+	if v := args.RawGetString(fieldTaskData); v != lua.LNil {
+		tbl, ok := v.(*lua.LTable)
+		if !ok {
+			return t, fmt.Sprintf("data: want a table, got %s", v.Type())
+		}
+		g, err := toGo(tbl, 0)
+		if err != nil {
+			return t, "data: " + err.Error()
+		}
+		if _, ok := g.(map[string]any); !ok {
+			return t, "data: want a table with named fields (rules read it as run.data), not a list"
+		}
+		b, err := encodeJSON(g)
+		if err != nil {
+			return t, "data: " + err.Error()
+		}
+		if len(b) > maxPayload {
+			return t, fmt.Sprintf("data is %d bytes of JSON, over the %d byte limit", len(b), maxPayload)
+		}
+		t.Data = b
+	}
+	return t, ""
+}
+
+// taskDue reads due_at (an RFC 3339 string or a time) or after (a
+// duration counted from the run's slot, so that every leader computes the
+// same due time).
+func (sb *sandbox) taskDue(args *lua.LTable) (time.Time, string) {
+	due, after, in := args.RawGetString(fieldTaskDueAt), args.RawGetString(fieldTaskAfter), args.RawGetString(fieldTaskIn)
+	if after != lua.LNil && in != lua.LNil {
+		return time.Time{}, `give after or ["in"], not both`
+	}
+	if in != lua.LNil {
+		after = in
+	}
+	slot := sb.run.slot
+	var at time.Time
+	switch {
+	case (due == lua.LNil) == (after == lua.LNil):
+		return time.Time{}, `give exactly one of due_at (RFC 3339, like "2026-12-01T15:00:00+08:00") and after (a duration from the run's slot, like "10m")`
+	case due != lua.LNil:
+		switch v := due.(type) {
+		case lua.LString:
+			t, err := time.Parse(time.RFC3339, string(v))
+			if err != nil {
+				return time.Time{}, fmt.Sprintf("due_at %q: want RFC 3339 with offset, like 2026-12-01T15:00:00+08:00", string(v))
+			}
+			at = t
+		case *lua.LUserData:
+			t, ok := v.Value.(time.Time)
+			if !ok {
+				return time.Time{}, "due_at: want a time or an RFC 3339 string"
+			}
+			at = t
+		default:
+			return time.Time{}, fmt.Sprintf("due_at: want a time or an RFC 3339 string, got %s", due.Type())
+		}
+	default:
+		var d time.Duration
+		switch v := after.(type) {
+		case lua.LString:
+			var err error
+			if d, err = time.ParseDuration(string(v)); err != nil {
+				return time.Time{}, fmt.Sprintf("after %q: want a duration like \"10m\" or \"2h30m\"", string(v))
+			}
+		case lua.LNumber:
+			d = time.Duration(float64(v) * float64(time.Second))
+		default:
+			return time.Time{}, fmt.Sprintf("after: want a duration like \"10m\" or seconds, got %s", after.Type())
+		}
+		if d < 0 {
+			return time.Time{}, fmt.Sprintf("after %s: must not be negative", d)
+		}
+		at = slot.Add(d)
+	}
+	if at.Sub(slot) > maxTaskAhead {
+		return time.Time{}, "due more than ten years after the run's slot"
+	}
+	return at, ""
+}
+
+// checkTaskKey applies the HTTP API's rules for task keys: they name the
+// task in URLs, and keys starting with "alert:" are Herald's own.
+func checkTaskKey(k string) string {
+	switch {
+	case k == "":
+		return "key is required: build it from the failed delivery (d.id) so that a second run of on_failed finds the same task"
+	case len(k) > maxTaskKey:
+		return fmt.Sprintf("key is longer than %d bytes", maxTaskKey)
+	case strings.HasPrefix(k, "alert:"):
+		return `keys starting with "alert:" are Herald's own`
+	}
+	for _, r := range k {
+		if r == '/' || r == '?' || r == '#' || r == '%' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return fmt.Sprintf("key %q must not contain %q (it goes in URLs)", k, r)
+		}
+	}
+	return ""
+}
