@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/heraldhq/herald/cluster"
 )
 
 func init() { register(newDeliveriesCmd) }
@@ -32,16 +30,15 @@ type deliveryRow struct {
 }
 
 func newDeliveriesCmd() *cobra.Command {
-	var addr string
+	var f apiFlags
 	cmd := &cobra.Command{
 		Use:   "deliveries",
 		Short: "Look at deliveries in the replicated state",
 	}
-	cmd.PersistentFlags().StringVar(&addr, "addr", clusterDefaultAddr, "HTTP address of any Herald node")
+	f.register(cmd)
 
 	var rule, state, run string
 	var limit int
-	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List deliveries, newest last",
@@ -58,22 +55,21 @@ func newDeliveriesCmd() *cobra.Command {
 				Total      int               `json:"total"`
 				Deliveries []json.RawMessage `json:"deliveries"`
 			}
-			c := &cluster.Client{Addr: addr}
-			if err := c.Do(cmd.Context(), http.MethodGet, "/v1/deliveries?"+q.Encode(), nil, &out); err != nil {
+			if err := f.call(cmd, http.MethodGet, "/v1/deliveries?"+q.Encode(), nil, &out); err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd, out)
+			if f.asJSON {
+				return emitJSON(cmd, out)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tRULE\tRECIPIENT\tCHANNEL\tSTATE\tATTEMPTS\tNOT BEFORE\tSENT AT\tERROR")
 			for _, raw := range out.Deliveries {
 				var d deliveryRow
 				if err := json.Unmarshal(raw, &d); err != nil {
-					return fmt.Errorf("%s: bad response: %w", addr, err)
+					return fmt.Errorf("%s: bad response: %w", f.addr, err)
 				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.ID[:min(12, len(d.ID))], d.Rule, d.Recipient, d.Channel,
-					d.State, d.Attempts, clock(d.NotBefore), clock(d.SentAt), d.LastError)
+					d.State, d.Attempts, shortTime(d.NotBefore), shortTime(d.SentAt), d.LastError)
 			}
 			if err := w.Flush(); err != nil {
 				return err
@@ -86,7 +82,6 @@ func newDeliveriesCmd() *cobra.Command {
 	list.Flags().StringVar(&state, "state", "", "only pending, claimed, sent, failed, expired or cancelled")
 	list.Flags().StringVar(&run, "run", "", "only this run's deliveries (run key)")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many, the newest")
-	list.Flags().BoolVar(&asJSON, "json", false, "print the raw JSON")
 
 	get := &cobra.Command{
 		Use:   "get ID",
@@ -94,28 +89,12 @@ func newDeliveriesCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var d json.RawMessage
-			c := &cluster.Client{Addr: addr}
-			if err := c.Do(cmd.Context(), http.MethodGet, "/v1/deliveries/"+url.PathEscape(args[0]), nil, &d); err != nil {
+			if err := f.call(cmd, http.MethodGet, "/v1/deliveries/"+url.PathEscape(args[0]), nil, &d); err != nil {
 				return err
 			}
-			return printJSON(cmd, d)
+			return emitJSON(cmd, d)
 		},
 	}
 	cmd.AddCommand(list, get)
 	return cmd
-}
-
-func printJSON(cmd *cobra.Command, v any) error {
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
-// clock shows a time in the local zone, or "-" for none.
-func clock(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.Local().Format("2006-01-02 15:04:05")
 }
