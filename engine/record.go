@@ -60,11 +60,13 @@ type Run struct {
 
 // Claim is one attempt in flight: who sent it and until when it is theirs.
 type Claim struct {
-	Seq       int       `json:"seq"` // increases with every claim; identifies it
-	Leader    string    `json:"leader"`
-	Term      uint64    `json:"term"`
-	At        time.Time `json:"at"`
-	ExpiresAt time.Time `json:"expires_at"`
+	Seq int `json:"seq"` // increases with every claim; identifies it
+	// The rest is the lease; a settled delivery keeps only Seq, so that
+	// the next claim's number follows on.
+	Leader    string    `json:"leader,omitempty"`
+	Term      uint64    `json:"term,omitempty"`
+	At        time.Time `json:"at,omitzero"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 // Delivery is one message for one recipient of one run.
