@@ -23,7 +23,7 @@ func newAlertsCmd() *cobra.Command {
 		if err := f.call(cmd, http.MethodGet, "/v1/alerts", nil, &out); err != nil {
 			return err
 		}
-		shown := out.Alerts[:0]
+		shown := make([]*engine.Alert, 0, len(out.Alerts)) // [] in JSON when none, never null
 		for _, a := range out.Alerts {
 			if all || !a.Acked {
 				shown = append(shown, a)

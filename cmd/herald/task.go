@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -59,6 +61,9 @@ func newTaskSubmitCmd(f *apiFlags) *cobra.Command {
 					if raw, err = os.ReadFile(name); err != nil {
 						return fmt.Errorf("--data: %w", err)
 					}
+				}
+				if !json.Valid(raw) {
+					return errors.New("--data: not valid JSON")
 				}
 				req.Data = raw
 			}
@@ -135,7 +140,7 @@ func newTaskListCmd(f *apiFlags) *cobra.Command {
 				}
 			}
 			q.Set("limit", strconv.Itoa(limit))
-			var tasks []api.TaskView
+			tasks := []api.TaskView{} // [] in JSON when none, never null
 			for {
 				var page api.TaskList
 				if err := f.call(cmd, http.MethodGet, "/v1/tasks?"+q.Encode(), nil, &page); err != nil {
@@ -184,7 +189,12 @@ func printTask(cmd *cobra.Command, t api.TaskView) {
 		fmt.Fprintf(w, "run\t%s (%s%s)\ndeliveries\t%s\n", t.Run, t.RunState, late, countsText(t.Deliveries))
 	}
 	if len(t.Data) > 0 {
-		fmt.Fprintf(w, "data\t%s\n", t.Data)
+		// The API indents its answers, data included: one line here.
+		var data bytes.Buffer
+		if json.Compact(&data, t.Data) != nil {
+			data.Write(t.Data)
+		}
+		fmt.Fprintf(w, "data\t%s\n", data.Bytes())
 	}
 	_ = w.Flush()
 }
