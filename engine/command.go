@@ -10,6 +10,7 @@ import (
 // are part of the log format: append only, never renumber, never reuse.
 type CommandType uint8
 
+// The commands; each body type below says what it does.
 const (
 	CmdStartRun      CommandType = 1
 	CmdAddDeliveries CommandType = 2
@@ -128,7 +129,7 @@ type FinishPlan struct {
 	Now    time.Time `json:"now"`
 }
 
-// Claim takes due deliveries for one attempt by Leader. A delivery is
+// ClaimDeliveries takes due deliveries for one attempt by Leader. A delivery is
 // claimable when pending and due, or when claimed by an older term or past
 // its claim's expiry (ambiguous: it is sent again with the same key).
 type ClaimDeliveries struct {

@@ -23,9 +23,9 @@ type scheduler struct {
 }
 
 type cachedSchedule struct {
-	hash, spec, zone, cal, shift string
-	s                            Schedule
-	err                          error
+	spec, zone, cal, shift string
+	s                      Schedule
+	err                    error
 }
 
 func newScheduler(l *Leader) *scheduler {

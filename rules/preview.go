@@ -16,7 +16,7 @@ import (
 // uses for its run key (stagger depends on the run key).
 const PreviewTaskKey = "preview"
 
-// ErrPreviewData: the data given to Preview is not a JSON object (an API
+// ErrPreviewData means the data given to Preview is not a JSON object (an API
 // task's data always is; the HTTP API refuses anything else).
 var ErrPreviewData = errors.New("task data must be a JSON object")
 

@@ -32,7 +32,7 @@ const (
 	DefaultDebounce       = 200 * time.Millisecond
 )
 
-// ErrNoDir: the rules directory does not exist or is not a directory.
+// ErrNoDir means the rules directory does not exist or is not a directory.
 var ErrNoDir = errors.New("rules directory not found")
 
 // Config configures a rule Set.

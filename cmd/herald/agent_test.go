@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -19,7 +20,7 @@ func runAgent(t *testing.T, args ...string) (int, string) {
 	cmd := exec.Command(heraldBin, append([]string{"agent"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else {
 		require.NoError(t, err)

@@ -37,9 +37,9 @@ type Info struct {
 type LimitScope string
 
 const (
-	// ScopeRecipient: messages to one recipient through this channel.
+	// ScopeRecipient counts messages to one recipient through this channel.
 	ScopeRecipient LimitScope = "recipient"
-	// ScopeChannel: messages through this channel instance as a whole.
+	// ScopeChannel counts messages through this channel instance as a whole.
 	ScopeChannel LimitScope = "channel"
 )
 
@@ -62,6 +62,7 @@ type Message struct {
 // Status is the verdict on one message. Numbers are part of the protocol.
 type Status int
 
+// The verdicts; RetryAfter goes with StatusRateLimited.
 const (
 	StatusSent        Status = 1 // accepted by the provider
 	StatusRetryable   Status = 2 // transient failure: try again later

@@ -2,6 +2,7 @@ package wecom
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -71,7 +72,9 @@ func (ts *tokenSource) get(ctx context.Context) (string, *callError) {
 	select {
 	case r := <-ch:
 		if r.Err != nil {
-			return "", r.Err.(*callError)
+			var ce *callError
+			errors.As(r.Err, &ce) // the flight's function returns only *callError
+			return "", ce
 		}
 		return r.Val.(string), nil
 	case <-ctx.Done():
