@@ -50,7 +50,7 @@ func (sb *sandbox) textRender(L *lua.LState) int {
 
 // lookupPath follows a dotted path ("to.name", "items.1") through tables.
 func lookupPath(t *lua.LTable, path string) lua.LValue {
-	cur := lua.LValue(lua.LNil)
+	var cur lua.LValue = lua.LNil
 	if t != nil {
 		cur = t
 	}

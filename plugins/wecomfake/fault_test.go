@@ -139,7 +139,7 @@ func TestAdminHandler(t *testing.T) {
 	st, raw = b.adminDo(t, http.MethodPost, "/faults", `{"kind":"nope"}`)
 	require.Equal(t, 400, st)
 	require.Contains(t, string(raw), "unknown kind")
-	st, _ = b.adminDo(t, http.MethodPost, "/faults", `{"kind":"reset","probability":0.5}`)
+	st, _ = b.adminDo(t, http.MethodPost, "/faults", `{"kind":"reset","no_such_knob":0.5}`)
 	require.Equal(t, 400, st, "unknown fields are refused, not ignored")
 
 	st, raw = b.adminDo(t, http.MethodPost, "/tokens/revoke", ``)
