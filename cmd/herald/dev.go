@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -88,8 +90,12 @@ func runDev(ctx context.Context, dataDir, logLevel string) error {
 		"wecom_ops": {"plugin": "wecom", "base_url": "http://" + devWecomAddr, "robot_key": wecomfake.DemoRobotKey},
 	}
 
+	// While the three nodes stop, each sees its peers vanish; Raft's
+	// complaints about that say nothing to a person at the terminal.
+	quiet := &quietOnStop{Handler: newLogger(logLevel).Handler(), stopping: new(atomic.Bool)}
 	var nodes []*node
 	defer func() {
+		quiet.stopping.Store(true)
 		// All at once, so that no node spends its last moments reporting
 		// that its peers went away.
 		var wg sync.WaitGroup
@@ -108,7 +114,7 @@ func runDev(ctx context.Context, dataDir, logLevel string) error {
 		} else {
 			cfg.Join = devNodes[0].http
 		}
-		n, err := startNode(ctx, cfg, newLogger(logLevel).With("node", d.id))
+		n, err := startNode(ctx, cfg, slog.New(quiet).With("node", d.id))
 		if err != nil {
 			return fmt.Errorf("node %s: %w", d.id, err)
 		}
@@ -224,4 +230,32 @@ func peopleIDs(path string) ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// quietOnStop drops Raft's log records once stopping is set.
+type quietOnStop struct {
+	slog.Handler
+	stopping *atomic.Bool
+}
+
+func (h *quietOnStop) Handle(ctx context.Context, r slog.Record) error {
+	if h.stopping.Load() {
+		raft := false
+		r.Attrs(func(a slog.Attr) bool {
+			raft = a.Key == "component" && a.Value.String() == "raft"
+			return !raft
+		})
+		if raft {
+			return nil
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *quietOnStop) WithAttrs(as []slog.Attr) slog.Handler {
+	return &quietOnStop{Handler: h.Handler.WithAttrs(as), stopping: h.stopping}
+}
+
+func (h *quietOnStop) WithGroup(name string) slog.Handler {
+	return &quietOnStop{Handler: h.Handler.WithGroup(name), stopping: h.stopping}
 }
