@@ -126,7 +126,7 @@ func runDev(ctx context.Context, dataDir, logLevel string) error {
   Raft         %s  %s  %s
   Rules        %s   (edit a .lua file: it reloads; a broken one keeps the last good version)
   Outbox       %s   (the mock channel: one JSON line per message)
-  WeCom fake   http://%s   (channels wecom_sales and wecom_ops; records at http://%s)
+  WeCom fake   http://%s   (channels wecom_sales and wecom_ops; what it received: http://%s/messages)
   Dashboard    http://%s/ui/
   Data         %s
 
