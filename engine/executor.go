@@ -109,7 +109,10 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 			x.claimAndSend(ctx, ch, ds[start:min(start+x.l.cfg.BatchSize, len(ds))])
 		}
 	}
-	if at, ok := x.l.cfg.FSM.NextDue(); ok && at.Before(wake) {
+	// What is due already but could not go (rate limited, in flight) is
+	// looked at again at the waits above or when the state changes; the
+	// index's minimum is due now and would make this loop spin.
+	if at, ok := x.l.cfg.FSM.NextDue(); ok && at.After(now) && at.Before(wake) {
 		wake = at
 	}
 	return wake

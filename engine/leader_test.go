@@ -215,3 +215,29 @@ func TestNewLeaderFinishesOldLeadersWork(t *testing.T) {
 	defer b.sender.mu.Unlock()
 	require.Equal(t, 1, b.sender.sent[DeliveryID(key, "alice")])
 }
+
+// refusingSender's channel is always full.
+type refusingSender struct{ recordingSender }
+
+func (*refusingSender) Admit(string, string, Priority, time.Time) time.Duration { return time.Hour }
+
+// A rate-limited backlog must not make the executor spin: the next look is
+// at the limiter's wait, not at the backlog's (past) due time.
+func TestExecutorWaitsOutRateLimits(t *testing.T) {
+	t.Parallel()
+	b := setupLeader(t)
+	b.leader.cfg.Sender = &refusingSender{}
+	now := time.Now()
+	fb := &fsmBundle{t: t, fsm: b.log.fsm, term: 1}
+	key := RunKey("tick", now)
+	fb.apply(CmdStartRun, StartRun{Key: key, Rule: "tick", Slot: now, Now: now})
+	fb.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
+		{ID: DeliveryID(key, "alice"), Recipient: "alice", Channel: "mock", NotBefore: now.Add(-time.Minute), Deadline: now.Add(2 * time.Hour)},
+	}})
+	b.log.index = fb.index
+	x := newExecutor(b.leader)
+	wake := x.runOnce(context.Background())
+	require.True(t, wake.After(time.Now().Add(30*time.Second)), "next look at %s: the executor would spin", wake)
+	d, _ := b.log.fsm.Delivery(DeliveryID(key, "alice"))
+	require.Equal(t, StatePending, d.State, "nothing is claimed while the channel is full")
+}
