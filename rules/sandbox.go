@@ -127,6 +127,14 @@ func newSandbox(e *env) *sandbox {
 			sb.base.RawSetString(name, readonly(L, t))
 		}
 	}
+	// Strings' own metatable reads the library through the read-only
+	// proxy too: gopher-lua makes the module its own metatable (with
+	// __index = itself), which would hand out the writable table as
+	// ("").__index and string.__index.
+	strMeta := L.NewTable()
+	strMeta.RawSetString("__index", sb.base.RawGetString("string"))
+	strMeta.RawSetString("__metatable", lua.LString(lockedMeta))
+	L.SetMetatable(lua.LString(""), strMeta)
 	return sb
 }
 
@@ -164,8 +172,8 @@ func (sb *sandbox) runEnv() *lua.LTable {
 }
 
 // capStringLib replaces the string functions that can allocate or scan
-// without bound. The string table is also the metatable of every string,
-// so method calls ("x"):rep(n) get the capped versions too.
+// without bound. Strings' metatable reads this table, so method calls
+// ("x"):rep(n) get the capped versions too.
 func (sb *sandbox) capStringLib() {
 	L := sb.L
 	mod, ok := sb.base.RawGetString("string").(*lua.LTable)
@@ -173,7 +181,7 @@ func (sb *sandbox) capStringLib() {
 		return
 	}
 	mod.RawSetString("dump", lua.LNil)
-	mod.RawSetString("__metatable", lua.LString(lockedMeta))
+	mod.RawSetString("__index", lua.LNil) // strings get their own metatable (newSandbox)
 	mod.RawSetString("rep", L.NewFunction(strRep))
 	mod.RawSetString("format", wrapGo(L, mod, "format", checkFormat))
 	mod.RawSetString("gsub", wrapGo(L, mod, "gsub", checkGsub))

@@ -167,3 +167,40 @@ func TestErrorIsRuleError(t *testing.T) {
 	require.Equal(t, 5, re.Line)
 	require.Contains(t, re.Msg, "no customers")
 }
+
+// poisonThenCheck runs rule poison (whose error, if any, is ignored) and
+// then rule victim on the same pooled state, and returns victim's message:
+// nothing poison did may show in it.
+func poisonThenCheck(t *testing.T, poison, victim string) string {
+	t.Helper()
+	s := load(t, newDir(t, map[string]string{
+		"poison.lua": exprRule("poison", poison),
+		"victim.lua": exprRule("victim", victim),
+	}), func(c *Config) { c.PoolSize = 1 })
+	for _, st := range s.Status() {
+		require.Empty(t, st.Error, st.File)
+	}
+	_, _ = plan(t, s, "poison", "")
+	out, err := plan(t, s, "victim", "")
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+	return content(t, out[0].Payload)
+}
+
+// TestStringLibraryNotReachable: the string library behind the read-only
+// `string` table and the strings' metatable must not be reachable through
+// an __index field, or a run could replace string functions for every
+// later run on its pooled state.
+func TestStringLibraryNotReachable(t *testing.T) {
+	t.Parallel()
+	for name, poison := range map[string]string{
+		"module":    `(function() string.__index.upper = function() return "pwned" end end)()`,
+		"metatable": `(function() ("").__index.upper = function() return "pwned" end end)()`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := poisonThenCheck(t, poison, `string.upper("a") .. ("b"):upper() .. ("c"):rep(2) .. tostring(getmetatable(""))`)
+			require.Equal(t, "ABcc"+lockedMeta, got)
+		})
+	}
+}
