@@ -180,15 +180,8 @@ func (c *Config) validate() error {
 	case c.Bootstrap && c.Join != "":
 		return bad("bootstrap and join are mutually exclusive: bootstrap one node, join the others to it")
 	}
-	host, port, err := net.SplitHostPort(c.RaftAddr)
-	if err != nil {
-		return bad("raft address %q: want host:port", c.RaftAddr)
-	}
-	if port == "0" && c.RaftListener == nil {
-		return bad("raft address %q: a fixed port is needed, it is advertised to the other members", c.RaftAddr)
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		return bad("raft address %q: give an address the other members can reach, not a wildcard", c.RaftAddr)
+	if err := checkRaftAddr(c.RaftAddr, c.RaftListener != nil); err != nil {
+		return bad("raft address %v", err)
 	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		return bad("leader lease timeout %s exceeds heartbeat timeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
@@ -198,6 +191,23 @@ func (c *Config) validate() error {
 	}
 	if _, err := parseLevel(c.RaftLogLevel); err != nil {
 		return bad("%v", err)
+	}
+	return nil
+}
+
+// checkRaftAddr refuses an address the other members could not dial: not
+// host:port, a wildcard or empty host, or port 0 (unless anyPort: a given
+// listener's own address).
+func checkRaftAddr(addr string, anyPort bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return fmt.Errorf("%q: want host:port", addr)
+	}
+	if port == "0" && !anyPort {
+		return fmt.Errorf("%q: a fixed port is needed, it is advertised to the other members", addr)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("%q: give an address the other members can reach, not a wildcard", addr)
 	}
 	return nil
 }

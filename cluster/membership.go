@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"time"
 
@@ -29,8 +28,8 @@ func (r JoinRequest) validate() error {
 	if r.ID == "" {
 		return fmt.Errorf("%w: id is empty", ErrBadRequest)
 	}
-	if _, port, err := net.SplitHostPort(r.RaftAddr); err != nil || port == "" || port == "0" {
-		return fmt.Errorf("%w: raft_addr %q: want host:port", ErrBadRequest, r.RaftAddr)
+	if err := checkRaftAddr(r.RaftAddr, false); err != nil {
+		return fmt.Errorf("%w: raft_addr %v", ErrBadRequest, err)
 	}
 	if r.HTTPAddr == "" {
 		return fmt.Errorf("%w: http_addr is empty", ErrBadRequest)
