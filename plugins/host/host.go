@@ -78,8 +78,9 @@ type Config struct {
 	NoHighReserve bool
 	// HealthInterval is the period of the Health call. Default 10s.
 	HealthInterval time.Duration
-	// StartTimeout bounds a plugin's start, and each Configure, Info and
-	// Health call. Default DefaultStartTimeout.
+	// StartTimeout bounds a plugin's start, each Configure, Info and
+	// Health call, and a graceful stop (then the process is killed).
+	// Default DefaultStartTimeout.
 	StartTimeout time.Duration
 	// RestartMin and RestartMax bound the backoff between restarts of a
 	// failing plugin. The first restart after a plugin ran well is

@@ -123,10 +123,14 @@ func (in *instance) run(ctx context.Context, firstDone func()) {
 		upAt := time.Now()
 		why := in.watch(ctx, p)
 		in.setDown(p, why)
-		p.Close()
 		if ctx.Err() != nil {
+			p.Close()
 			return
 		}
+		// It exited, does not answer, or a send found it dead: nothing to
+		// wait for (a frozen process would not answer go-plugin's Shutdown).
+		p.kill()
+		p.Close()
 		// A plugin that ran well for a while restarts at once; one that
 		// keeps dying backs off.
 		if time.Since(upAt) > in.h.cfg.RestartMax {

@@ -35,11 +35,13 @@ const DefaultStartTimeout = 10 * time.Second
 
 // Plugin is one running plugin process, connected and verified.
 type Plugin struct {
-	client *plugin.Client
-	ch     *sdk.Client
-	watch  *os.File // the host's end of the host-watch pipe
-	pid    int
-	info   sdk.Info
+	client  *plugin.Client
+	ch      *sdk.Client
+	watch   *os.File    // the host's end of the host-watch pipe
+	proc    *os.Process // nil until the process started
+	pid     int
+	info    sdk.Info
+	stopMax time.Duration // how long Close waits for a graceful stop
 }
 
 // Launch starts cmd as a channel plugin, completes the handshake, and
@@ -77,7 +79,7 @@ func launch(ctx context.Context, cmd *exec.Cmd, logger hclog.Logger, timeout tim
 		StartTimeout:     timeout,
 		Stderr:           io.Discard,
 	})
-	p := &Plugin{client: client, watch: w}
+	p := &Plugin{client: client, watch: w, stopMax: timeout}
 
 	// go-plugin's start does not take a context: kill the process if ctx
 	// ends first, which makes the start fail.
@@ -95,6 +97,9 @@ func launch(ctx context.Context, cmd *exec.Cmd, logger hclog.Logger, timeout tim
 	close(started)
 	<-stopped
 	_ = r.Close()
+	if cmd.Process != nil {
+		p.proc, p.pid = cmd.Process, cmd.Process.Pid
+	}
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -104,9 +109,6 @@ func launch(ctx context.Context, cmd *exec.Cmd, logger hclog.Logger, timeout tim
 			return nil, fmt.Errorf("%w: %s: want version %d: %v", ErrProtocolVersion, cmd.Path, sdk.ProtocolVersion, err)
 		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrLaunch, cmd.Path, err)
-	}
-	if cmd.Process != nil {
-		p.pid = cmd.Process.Pid
 	}
 	raw, err := rpc.Dispense(sdk.PluginName)
 	if err != nil {
@@ -187,8 +189,33 @@ func (p *Plugin) Pid() int { return p.pid }
 // Exited reports whether the plugin process has ended.
 func (p *Plugin) Exited() bool { return p.client.Exited() }
 
-// Close stops the plugin process and waits for it.
+// Close stops the plugin process and waits for it. It asks the plugin to
+// shut down (go-plugin's Shutdown RPC, then up to 2s for the process to
+// exit) and kills it if that has not happened within the start timeout:
+// go-plugin waits for the Shutdown answer without a deadline, so a frozen
+// plugin would otherwise hold Close, and with it the host, forever.
 func (p *Plugin) Close() {
-	p.client.Kill()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.client.Kill()
+	}()
+	t := time.NewTimer(p.stopMax)
+	select {
+	case <-done:
+	case <-t.C:
+		p.kill()
+		<-done
+	}
+	t.Stop()
 	_ = p.watch.Close()
+}
+
+// kill ends the plugin process at once, without asking it. For a plugin
+// that is being replaced because it stopped answering or died: a graceful
+// stop would only wait for it. Close must still be called.
+func (p *Plugin) kill() {
+	if p.proc != nil {
+		_ = p.proc.Kill()
+	}
 }
