@@ -108,6 +108,11 @@ func newSandbox(e *env) *sandbox {
 		sb.base.RawSetString(name, lua.LNil)
 	}
 	sb.capStringLib()
+	// gopher-lua's setmetatable also takes numbers, booleans and
+	// functions, whose metatable is one per state for the whole type: a
+	// run could change tostring(42) for every later run. Lua 5.1 takes
+	// tables only.
+	sb.base.RawSetString("setmetatable", wrapGo(L, sb.base, "setmetatable", func(L *lua.LState) { L.CheckTable(1) }))
 	// Rules run on every leader and must plan the same messages: no
 	// randomness.
 	if m, ok := sb.base.RawGetString("math").(*lua.LTable); ok {
@@ -211,7 +216,7 @@ func (sb *sandbox) capStringLib() {
 func wrapGo(L *lua.LState, mod *lua.LTable, name string, check func(*lua.LState)) *lua.LFunction {
 	orig, ok := mod.RawGetString(name).(*lua.LFunction)
 	if !ok || !orig.IsG {
-		panic("rules: string." + name + " is not a Go function") // gopher-lua changed shape
+		panic("rules: " + name + " is not a Go function") // gopher-lua changed shape
 	}
 	return L.NewFunction(func(L *lua.LState) int {
 		check(L)

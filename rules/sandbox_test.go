@@ -204,3 +204,18 @@ func TestStringLibraryNotReachable(t *testing.T) {
 		})
 	}
 }
+
+// TestSetmetatableOnlyOnTables: gopher-lua lets setmetatable give numbers,
+// booleans or functions a metatable, which is one per state for the whole
+// type: it would change tostring(42) for every later run on that state.
+// As in Lua 5.1, only tables take a metatable.
+func TestSetmetatableOnlyOnTables(t *testing.T) {
+	t.Parallel()
+	got := poisonThenCheck(t, `(function()
+      local mt = { __tostring = function() return "pwned" end, __index = function() return "pwned" end }
+      for _, v in ipairs({ 1, true, print or tostring }) do pcall(setmetatable, v, mt) end
+      return setmetatable({}, mt)
+    end)() and "ok"`,
+		`tostring(42) .. tostring(true) .. tostring(getmetatable(1)) .. tostring(getmetatable(tostring)) .. tostring(setmetatable({}, { __index = { x = "x" } }).x)`)
+	require.Equal(t, "42truenilnilx", got)
+}
