@@ -197,6 +197,8 @@ func writeErr(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case errors.Is(err, ErrLastVoter):
 		status = http.StatusConflict
+	case errors.Is(err, ErrRaftUnreachable):
+		status = http.StatusBadGateway
 	case errors.Is(err, engine.ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrShutdown):
 		status = http.StatusServiceUnavailable
 	case errors.As(err, &ae):

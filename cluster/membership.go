@@ -22,6 +22,9 @@ var (
 	ErrLastVoter = errors.New("cannot remove the only voter")
 	// ErrBadRequest wraps every invalid join/remove request.
 	ErrBadRequest = errors.New("bad request")
+	// ErrRaftUnreachable: the leader cannot open a connection to a joining
+	// node's Raft address, so it does not add it (HTTP 502).
+	ErrRaftUnreachable = errors.New("raft address does not answer")
 )
 
 func (r JoinRequest) validate() error {
@@ -86,11 +89,18 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 	if err := cf.Error(); err != nil {
 		return mapRaftErr(err)
 	}
-	present := false
-	for _, s := range cf.Configuration().Servers {
+	current := cf.Configuration().Servers
+	present := slices.ContainsFunc(current, func(s raft.Server) bool {
+		return string(s.ID) == req.ID && string(s.Address) == req.RaftAddr && s.Suffrage == raft.Voter
+	})
+	if !present {
+		if err := n.probeRaft(req.RaftAddr); err != nil {
+			return err
+		}
+	}
+	for _, s := range current {
 		switch {
-		case string(s.ID) == req.ID && string(s.Address) == req.RaftAddr && s.Suffrage == raft.Voter:
-			present = true
+		case string(s.ID) == req.ID && string(s.Address) == req.RaftAddr:
 		case string(s.ID) == req.ID:
 			n.log.Info("member rejoins at a new raft address; replacing the stale one",
 				"id", req.ID, "old", s.Address, "new", req.RaftAddr)
@@ -114,6 +124,19 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 		return nil
 	}
 	return n.upsertMember(ctx, m)
+}
+
+// probeRaft dials addr as the Raft transport would (TLS included) before
+// it becomes a voter's address. A voter nobody can reach costs quorum: in a
+// one-node cluster the quorum becomes two of two, the leader steps down and
+// no one can be elected again.
+func (n *Node) probeRaft(addr string) error {
+	c, err := n.stream.Dial(raft.ServerAddress(addr), n.cfg.DialTimeout)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v (is the node running, and is this the address the other members can reach?)",
+			ErrRaftUnreachable, addr, err)
+	}
+	return c.Close()
 }
 
 // removeMember runs on the leader for another member: it drops the server
