@@ -7,9 +7,11 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -119,6 +121,13 @@ func New(cfg Config) http.Handler {
 	mux.Handle("GET /ui/", dashboard())
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// This catch-all matches every method, so the mux never answers
+		// 405 itself: a path served for other methods is told so here.
+		if allow := allowed(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	var h http.Handler = mux
@@ -129,6 +138,20 @@ func New(cfg Config) http.Handler {
 }
 
 type server struct{ cfg Config }
+
+// allowed lists the methods that mux serves on r's path (other than the
+// catch-all "/").
+func allowed(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodPatch, http.MethodPost, http.MethodPut} {
+		probe := r.WithContext(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
 
 func (s *server) status(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.cfg.StatusFunc())

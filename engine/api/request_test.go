@@ -1,0 +1,64 @@
+package api_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+)
+
+// Bad requests: each gets a 4xx with a JSON reason, never a 500, a panic
+// or a silent success.
+
+func (b *apiBundle) send(t *testing.T, method, target string, body io.Reader, hdr ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, target, body)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	b.h.ServeHTTP(rec, req)
+	return rec
+}
+
+func jsonBody(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"), rec.Body.String())
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out), rec.Body.String())
+	require.NotEmpty(t, out["error"], rec.Body.String())
+	return out
+}
+
+func TestWrongMethodIs405WithAllow(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	tests := []struct{ method, target, allow string }{
+		{http.MethodDelete, "/v1/status", "GET, HEAD"},
+		{http.MethodPost, "/v1/status", "GET, HEAD"},
+		{http.MethodPut, "/v1/tasks", "GET, HEAD, POST"},
+		{http.MethodPost, "/v1/tasks/k", "DELETE, GET, HEAD"},
+		{http.MethodGet, "/v1/rules/daily/fire", "POST"},
+		{http.MethodGet, "/v1/alerts/x/ack", "POST"},
+		{http.MethodPost, "/metrics", "GET, HEAD"},
+		{http.MethodPost, "/ui/app.js", "GET, HEAD"},
+		{http.MethodPost, "/", "GET, HEAD"},
+	}
+	for _, tc := range tests {
+		rec := b.send(t, tc.method, tc.target, nil)
+		require.Equal(t, http.StatusMethodNotAllowed, rec.Code, "%s %s", tc.method, tc.target)
+		require.Equal(t, tc.allow, rec.Header().Get("Allow"), "%s %s", tc.method, tc.target)
+		require.Contains(t, jsonBody(t, rec)["error"], tc.allow)
+	}
+	for _, target := range []string{"/nope", "/v1/nope", "/v1/tasks/k/x", "/v2/status"} {
+		rec := b.send(t, http.MethodGet, target, nil)
+		require.Equal(t, http.StatusNotFound, rec.Code, target)
+		require.Empty(t, rec.Header().Get("Allow"), target)
+		require.Contains(t, jsonBody(t, rec)["error"], "no such endpoint")
+	}
+}
+
