@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
 )
 
 // Bad requests: each gets a 4xx with a JSON reason, never a 500, a panic
@@ -62,3 +61,12 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 	}
 }
 
+func TestTaskDueAtZeroIs400(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	for _, due := range []string{"0001-01-01T00:00:00Z", "0001-01-01T08:00:00+08:00"} {
+		code, out := b.do(t, http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"`+due+`"}`)
+		require.Equal(t, http.StatusBadRequest, code, out)
+		require.Equal(t, "due_at", out["field"])
+	}
+}

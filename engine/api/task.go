@@ -108,7 +108,7 @@ func (s *server) parseTask(r *http.Request) (engine.SubmitTask, error) {
 		return engine.SubmitTask{}, &FieldError{"due_at", "required: an RFC 3339 time with offset, like 2026-12-01T15:00:00+08:00"}
 	}
 	due, err := time.Parse(time.RFC3339Nano, req.DueAt)
-	if err != nil {
+	if err != nil || due.IsZero() { // the state machine takes the zero instant for "missing"
 		return engine.SubmitTask{}, &FieldError{"due_at", "want an RFC 3339 time with offset, like 2026-12-01T15:00:00+08:00"}
 	}
 	now := s.now()
