@@ -38,17 +38,34 @@ func (a applier) notifyAlert(c NotifyAlert) any {
 		(al.Notified > 0 && (!al.Last.After(al.NotifiedAt) || c.Now.Sub(al.NotifiedAt) < c.Interval)) {
 		return ErrAlertNotDue
 	}
-	key := AlertTaskKey(c.ID, c.Seq)
-	if _, ok := a.st.Tasks[key]; ok {
-		return ErrAlertNotDue
+	// An alert pruned by retention and raised again counts from 1 again,
+	// while the keys of its earlier notifications may still be taken (a
+	// task, or the ledger once its run is pruned): a task whose run key is
+	// taken would never fire. Take the next free number instead.
+	seq := c.Seq
+	for a.taskKeyTaken(AlertTaskKey(c.ID, seq)) {
+		seq++
 	}
-	t := &Task{Key: key, Rule: c.Rule, DueAt: c.Now, Data: c.Data, State: TaskPending, SubmittedAt: c.Now, Alert: c.ID}
+	t := &Task{Key: AlertTaskKey(c.ID, seq), Rule: c.Rule, DueAt: c.Now, Data: c.Data, State: TaskPending, SubmittedAt: c.Now, Alert: c.ID}
 	a.st.putTask(t)
 	n := *al
-	n.Notified, n.NotifiedAt = c.Seq, c.Now
+	n.Notified, n.NotifiedAt = seq, c.Now
 	a.st.Alerts[c.ID] = &n
 	a.signalTasks()
 	return t
+}
+
+// taskKeyTaken reports whether a task with key exists or its run key was
+// used (the run exists, or was pruned and is in the ledger).
+func (a applier) taskKeyTaken(key string) bool {
+	if _, ok := a.st.Tasks[key]; ok {
+		return true
+	}
+	if _, ok := a.st.Runs[TaskRunKey(key)]; ok {
+		return true
+	}
+	_, ok := a.st.Ledger[TaskRunKey(key)]
+	return ok
 }
 
 func (a applier) ackAlert(c AckAlert) any {
