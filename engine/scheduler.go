@@ -84,15 +84,27 @@ func (s *scheduler) fireTasks(ctx context.Context, hash string, now time.Time) (
 			Key: TaskRunKey(t.Key), Rule: t.Rule, Slot: t.DueAt, Zone: r.Timezone, TaskKey: t.Key, Data: t.Data,
 			Date: SlotDate(t.DueAt, r.Timezone), Late: now.Sub(t.DueAt) > s.l.cfg.LateAfter, RulesHash: hash, Now: now,
 		}
-		if _, err := s.l.propose(ctx, CmdStartRun, c); err != nil && !errors.Is(err, ErrRunExists) {
-			s.l.log.Warn("cannot fire task", "task", t.Key, "err", err)
-			return now.Add(time.Second), true
+		if _, err := s.l.propose(ctx, CmdStartRun, c); err != nil {
+			if !errors.Is(err, ErrRunExists) {
+				s.l.log.Warn("cannot fire task", "task", t.Key, "err", err)
+				return now.Add(time.Second), true
+			}
+			if tk, ok := s.l.cfg.FSM.Task(t.Key); ok && tk.State == TaskPending {
+				s.l.log.Warn("a due task cannot fire: its run key is taken", "task", t.Key)
+			}
 		}
 	}
 	if len(due) == maxTasksPerPass {
 		return now, true
 	}
-	return s.l.cfg.FSM.NextTaskDue()
+	next, ok := s.l.cfg.FSM.NextTaskDue()
+	if ok && !next.After(now) {
+		// Still pending although due: its run was refused (or it was
+		// submitted just now, and TasksChanged wakes us at once). Looking
+		// again at once would spin.
+		return now.Add(time.Second), true
+	}
+	return next, ok
 }
 
 // SlotDate is slot's date (YYYY-MM-DD) in zone (UTC when zone is empty

@@ -190,6 +190,11 @@ func (a applier) submitTask(c SubmitTask) any {
 	if at, ok := a.st.Ledger[TaskRunKey(c.Key)]; ok {
 		return fmt.Errorf("%w: task %q fired for %s and was pruned since; choose a new key", ErrTaskKeyUsed, c.Key, at.Format(time.RFC3339))
 	}
+	if _, ok := a.st.Runs[TaskRunKey(c.Key)]; ok {
+		// A run of this key without a task record (older logs): the task
+		// could never fire.
+		return fmt.Errorf("%w: run %s exists; choose a new key", ErrTaskKeyUsed, TaskRunKey(c.Key))
+	}
 	t := &Task{Key: c.Key, Rule: c.Rule, DueAt: c.DueAt, Data: c.Data, State: TaskPending, SubmittedAt: c.Now}
 	a.st.putTask(t)
 	a.signalTasks()
