@@ -195,7 +195,7 @@ func writeErr(w http.ResponseWriter, err error) {
 		status = http.StatusBadRequest
 	case errors.Is(err, ErrUnknownMember):
 		status = http.StatusNotFound
-	case errors.Is(err, ErrLastVoter):
+	case errors.Is(err, ErrLastVoter), errors.Is(err, ErrMemberConflict):
 		status = http.StatusConflict
 	case errors.Is(err, ErrRaftUnreachable):
 		status = http.StatusBadGateway

@@ -22,6 +22,9 @@ var (
 	ErrLastVoter = errors.New("cannot remove the only voter")
 	// ErrBadRequest wraps every invalid join/remove request.
 	ErrBadRequest = errors.New("bad request")
+	// ErrMemberConflict: a join request clashes with a member that is
+	// still running (the leader itself, or a live node with the same id).
+	ErrMemberConflict = errors.New("member conflict")
 	// ErrRaftUnreachable: the leader cannot open a connection to a joining
 	// node's Raft address, so it does not add it (HTTP 502).
 	ErrRaftUnreachable = errors.New("raft address does not answer")
@@ -89,6 +92,9 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 	if err := cf.Error(); err != nil {
 		return mapRaftErr(err)
 	}
+	if err := n.checkJoinConflict(ctx, req); err != nil {
+		return err
+	}
 	current := cf.Configuration().Servers
 	present := slices.ContainsFunc(current, func(s raft.Server) bool {
 		return string(s.ID) == req.ID && string(s.Address) == req.RaftAddr && s.Suffrage == raft.Voter
@@ -124,6 +130,44 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 		return nil
 	}
 	return n.upsertMember(ctx, m)
+}
+
+// checkJoinConflict refuses a join that would evict a running member: one
+// claiming this leader's id or Raft address (the leader would remove or
+// move itself), or an id whose current holder still answers at its old
+// address — two processes with one id are a copied config, not a move.
+func (n *Node) checkJoinConflict(ctx context.Context, req JoinRequest) error {
+	switch {
+	case req.ID == n.cfg.NodeID && (req.RaftAddr != n.cfg.RaftAddr || req.HTTPAddr != n.cfg.HTTPAddr):
+		return fmt.Errorf("%w: %s is the leader's own id; it runs at raft address %s", ErrMemberConflict, req.ID, n.cfg.RaftAddr)
+	case req.ID != n.cfg.NodeID && req.RaftAddr == n.cfg.RaftAddr:
+		return fmt.Errorf("%w: raft address %s belongs to the leader, %s", ErrMemberConflict, req.RaftAddr, n.cfg.NodeID)
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return mapRaftErr(err)
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == req.ID && string(s.Address) != req.RaftAddr && n.stillRunning(ctx, req.ID, string(s.Address)) {
+			return fmt.Errorf("%w: %s is still running at raft address %s: stop it first, or if the joining node is another one, give it another id",
+				ErrMemberConflict, req.ID, s.Address)
+		}
+	}
+	return nil
+}
+
+// stillRunning asks the HTTP address recorded for id whether a node with
+// that id still runs at raftAddr. Any failure to answer means no: a moved
+// or rebuilt node's old process is gone.
+func (n *Node) stillRunning(ctx context.Context, id, raftAddr string) bool {
+	addr := n.memberHTTP(id)
+	if addr == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	st, err := (&Client{Addr: addr, HTTP: n.client}).Status(ctx)
+	return err == nil && st.NodeID == id && st.RaftAddr == raftAddr
 }
 
 // probeRaft dials addr as the Raft transport would (TLS included) before

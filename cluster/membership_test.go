@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -50,4 +51,53 @@ func TestJoinRefusesUnreachableRaftAddr(t *testing.T) {
 	require.Equal(t, map[string]string{"n1": leader.raftAddr}, servers(t, leader.node))
 	_, err = leader.node.Apply(ctxT(t), setCmd("still", "leading"))
 	require.NoError(t, err)
+}
+
+// A join request that claims the leader's own Raft address under another
+// id, or the leader's id at another address, is an operator's mistake: it
+// must not remove the leader from the cluster or move it.
+func TestJoinRefusesTheLeadersIdentity(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil, nil)
+	leader := leaderOf(t, nodes)
+	before := servers(t, leader.node)
+	ctx := ctxT(t)
+
+	err := leader.client().Join(ctx, JoinRequest{ID: "n9", RaftAddr: leader.raftAddr, HTTPAddr: "127.0.0.1:1"})
+	requireAPIStatus(t, err, http.StatusConflict, leader.id)
+
+	// Something answers there, so only the identity check can refuse it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	err = leader.client().Join(ctx, JoinRequest{ID: leader.id, RaftAddr: ln.Addr().String(), HTTPAddr: "127.0.0.1:1"})
+	requireAPIStatus(t, err, http.StatusConflict, leader.id)
+
+	require.True(t, leader.node.IsLeader())
+	require.Equal(t, before, servers(t, leader.node))
+}
+
+// Two processes with one id are a mistake (a copied config); the one that
+// joins last must not silently evict the one still running.
+func TestJoinRefusesAnIDStillRunningElsewhere(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil, nil)
+	leader := leaderOf(t, nodes)
+	alive := followersOf(nodes, leader)[0]
+
+	_, err := tryTestNode(t, nodeOpts{id: alive.id, join: leader.httpAddr()})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "still running")
+	requireAPIStatus(t, err, http.StatusConflict, alive.raftAddr)
+	require.Equal(t, alive.raftAddr, servers(t, leader.node)[alive.id])
+	require.Equal(t, alive.httpAddr(), leader.sm.member(alive.id).HTTPAddr)
 }
