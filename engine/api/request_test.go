@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -70,3 +71,24 @@ func TestTaskDueAtZeroIs400(t *testing.T) {
 		require.Equal(t, "due_at", out["field"])
 	}
 }
+
+func TestTaskKeyDotSegmentsRefused(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	for _, key := range []string{".", ".."} {
+		code, out := b.do(t, http.MethodPost, "/v1/tasks", `{"key":"`+key+`","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`)
+		require.Equal(t, http.StatusBadRequest, code, out)
+		require.Equal(t, "key", out["field"])
+	}
+	// Other unusual keys go through and can be read back by their escaped
+	// path, as the CLI sends it.
+	for _, key := range []string{"询价-8812", "a.b", "...", "a+b", "x:y@z"} {
+		code, out := b.do(t, http.MethodPost, "/v1/tasks", `{"key":"`+key+`","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`)
+		require.Equal(t, http.StatusCreated, code, out)
+		code, out = b.do(t, http.MethodGet, "/v1/tasks/"+pathEscape(key), "")
+		require.Equal(t, http.StatusOK, code, key)
+		require.Equal(t, key, out["key"])
+	}
+}
+
+func pathEscape(s string) string { return (&url.URL{Path: s}).EscapedPath() }

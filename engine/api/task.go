@@ -130,6 +130,10 @@ func checkKey(k string) error {
 		return &FieldError{"key", fmt.Sprintf("longer than %d bytes", maxTaskKey)}
 	case strings.HasPrefix(k, "alert:"):
 		return &FieldError{"key", `keys starting with "alert:" are Herald's own`}
+	case k == "." || k == "..":
+		// A URL path cleans them away: /v1/tasks/.. is /v1/, so such a
+		// task could never be read or cancelled.
+		return &FieldError{"key", fmt.Sprintf("%q cannot be a key (it goes in URLs)", k)}
 	}
 	for _, r := range k {
 		if r == '/' || r == '?' || r == '#' || r == '%' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
