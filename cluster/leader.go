@@ -80,9 +80,21 @@ func (l *leadership) drain() []bool {
 // upserts its own member record (its HTTP address, for forwarding), then
 // runs lead(leaderCtx) in a goroutine. When leadership is lost, ctx ends or
 // the node shuts down, it cancels leaderCtx and waits for lead to return.
-// RunLeader blocks until ctx is done or the node shuts down. Run one
-// RunLeader per node.
+// RunLeader blocks until ctx is done or the node shuts down; Shutdown
+// waits for it, lead included, before stopping Raft. Run one RunLeader per
+// node.
 func (n *Node) RunLeader(ctx context.Context, lead func(ctx context.Context)) {
+	n.runMu.Lock()
+	select {
+	case <-n.shutdownCh:
+		n.runMu.Unlock()
+		return
+	default:
+	}
+	n.runners.Add(1)
+	n.runMu.Unlock()
+	defer n.runners.Done()
+
 	var (
 		cancel context.CancelFunc
 		done   chan struct{}

@@ -61,6 +61,12 @@ type Node struct {
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
 
+	// runners counts RunLeader calls in progress; Shutdown waits for them
+	// (and so for their lead funcs) before it stops Raft. runMu orders
+	// their Add against Shutdown's close of shutdownCh and Wait.
+	runMu   sync.Mutex
+	runners sync.WaitGroup
+
 	shutdownOnce sync.Once
 	shutdownErr  error
 	shutdownCh   chan struct{}
@@ -404,13 +410,18 @@ func (n *Node) Status() Status {
 	return st
 }
 
-// Shutdown stops background work and Raft and closes the stores. It does
-// not leave the cluster: a restart with the same data dir resumes.
+// Shutdown stops background work, the leader work of RunLeader (and waits
+// for it to return), then Raft, and closes the stores. It does not leave the
+// cluster: a restart with the same data dir resumes. Do not call it from
+// inside a lead func: it would wait for itself.
 func (n *Node) Shutdown() error {
 	n.shutdownOnce.Do(func() {
+		n.runMu.Lock()
 		close(n.shutdownCh)
+		n.runMu.Unlock()
 		n.bgCancel()
 		n.bg.Wait()
+		n.runners.Wait()
 		n.shutdownErr = n.raft.Shutdown().Error()
 		n.metrics.unregister()
 		n.closeResources()
