@@ -189,7 +189,7 @@ func (sb *sandbox) capStringLib() {
 	mod.RawSetString("__index", lua.LNil) // strings get their own metatable (newSandbox)
 	mod.RawSetString("rep", L.NewFunction(strRep))
 	mod.RawSetString("format", wrapGo(L, mod, "format", checkFormat))
-	mod.RawSetString("gsub", wrapGo(L, mod, "gsub", checkGsub))
+	mod.RawSetString("gsub", L.NewFunction(strGsub))
 	for _, name := range []string{"find", "match"} {
 		mod.RawSetString(name, wrapGo(L, mod, name, checkSubject(name)))
 	}
@@ -281,27 +281,6 @@ func checkFormat(L *lua.LState) {
 	}
 	if size > maxStringLen {
 		L.RaiseError("string.format: result could be %d bytes, over the %d byte limit", size, maxStringLen)
-	}
-}
-
-// checkGsub bounds the result of a replacement by a string: every match
-// adds at most the replacement, and every capture reference at most the
-// subject.
-func checkGsub(L *lua.LState) {
-	checkSubject("gsub")(L)
-	s := L.CheckString(1)
-	repl, ok := L.Get(3).(lua.LString)
-	if !ok {
-		return
-	}
-	refs := strings.Count(string(repl), "%")
-	matches := len(s) + 1 // a pattern can match at most once per position
-	if n := L.OptInt(4, -1); n >= 0 && n < matches {
-		matches = n
-	}
-	bound := len(s) + matches*len(repl) + refs*len(s)
-	if bound > maxStringLen {
-		L.RaiseError("string.gsub: result could be over the %d byte limit", maxStringLen)
 	}
 }
 
