@@ -1,10 +1,8 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -43,8 +41,8 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req FireRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-		writeFieldError(w, &FieldError{"body", "want {\"slot\": \"RFC 3339 time\"} or nothing: " + err.Error()})
+	if err := decodeBody(w, r, maxFireBody, &req, true, `{"slot": "RFC 3339 time"} (or no body: now)`); err != nil {
+		writeFieldError(w, err)
 		return
 	}
 	now := s.now()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -89,6 +90,75 @@ func TestTaskKeyDotSegmentsRefused(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, key)
 		require.Equal(t, key, out["key"])
 	}
+}
+
+func TestTaskBodyTrailingDataRefused(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	ok := `{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`
+	for _, body := range []string{ok + " x", ok + "}", ok + ok, ok + `{"key":"k2"}`} {
+		code, out := b.do(t, http.MethodPost, "/v1/tasks", body)
+		require.Equal(t, http.StatusBadRequest, code, body)
+		require.Equal(t, "body", out["field"], body)
+	}
+	_, found := b.node.fsm.Task("k")
+	require.False(t, found)
+	code, _ := b.do(t, http.MethodPost, "/v1/tasks", ok+" \n")
+	require.Equal(t, http.StatusCreated, code, "trailing space is fine")
+}
+
+type endless struct {
+	head []byte
+	read atomic.Int64
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	off := e.read.Load()
+	n := 0
+	for n < len(p) {
+		if i := off + int64(n); i < int64(len(e.head)) {
+			p[n] = e.head[i]
+		} else {
+			p[n] = 'a'
+		}
+		n++
+	}
+	e.read.Add(int64(n))
+	return n, nil
+}
+
+func TestTaskBodyTooLargeIs413(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	body := &endless{head: []byte(`{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00","data":{"x":"`)}
+	rec := b.send(t, http.MethodPost, "/v1/tasks", body, "Content-Type", "application/json")
+	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, rec.Body.String())
+	require.Contains(t, jsonBody(t, rec)["error"], "KiB")
+	require.Less(t, body.read.Load(), int64(1<<20), "the body is not read to its end")
+
+	body = &endless{head: []byte(`{"slot":"`)}
+	rec = b.send(t, http.MethodPost, "/v1/rules/daily/fire", body)
+	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, rec.Body.String())
+	require.Less(t, body.read.Load(), int64(1<<20))
+}
+
+func TestFireRefusesUnknownFieldsAndTrailingData(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	code, out := b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slott":"2026-11-30T09:00:00+08:00"}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Equal(t, "slott", out["field"])
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-30T09:00:00+08:00"} {"slot":"2026-11-29T09:00:00+08:00"}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Equal(t, "body", out["field"])
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `["2026-11-30T09:00:00+08:00"]`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Empty(t, b.node.fsm.Runs(nil), "nothing fired")
+
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", ``)
+	require.Equal(t, http.StatusCreated, code, "no body fires now: %v", out)
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{}`)
+	require.Equal(t, http.StatusConflict, code, "{} fires now too, the same second: %v", out)
 }
 
 func pathEscape(s string) string { return (&url.URL{Path: s}).EscapedPath() }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -78,20 +77,10 @@ func (s *server) taskView(t *engine.Task) TaskView {
 }
 
 // parseTask checks a submission and turns it into the command body.
-func (s *server) parseTask(r *http.Request) (engine.SubmitTask, error) {
+func (s *server) parseTask(w http.ResponseWriter, r *http.Request) (engine.SubmitTask, error) {
 	var req TaskRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxTaskData+4096))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		var ute *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &ute):
-			return engine.SubmitTask{}, &FieldError{ute.Field, "want a " + ute.Type.String()}
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return engine.SubmitTask{}, &FieldError{f, "unknown field; want key, rule, due_at and data"}
-		}
-		return engine.SubmitTask{}, &FieldError{"body", "want a JSON object: " + err.Error()}
+	if err := decodeBody(w, r, maxTaskData+4096, &req, false, "with key, rule, due_at and data"); err != nil {
+		return engine.SubmitTask{}, err
 	}
 	if err := checkKey(req.Key); err != nil {
 		return engine.SubmitTask{}, err
@@ -172,7 +161,7 @@ func canonicalData(raw json.RawMessage) (json.RawMessage, error) {
 }
 
 func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
-	c, err := s.parseTask(r)
+	c, err := s.parseTask(w, r)
 	if err != nil {
 		writeFieldError(w, err)
 		return
@@ -319,7 +308,14 @@ func (s *server) writeApplyError(w http.ResponseWriter, err error) {
 }
 
 func writeFieldError(w http.ResponseWriter, err error) {
-	var fe *FieldError
+	var (
+		fe *FieldError
+		be *bodyError
+	)
+	if errors.As(err, &be) {
+		writeJSON(w, be.code, map[string]string{"error": be.reason, "field": "body"})
+		return
+	}
 	if errors.As(err, &fe) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fe.Error(), "field": fe.Field, "reason": fe.Reason})
 		return
