@@ -13,6 +13,11 @@ import (
 // maxDuePerPass bounds how many due deliveries one executor pass considers.
 const maxDuePerPass = 10000
 
+// retryFailedProposal is how soon a pass looks again after a Claim or an
+// Expire failed to replicate: what it was for is due now, and in a quiet
+// cluster no state change would wake the executor before the minute is up.
+const retryFailedProposal = time.Second
+
 // maxRefusals: after this many rate-limit refusals in a row on one channel
 // and priority, a pass stops asking for that pair (per-recipient limits
 // may refuse a few; a full channel refuses all, and a backlog of 10,000
@@ -63,8 +68,9 @@ func (x *executor) run(ctx context.Context) {
 func (x *executor) runOnce(ctx context.Context) time.Time {
 	now := x.l.now()
 	wake := now.Add(time.Minute)
-	due := append(x.l.cfg.FSM.Due(now, maxDuePerPass), x.resend...)
+	resend := x.resend
 	x.resend = nil
+	due := append(x.l.cfg.FSM.Due(now, maxDuePerPass), resend...)
 
 	var expired []string
 	batches := map[string][]*Delivery{}
@@ -99,14 +105,29 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 		refused[cp] = 0
 		batches[d.Channel] = append(batches[d.Channel], d)
 	}
+	failed := false
 	if len(expired) > 0 {
 		if _, err := x.l.propose(ctx, CmdExpire, Expire{IDs: expired, Now: now}); err != nil {
 			x.l.log.Warn("cannot expire deliveries", "n", len(expired), "err", err)
+			failed = true
 		}
 	}
 	for ch, ds := range batches {
 		for start := 0; start < len(ds); start += x.l.cfg.BatchSize {
-			x.claimAndSend(ctx, ch, ds[start:min(start+x.l.cfg.BatchSize, len(ds))])
+			if !x.claimAndSend(ctx, ch, ds[start:min(start+x.l.cfg.BatchSize, len(ds))]) {
+				failed = true
+			}
+		}
+	}
+	if at := now.Add(retryFailedProposal); failed && at.Before(wake) {
+		wake = at
+	}
+	// An older term's claim that this pass could not take over (rate
+	// limited, claim failed) stays to be resent: the due index would show
+	// it again only when the old claim runs out.
+	for _, d := range resend {
+		if cur, ok := x.l.cfg.FSM.Delivery(d.ID); ok && cur.State == StateClaimed && cur.Claim.Seq == d.Claim.Seq {
+			x.resend = append(x.resend, cur)
 		}
 	}
 	// What is due already but could not go (rate limited, in flight) is
@@ -125,8 +146,8 @@ func (x *executor) isInflight(id string) bool {
 }
 
 // claimAndSend claims a batch through the log and, for what was claimed,
-// sends it in the background.
-func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Delivery) {
+// sends it in the background. It returns false if the claim failed.
+func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Delivery) bool {
 	ids := make([]string, len(ds))
 	byID := make(map[string]*Delivery, len(ds))
 	for i, d := range ds {
@@ -136,18 +157,18 @@ func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Deliv
 	select {
 	case x.sends <- struct{}{}:
 	case <-ctx.Done():
-		return
+		return false
 	}
 	res, err := x.l.propose(ctx, CmdClaim, ClaimDeliveries{IDs: ids, Leader: x.l.cfg.NodeID, Now: x.l.now(), Timeout: x.l.cfg.ClaimTimeout})
 	if err != nil {
 		<-x.sends
 		x.l.log.Warn("claim failed", "channel", channel, "n", len(ids), "err", err)
-		return
+		return false
 	}
 	claimed := res.(ClaimResult).Claimed
 	if len(claimed) == 0 {
 		<-x.sends
-		return
+		return true
 	}
 	x.mu.Lock()
 	for _, c := range claimed {
@@ -169,6 +190,7 @@ func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Deliv
 		}()
 		x.send(ctx, channel, claimed, byID)
 	})
+	return true
 }
 
 // send confirms leadership, sends the claimed batch and replicates the

@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// flakyLog fails the next proposals of the given command types, as a
+// replication timeout would.
+type flakyLog struct {
+	*localLog
+	mu   sync.Mutex
+	fail map[CommandType]int
+}
+
+var errTimeout = errors.New("timed out enqueuing operation")
+
+func (f *flakyLog) Apply(ctx context.Context, cmd []byte) (any, error) {
+	f.mu.Lock()
+	if n := f.fail[CommandType(cmd[0])]; n > 0 {
+		f.fail[CommandType(cmd[0])] = n - 1
+		f.mu.Unlock()
+		return nil, errTimeout
+	}
+	f.mu.Unlock()
+	return f.localLog.Apply(ctx, cmd)
+}
+
+// A claim or an expiry that failed to replicate leaves work due now: the
+// executor must look again soon, not at the one-minute cap (nothing else
+// wakes it in a quiet cluster).
+func TestExecutorRetriesSoonAfterAFailedProposal(t *testing.T) {
+	t.Parallel()
+	for _, ct := range []CommandType{CmdClaim, CmdExpire} {
+		t.Run(ct.String(), func(t *testing.T) {
+			t.Parallel()
+			start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+			s := newSim(t, start.Add(-time.Minute), Rule{Name: "r", Schedule: "0 9 * * *", Channel: "mock", Deadline: time.Hour})
+			s.rules.plan["r"] = to("alice")
+			flaky := &flakyLog{localLog: s.log, fail: map[CommandType]int{}}
+			s.cfg.Replicator = flaky
+			s.lead("n1")
+			s.sched.runOnce(s.ctx) // the rule's schedule starts counting
+			s.clock.Set(start)
+			s.sched.runOnce(s.ctx)
+			s.sched.wg.Wait()
+			require.Len(t, s.log.fsm.RunDeliveries(RunKey("r", start)), 1)
+			now := start
+			if ct == CmdExpire {
+				now = start.Add(2 * time.Hour) // past the deadline
+				s.clock.Set(now)
+			}
+			flaky.fail[ct] = 1
+			wake := s.exec.runOnce(s.ctx)
+			require.LessOrEqual(t, wake.Sub(now), 5*time.Second, "a failed %s is retried only at %s", ct, wake)
+			s.clock.Set(wake)
+			s.exec.runOnce(s.ctx)
+			s.exec.wg.Wait()
+			d, _ := s.log.fsm.Delivery(DeliveryID(RunKey("r", start), "alice"))
+			require.True(t, d.State.Final(), "still %s after the retry", d.State)
+		})
+	}
+}
+
+// refusingOnce refuses its first admissions for a second, like a full
+// rate-limit bucket, then admits everything.
+type refusingOnce struct {
+	*simSender
+	mu      sync.Mutex
+	refuses int
+}
+
+func (r *refusingOnce) Admit(ch, to string, p Priority, now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.refuses > 0 {
+		r.refuses--
+		return time.Second
+	}
+	return 0
+}
+
+// A new leader resends at once what an older term claimed and never
+// settled. If the channel's limits hold one back for a moment, it goes
+// when they allow, not when the old claim runs out.
+func TestResendHeldBackByRateLimitsGoesWhenAdmitted(t *testing.T) {
+	t.Parallel()
+	for _, failClaim := range []bool{false, true} {
+		name := "rate limited"
+		if failClaim {
+			name = "claim failed"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+			s := newSim(t, start)
+			key := RunKey("r", start)
+			id := DeliveryID(key, "alice")
+			s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: start, Now: start})
+			s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
+				{ID: id, Recipient: "alice", Channel: "mock", Priority: PriorityNormal, NotBefore: start, Deadline: start.Add(time.Hour)}}})
+			s.apply(CmdClaim, ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: start, Timeout: 30 * time.Second})
+
+			flaky := &flakyLog{localLog: s.log, fail: map[CommandType]int{}}
+			sender := &refusingOnce{simSender: s.sender}
+			s.cfg.Replicator, s.cfg.Sender = flaky, sender
+			if failClaim {
+				flaky.fail[CmdClaim] = 1
+			} else {
+				sender.refuses = 1
+			}
+			s.clock.Set(start.Add(2 * time.Second))
+			s.lead("n2")
+			wake := s.exec.runOnce(s.ctx)
+			s.exec.wg.Wait()
+			require.Empty(t, s.sender.all())
+			require.LessOrEqual(t, wake.Sub(s.clock.Now()), 5*time.Second)
+			s.clock.Set(wake)
+			s.exec.runOnce(s.ctx)
+			s.exec.wg.Wait()
+			got := s.sender.sentTo("alice")
+			require.Len(t, got, 1, "resent at %s, when admitted", wake)
+			require.Equal(t, id, got[0].key)
+		})
+	}
+}
