@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"io"
+	"sync"
 
 	"github.com/hashicorp/raft"
 
@@ -28,6 +29,12 @@ type StateMachine interface {
 // fsm adapts a StateMachine to raft.FSM.
 type fsm struct {
 	sm StateMachine
+
+	// restoreErr is the last Restore failure. raft only logs it and, when
+	// no snapshot on disk can be restored, fails NewRaft with "failed to
+	// load any existing snapshots"; New adds this cause to that error.
+	mu         sync.Mutex
+	restoreErr error
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -52,7 +59,17 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	return f.sm.Restore(rc)
+	err := f.sm.Restore(rc)
+	f.mu.Lock()
+	f.restoreErr = err
+	f.mu.Unlock()
+	return err
+}
+
+func (f *fsm) lastRestoreErr() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.restoreErr
 }
 
 // fsmSnapshot adapts engine.Snapshot to raft.FSMSnapshot.

@@ -64,7 +64,8 @@ type nodeOpts struct {
 	join      string
 	events    chan<- leadEvent // nil: lead events are dropped
 	modify    func(*Config)
-	noStart   bool // New only: the caller calls Start
+	noStart   bool    // New only: the caller calls Start
+	sm        *testSM // nil: a new, empty one
 }
 
 // swapHandler lets the HTTP server exist (and so its address be known)
@@ -101,7 +102,10 @@ func tryTestNode(t *testing.T, o nodeOpts) (*testNode, error) {
 
 	sw := &swapHandler{}
 	srv := httptest.NewUnstartedServer(sw)
-	tn := &testNode{id: o.id, dir: o.dir, raftAddr: ln.Addr().String(), sm: newTestSM(), srv: srv}
+	if o.sm == nil {
+		o.sm = newTestSM()
+	}
+	tn := &testNode{id: o.id, dir: o.dir, raftAddr: ln.Addr().String(), sm: o.sm, srv: srv}
 	cfg := DevConfig(Config{
 		NodeID:       o.id,
 		DataDir:      o.dir,

@@ -167,9 +167,13 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	n.leadership.start()
-	n.raft, err = raft.NewRaft(rc, &fsm{sm: sm}, logs, store, n.snaps, trans)
+	rfsm := &fsm{sm: sm}
+	n.raft, err = raft.NewRaft(rc, rfsm, logs, store, n.snaps, trans)
 	if err != nil {
 		trans.Close()
+		if cause := rfsm.lastRestoreErr(); cause != nil {
+			return nil, fmt.Errorf("start raft: %w: %w", err, cause)
+		}
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.metrics = newMetrics(n, cfg.Registerer)

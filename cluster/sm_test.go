@@ -39,6 +39,9 @@ type testSM struct {
 	data     map[string]string
 	members  map[string]engine.Member
 	restores int
+	// restoreErr, when set, is what Restore fails with (a snapshot from a
+	// newer version, say).
+	restoreErr error
 }
 
 var _ StateMachine = (*testSM)(nil)
@@ -100,6 +103,9 @@ func (s *testSM) Snapshot() (engine.Snapshot, error) {
 }
 
 func (s *testSM) Restore(r io.Reader) error {
+	if s.restoreErr != nil {
+		return s.restoreErr
+	}
 	var st smState
 	if err := json.NewDecoder(r).Decode(&st); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -52,4 +53,24 @@ func TestSnapshotAndRestoreThroughRaft(t *testing.T) {
 	require.NotEmpty(t, again.sm.get("k0"))
 	require.NoError(t, again.node.Start(ctx))
 	waitValue(t, []*testNode{again}, "k39", "39")
+}
+
+// A node whose only snapshot its state machine cannot read (written by a
+// newer version, say) must not start, and must say why: raft itself only
+// reports "failed to load any existing snapshots".
+func TestUnreadableSnapshotFailsNewWithTheCause(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first := newTestNode(t, nodeOpts{id: "u", dir: dir, bootstrap: true})
+	leaderOf(t, []*testNode{first})
+	apply(t, []*testNode{first}, setCmd("a", "1"))
+	require.NoError(t, first.node.raft.Snapshot().Error())
+	first.stop()
+
+	sm := newTestSM()
+	sm.restoreErr = errors.New("snapshot version 9: this binary reads version 1")
+	_, err := tryTestNode(t, nodeOpts{id: "u", dir: dir, raftAddr: first.raftAddr, sm: sm, noStart: true})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "snapshot version 9: this binary reads version 1")
+	require.ErrorIs(t, err, sm.restoreErr)
 }
