@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 )
@@ -12,7 +13,8 @@ import (
 // maxFireBody bounds the body of POST /v1/rules/{name}/fire.
 const maxFireBody = 4 << 10
 
-// bodyError refuses a request body as a whole, with its own status (413).
+// bodyError refuses a request body as a whole, with its own status (413,
+// 415).
 type bodyError struct {
 	code   int
 	reason string
@@ -25,6 +27,13 @@ func (e *bodyError) Error() string { return e.reason }
 // refused, not read). want shows the expected object in reasons. An empty
 // body leaves v as it is when optional.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, optional bool, want string) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		// No type is taken as JSON (Go's clients send none by default); a
+		// form or text body is refused rather than parsed as JSON.
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return &bodyError{http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q: want application/json", ct)}
+		}
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)

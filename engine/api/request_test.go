@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -140,6 +141,27 @@ func TestTaskBodyTooLargeIs413(t *testing.T) {
 	rec = b.send(t, http.MethodPost, "/v1/rules/daily/fire", body)
 	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, rec.Body.String())
 	require.Less(t, body.read.Load(), int64(1<<20))
+}
+
+func TestWrongContentTypeIs415(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	body := `{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml", "json"} {
+		rec := b.send(t, http.MethodPost, "/v1/tasks", strings.NewReader(body), "Content-Type", ct)
+		require.Equal(t, http.StatusUnsupportedMediaType, rec.Code, ct)
+		require.Contains(t, jsonBody(t, rec)["error"], "application/json", ct)
+		rec = b.send(t, http.MethodPost, "/v1/rules/daily/fire", strings.NewReader(`{}`), "Content-Type", ct)
+		require.Equal(t, http.StatusUnsupportedMediaType, rec.Code, ct)
+	}
+	_, found := b.node.fsm.Task("k")
+	require.False(t, found)
+	require.Empty(t, b.node.fsm.Runs(nil))
+	for i, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON", ""} {
+		key := "k" + string(rune('a'+i))
+		rec := b.send(t, http.MethodPost, "/v1/tasks", strings.NewReader(strings.Replace(body, `"k"`, `"`+key+`"`, 1)), "Content-Type", ct)
+		require.Equal(t, http.StatusCreated, rec.Code, "%q: %s", ct, rec.Body.String())
+	}
 }
 
 func TestFireRefusesUnknownFieldsAndTrailingData(t *testing.T) {
