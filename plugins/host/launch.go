@@ -173,6 +173,9 @@ func checkInfo(info sdk.Info) error {
 		if l.Count <= 0 || l.Per <= 0 {
 			return fmt.Errorf("%w: limit %d: count %d per %s must both be positive", ErrBadInfo, i, l.Count, l.Per)
 		}
+		if l.Per > MaxLimitPer {
+			return fmt.Errorf("%w: limit %d: per %s is longer than %s", ErrBadInfo, i, l.Per, MaxLimitPer)
+		}
 	}
 	return nil
 }

@@ -18,6 +18,14 @@ import (
 // it cannot spin.
 const minWait = time.Millisecond
 
+// clockStep is how far back the clock must go for the limiter to take it
+// as a stepped clock rather than a caller's late reading (see rule.ahead).
+const clockStep = time.Second
+
+// MaxLimitPer is the longest Per a Limit may have: ten years. A plugin
+// declaring a longer one is refused (ErrBadInfo).
+const MaxLimitPer = 10 * 365 * 24 * time.Hour
+
 // Limiter enforces one channel instance's declared limits. It reads each
 // sdk.Limit{Count, Per} as a promise to the provider: no window of length
 // Per, anywhere in time, holds more than Count admitted messages. WeCom
@@ -54,6 +62,7 @@ type rule struct {
 	interval  int64 // ns per token: T
 	tolerance int64 // (b−1)·T: how far ahead high priority may run
 	normal    int64 // tolerance less the high reserve
+	empty     int64 // b·T: how far ahead an empty bucket's TAT is
 }
 
 // NewLimiter returns a Limiter of limits (ScopeChannel and ScopeRecipient;
@@ -66,6 +75,9 @@ func NewLimiter(limits []sdk.Limit, highReserve float64, recipients int) *Limite
 		if lim.Count <= 0 || lim.Per <= 0 {
 			continue // checkInfo refuses these before they get here
 		}
+		// So does checkInfo: a longer window would not fit the int64
+		// nanoseconds of a TAT.
+		lim.Per = min(lim.Per, MaxLimitPer)
 		switch lim.Scope {
 		case sdk.ScopeChannel:
 			l.channel = append(l.channel, newRule(lim, highReserve))
@@ -93,14 +105,19 @@ func BucketOf(lim sdk.Limit) (burst int, interval time.Duration) {
 	}
 	burst = lim.Count / 2
 	refill := int64(lim.Count - burst)
-	// Rounding up keeps Per/T ≤ Count−b.
-	return burst, time.Duration((int64(lim.Per) + refill - 1) / refill)
+	// Rounding up keeps Per/T ≤ Count−b (and cannot overflow).
+	per := int64(lim.Per)
+	interval = time.Duration(per / refill)
+	if per%refill != 0 {
+		interval++
+	}
+	return burst, interval
 }
 
 func newRule(lim sdk.Limit, reserve float64) rule {
 	burst, interval := BucketOf(lim)
 	t := int64(interval)
-	tolerance := int64(burst-1) * t
+	tolerance := satMul(int64(burst-1), t)
 	// Never hold back the last token: a bucket of one must still let a
 	// normal message through.
 	held := math.Min(reserve*float64(burst), float64(burst-1))
@@ -109,7 +126,41 @@ func newRule(lim sdk.Limit, reserve float64) rule {
 		interval:  t,
 		tolerance: tolerance,
 		normal:    tolerance - int64(math.Round(held*float64(t))),
+		empty:     satAdd(tolerance, t),
 	}
+}
+
+// ahead is how far the bucket's TAT runs ahead of t. A TAT never runs
+// further ahead than an empty bucket's unless the clock went back. A
+// stepped wall clock (NTP, an operator) would otherwise stall the bucket
+// for the size of the step, an hour for an hour; the bucket is then taken
+// as empty at t, which is all it can be in real time. A small step back is
+// more likely a caller that read the time just before another's admission
+// (real time did not go back): it is left alone, so that the limit stays
+// exact, and costs a wait of at most clockStep more.
+func (r rule) ahead(tat *int64, t int64) int64 {
+	a := max(*tat, t) - t
+	if a > satAdd(r.empty, int64(clockStep)) {
+		*tat, a = t+r.empty, r.empty
+	}
+	return a
+}
+
+// satAdd and satMul are + and × on non-negative int64s, stopping at
+// math.MaxInt64 instead of wrapping: a limit of one per 290 years must not
+// become no limit at all.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func satMul(a, b int64) int64 {
+	if a != 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
 }
 
 // same reports whether the limiter enforces exactly limits.
@@ -132,7 +183,7 @@ func (l *Limiter) Admit(recipient string, p engine.Priority, now time.Time) time
 			if p == engine.PriorityHigh {
 				allowed = r.tolerance
 			}
-			if ahead := max(tats[i], t) - t; ahead > allowed {
+			if ahead := r.ahead(&tats[i], t); ahead > allowed {
 				wait = max(wait, ahead-allowed)
 			}
 		}
@@ -161,7 +212,7 @@ func (l *Limiter) Admit(recipient string, p engine.Priority, now time.Time) time
 
 	take := func(rs []rule, tats []int64) {
 		for i, r := range rs {
-			tats[i] = max(tats[i], t) + r.interval
+			tats[i] = satAdd(max(tats[i], t), r.interval)
 		}
 	}
 	take(l.channel, l.channelTAT)
@@ -191,8 +242,8 @@ func (l *Limiter) roomFor(t int64) int64 {
 		return 0
 	}
 	var busy int64
-	for _, tat := range oldest {
-		busy = max(busy, tat-t)
+	for i := range oldest {
+		busy = max(busy, l.perRcpt[i].ahead(&oldest[i], t))
 	}
 	if busy > 0 {
 		return busy

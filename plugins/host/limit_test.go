@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -313,4 +314,58 @@ func BenchmarkAdmit(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		l.Admit(names[i&(len(names)-1)], engine.PriorityNormal, t0.Add(time.Duration(i)*time.Microsecond))
 	}
+}
+
+func TestClockStepBackDoesNotStallTheChannel(t *testing.T) {
+	t.Parallel()
+	// A wall clock stepped back (NTP, an operator) makes every recent
+	// admission look as if it lay in the future. The bucket is then at
+	// worst empty: the wait is bounded by the bucket, not by the step.
+	l := NewLimiter([]sdk.Limit{
+		{Scope: sdk.ScopeChannel, Count: 50, Per: time.Second},
+		{Scope: sdk.ScopeRecipient, Count: 30, Per: time.Minute},
+	}, 0.2, 2)
+	n, _ := drain(t, l, "alice", engine.PriorityHigh, t0)
+	require.Equal(t, 15, n, "alice's minute bucket: burst 15")
+	require.Zero(t, l.Admit("bob", engine.PriorityHigh, t0))
+
+	back := t0.Add(-time.Hour)
+	w := l.Admit("carol", engine.PriorityNormal, back)
+	require.Positive(t, w, "the cache of two is full of recipients still catching up")
+	require.LessOrEqual(t, w, time.Minute, "no wait longer than a bucket takes to refill")
+	w = l.Admit("alice", engine.PriorityNormal, back)
+	require.LessOrEqual(t, w, time.Minute)
+	w = l.Admit("bob", engine.PriorityHigh, back)
+	require.Positive(t, w)
+	require.LessOrEqual(t, w, time.Minute)
+	require.Zero(t, l.Admit("bob", engine.PriorityHigh, back.Add(w)), "admitted when told")
+
+	// A late reading, not a step: the bucket stays exact.
+	l = NewLimiter([]sdk.Limit{{Scope: sdk.ScopeChannel, Count: 2, Per: time.Minute}}, 0, 2)
+	require.Zero(t, l.Admit("alice", engine.PriorityNormal, t0))
+	require.Equal(t, time.Minute+time.Millisecond, l.Admit("alice", engine.PriorityNormal, t0.Add(-time.Millisecond)))
+	require.Equal(t, time.Minute, l.Admit("alice", engine.PriorityNormal, t0))
+}
+
+func TestHugeLimitsDoNotOverflow(t *testing.T) {
+	t.Parallel()
+	for _, lim := range []sdk.Limit{
+		{Scope: sdk.ScopeChannel, Count: 1, Per: math.MaxInt64},
+		{Scope: sdk.ScopeRecipient, Count: 3, Per: math.MaxInt64},
+		{Scope: sdk.ScopeChannel, Count: 1000, Per: math.MaxInt64 - 1},
+	} {
+		_, interval := BucketOf(lim)
+		require.Positive(t, interval, "%+v", lim)
+		clamped := lim
+		clamped.Per = min(lim.Per, MaxLimitPer)
+		burst, interval := BucketOf(clamped)
+		l := NewLimiter([]sdk.Limit{lim}, 0.2, 10)
+		n, w := drain(t, l, "alice", engine.PriorityHigh, t0)
+		require.Equal(t, burst, n, "%+v: the burst, then a wait", lim)
+		require.Positive(t, w, "%+v", lim)
+		w = l.Admit("alice", engine.PriorityHigh, t0.Add(interval/2))
+		require.Positive(t, w, "%+v: half an interval later the bucket has no token yet", lim)
+	}
+	require.ErrorIs(t, checkInfo(sdk.Info{Name: "x", Limits: []sdk.Limit{{Scope: sdk.ScopeChannel, Count: 1, Per: MaxLimitPer + 1}}}), ErrBadInfo)
+	require.NoError(t, checkInfo(sdk.Info{Name: "x", Limits: []sdk.Limit{{Scope: sdk.ScopeChannel, Count: 1, Per: MaxLimitPer}}}))
 }
