@@ -14,7 +14,8 @@ import (
 
 // Limits every state and every Go helper enforces. gopher-lua has no
 // allocation limit of its own, so the helpers that could build a large
-// value from a small one (string.rep, string.format, string.gsub, text,
+// value from a small one (string.rep, string.format, string.gsub,
+// table.concat, text,
 // json) check the size before they allocate.
 const (
 	maxStringLen  = 1 << 20  // largest string a helper builds or scans
@@ -108,6 +109,9 @@ func newSandbox(e *env) *sandbox {
 		sb.base.RawSetString(name, lua.LNil)
 	}
 	sb.capStringLib()
+	if mod, ok := sb.base.RawGetString("table").(*lua.LTable); ok {
+		mod.RawSetString("concat", wrapGo(L, mod, "concat", checkConcat))
+	}
 	// gopher-lua's setmetatable also takes numbers, booleans and
 	// functions, whose metatable is one per state for the whole type: a
 	// run could change tostring(42) for every later run. Lua 5.1 takes
@@ -236,6 +240,30 @@ func strRep(L *lua.LState) int {
 	}
 	L.Push(lua.LString(strings.Repeat(s, n)))
 	return 1
+}
+
+// checkConcat refuses a table.concat whose result would be over the
+// limit, counting as gopher-lua does: t[i..j], clamped to 1..#t, with the
+// separator between them.
+func checkConcat(L *lua.LState) {
+	t := L.CheckTable(1)
+	sep := len(L.OptString(2, ""))
+	n := t.Len()
+	i, j := max(L.OptInt(3, 1), 1), min(L.OptInt(4, n), n)
+	size := 0
+	for k := i; k <= j; k++ {
+		if s, ok := t.RawGetInt(k).(lua.LString); ok {
+			size += len(s)
+		} else {
+			size++ // a number is at least a digit; anything else is refused by concat itself
+		}
+		if k < j {
+			size += sep
+		}
+		if size > maxStringLen {
+			L.RaiseError("table.concat: result is over the %d byte limit", maxStringLen)
+		}
+	}
 }
 
 func checkSubject(name string) func(*lua.LState) {

@@ -219,3 +219,33 @@ func TestSetmetatableOnlyOnTables(t *testing.T) {
 		`tostring(42) .. tostring(true) .. tostring(getmetatable(1)) .. tostring(getmetatable(tostring)) .. tostring(setmetatable({}, { __index = { x = "x" } }).x)`)
 	require.Equal(t, "42truenilnilx", got)
 }
+
+// TestTableConcatBounded: table.concat is held to the size limit like the
+// string helpers (twenty empty strings joined by a 1 MiB separator were
+// 19 MiB, a thousand 1 GiB).
+func TestTableConcatBounded(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct{ expr, want string }{
+		"separator": {`(function() local t = {} for i = 1, 20 do t[i] = "" end return #table.concat(t, string.rep("x", 2^20)) .. "" end)()`, "table.concat"},
+		"values":    {`(function() local t = {} for i = 1, 20 do t[i] = string.rep("x", 2^19) end return #table.concat(t) .. "" end)()`, "table.concat"},
+		"range":     {`(function() local t = {} for i = 1, 20 do t[i] = string.rep("x", 2^19) end return #table.concat(t, "", 3, 4) .. "" end)()`, "1048576"},
+		"numbers":   {`table.concat({ 1, 2.5, "x" }, ", ")`, "1, 2.5, x"},
+		"bad_value": {`table.concat({ 1, {}, 3 })`, "invalid value"},
+	}
+	files := map[string]string{}
+	for name, c := range cases {
+		files[name+".lua"] = exprRule(name, c.expr)
+	}
+	s := load(t, newDir(t, files), func(c *Config) { c.CallTimeout = 5 * time.Second })
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			out, err := plan(t, s, name, "")
+			if name == "range" || name == "numbers" {
+				require.NoError(t, err)
+				require.Equal(t, c.want, content(t, out[0].Payload))
+				return
+			}
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+}
