@@ -15,8 +15,7 @@ import (
 // Limits every state and every Go helper enforces. gopher-lua has no
 // allocation limit of its own, so the helpers that could build a large
 // value from a small one (string.rep, string.format, string.gsub,
-// table.concat, text,
-// json) check the size before they allocate.
+// table.concat, text, json) check the size before they allocate.
 const (
 	maxStringLen  = 1 << 20  // largest string a helper builds or scans
 	maxDepth      = 64       // nesting of tables converted to JSON or back
