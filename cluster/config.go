@@ -189,6 +189,10 @@ func (c *Config) validate() error {
 	if c.ElectionTimeout < c.HeartbeatTimeout {
 		return bad("election timeout %s is below heartbeat timeout %s", c.ElectionTimeout, c.HeartbeatTimeout)
 	}
+	if t := c.TLS; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
+		// tls.NewListener accepts such a config; every handshake would fail.
+		return bad("tls: no certificate: the raft transport accepts connections with this config, give it Certificates")
+	}
 	if _, err := parseLevel(c.RaftLogLevel); err != nil {
 		return bad("%v", err)
 	}

@@ -71,3 +71,14 @@ func TestTLSTransport(t *testing.T) {
 }
 
 func raftAddr(tn *testNode) raft.ServerAddress { return raft.ServerAddress(tn.raftAddr) }
+
+// A TLS config the transport cannot accept with (no certificate) is a
+// config error at New, not a stream of handshake failures in the logs.
+func TestTLSWithoutCertificateIsRefused(t *testing.T) {
+	t.Parallel()
+	conf := testTLS(t)
+	conf.Certificates = nil
+	_, err := New(Config{NodeID: "a", DataDir: t.TempDir(), RaftAddr: freeAddr(t), TLS: conf, Logger: testLogger()}, newTestSM())
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.Contains(t, err.Error(), "certificate")
+}
