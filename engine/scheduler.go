@@ -192,28 +192,38 @@ func (s *scheduler) schedule(r Rule) (Schedule, error) {
 // does not hold up the others.
 func (s *scheduler) planPending(ctx context.Context) {
 	for _, run := range s.l.cfg.FSM.PlanningRuns() {
-		s.mu.Lock()
-		busy := s.planning[run.Key]
-		s.planning[run.Key] = true
-		s.mu.Unlock()
-		if busy {
-			continue
-		}
-		s.wg.Go(func() {
-			defer func() {
-				s.mu.Lock()
-				delete(s.planning, run.Key)
-				s.mu.Unlock()
-			}()
-			select {
-			case s.sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-s.sem }()
-			if err := s.l.plan(ctx, run); err != nil && ctx.Err() == nil {
-				s.l.log.Warn("planning failed; will retry", "run", run.Key, "err", err)
-			}
-		})
+		s.startPlanning(ctx, run)
 	}
+}
+
+// startPlanning plans run in the background unless a planner has it.
+func (s *scheduler) startPlanning(ctx context.Context, run *Run) {
+	s.mu.Lock()
+	busy := s.planning[run.Key]
+	s.planning[run.Key] = true
+	s.mu.Unlock()
+	if busy {
+		return
+	}
+	s.wg.Go(func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.planning, run.Key)
+			s.mu.Unlock()
+		}()
+		select {
+		case s.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-s.sem }()
+		// run was read before this planner took it: another one may have
+		// finished it since.
+		if cur, ok := s.l.cfg.FSM.Run(run.Key); !ok || cur.State != RunPlanning {
+			return
+		}
+		if err := s.l.plan(ctx, run); err != nil && ctx.Err() == nil {
+			s.l.log.Warn("planning failed; will retry", "run", run.Key, "err", err)
+		}
+	})
 }
