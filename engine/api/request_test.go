@@ -164,6 +164,20 @@ func TestWrongContentTypeIs415(t *testing.T) {
 	}
 }
 
+func TestTaskListFromAfterToIs400(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	code, out := b.do(t, http.MethodGet, "/v1/tasks?from=2026-12-02T00:00:00%2B08:00&to=2026-12-01T00:00:00Z", "")
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Equal(t, "to", out["field"])
+	code, _ = b.do(t, http.MethodGet, "/v1/tasks?from=2026-12-01T00:00:00Z&to=2026-12-01T00:00:00Z", "")
+	require.Equal(t, http.StatusOK, code, "an empty range is a range")
+	code, _ = b.do(t, http.MethodGet, "/v1/tasks?from=2026-12-01T00:00:00Z", "")
+	require.Equal(t, http.StatusOK, code, "from alone")
+	code, _ = b.do(t, http.MethodGet, "/v1/tasks?to=2026-12-01T00:00:00Z", "")
+	require.Equal(t, http.StatusOK, code, "to alone")
+}
+
 func TestFireRefusesUnknownFieldsAndTrailingData(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)

@@ -236,6 +236,10 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if !flt.From.IsZero() && !flt.To.IsZero() && flt.To.Before(flt.From) {
+		writeFieldError(w, &FieldError{"to", "is before from"})
+		return
+	}
 	if flt.Limit, err = intParam(q.Get("limit"), 100, maxTaskPage); err != nil {
 		writeFieldError(w, &FieldError{"limit", err.Error()})
 		return
