@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -167,9 +169,24 @@ func report(ctx context.Context, ch chan<- leadEvent, ev leadEvent) {
 }
 
 // appHandler stands for the engine's API: POST /kv?key=&value= writes
-// through Apply, anything else answers with the serving node's id.
+// through Apply; POST /echo answers 201 with the body's length and SHA-256
+// and the request's X-Test header; anything else answers with the serving
+// node's id.
 func appHandler(n *Node) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/echo" {
+			h := sha256.New()
+			size, err := io.Copy(h, r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("X-Echo", r.Header.Get("X-Test"))
+			w.Header().Set("X-Served-By", n.cfg.NodeID)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = fmt.Fprintf(w, "%d %x", size, h.Sum(nil))
+			return
+		}
 		if r.Method == http.MethodPost && r.URL.Path == "/kv" {
 			if _, err := n.Apply(r.Context(), setCmd(r.URL.Query().Get("key"), r.URL.Query().Get("value"))); err != nil {
 				http.Error(w, err.Error(), http.StatusServiceUnavailable)
