@@ -93,7 +93,10 @@ func (l *Leader) compensate(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(hctx, l.cfg.PlanTimeout)
 		err := l.cfg.Rules.OnFailed(cctx, d.Rule, rc, fd)
 		cancel()
-		if err != nil && ctx.Err() == nil {
+		if ctx.Err() != nil {
+			return // cut short by the end of leadership: the next leader runs them
+		}
+		if err != nil {
 			l.log.Warn("rule's on_failed failed", "rule", d.Rule, "delivery", d.ID, "err", err)
 			_, _ = l.propose(ctx, CmdRaiseAlert, RaiseAlert{Cause: "on-failed:" + d.Rule, Rule: d.Rule,
 				Message: fmt.Sprintf("on_failed of rule %s failed for delivery %s to %s: %v", d.Rule, d.ID, d.Recipient, err), Now: l.now()})

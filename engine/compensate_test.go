@@ -1,0 +1,44 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// cancellingRules' on_failed is cut short by the end of leadership.
+type cancellingRules struct {
+	*simRules
+	cancel context.CancelFunc
+}
+
+func (r *cancellingRules) OnFailed(ctx context.Context, _ string, _ RunContext, _ FailedDelivery) error {
+	r.cancel()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// on_failed runs at least once: a hook cut short because leadership ended
+// is not recorded as run, whatever the replicator does with a proposal made
+// as the context ends.
+func TestOnFailedCutShortIsNotRecordedAsRun(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s := newSim(t, start)
+	key := RunKey("r", start)
+	id := DeliveryID(key, "alice")
+	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: start, Now: start})
+	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
+		{ID: id, Recipient: "alice", Channel: "mock", Priority: PriorityNormal, NotBefore: start, Deadline: start.Add(time.Hour)}}})
+	c := s.apply(CmdClaim, ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: start, Timeout: time.Minute}).(ClaimResult)
+	s.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: start, Results: []Result{{ID: id, Seq: c.Claimed[0].Seq, Status: OutcomePermanent}}})
+	require.Len(t, s.log.fsm.ToCompensate(10), 1)
+
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.cfg.Rules = &cancellingRules{simRules: s.rules, cancel: cancel}
+	s.lead("n1")
+	s.l.compensate(ctx)
+	require.Len(t, s.log.fsm.ToCompensate(10), 1, "on_failed was cut short, yet recorded as run")
+}
