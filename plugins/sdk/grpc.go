@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"google.golang.org/grpc"
@@ -37,7 +38,7 @@ func (c *Client) InfoVersion(ctx context.Context) (Info, int, error) {
 		info.Limits = append(info.Limits, Limit{
 			Scope: LimitScope(l.GetScope()),
 			Count: int(l.GetCount()),
-			Per:   time.Duration(l.GetPerMs()) * time.Millisecond,
+			Per:   durationOfMs(l.GetPerMs()),
 		})
 	}
 	return info, int(resp.GetProtocolVersion()), nil
@@ -77,7 +78,7 @@ func (c *Client) Send(ctx context.Context, batch []Message) ([]Result, error) {
 			ID:         r.GetId(),
 			Status:     Status(r.GetStatus()),
 			ProviderID: r.GetProviderId(),
-			RetryAfter: time.Duration(r.GetRetryAfterMs()) * time.Millisecond,
+			RetryAfter: durationOfMs(r.GetRetryAfterMs()),
 			Code:       r.GetCode(),
 			Error:      r.GetError(),
 		}
@@ -161,7 +162,7 @@ func (s *server) Info(ctx context.Context, _ *channelv1.InfoRequest) (*channelv1
 		resp.Limits = append(resp.Limits, &channelv1.Limit{
 			Scope: string(l.Scope),
 			Count: int64(l.Count),
-			PerMs: l.Per.Milliseconds(),
+			PerMs: msCeil(l.Per),
 		})
 	}
 	return resp, nil
@@ -195,7 +196,7 @@ func (s *server) Send(ctx context.Context, req *channelv1.SendRequest) (*channel
 			Id:           r.ID,
 			Status:       channelv1.Status(r.Status),
 			ProviderId:   r.ProviderID,
-			RetryAfterMs: r.RetryAfter.Milliseconds(),
+			RetryAfterMs: msCeil(r.RetryAfter),
 			Code:         r.Code,
 			Error:        r.Error,
 		}
@@ -212,6 +213,29 @@ func (s *server) Health(ctx context.Context, _ *channelv1.HealthRequest) (*chann
 		return &channelv1.HealthResponse{Error: err.Error()}, nil
 	}
 	return &channelv1.HealthResponse{}, nil
+}
+
+// msCeil is d in whole milliseconds, rounded up: a limit's window and a
+// wait cross the wire in milliseconds, and a shorter window would let more
+// through.
+func msCeil(d time.Duration) int64 {
+	ms := d.Milliseconds()
+	if d > time.Duration(ms)*time.Millisecond {
+		ms++
+	}
+	return ms
+}
+
+// durationOfMs is ms milliseconds, saturating instead of wrapping around
+// for what a Duration cannot hold.
+func durationOfMs(ms int64) time.Duration {
+	switch {
+	case ms > math.MaxInt64/int64(time.Millisecond):
+		return math.MaxInt64
+	case ms < math.MinInt64/int64(time.Millisecond):
+		return math.MinInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // toStatus keeps a context error recognisable on the host's side.

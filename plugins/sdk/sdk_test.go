@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -146,4 +147,50 @@ func TestLoggerWritesHCLogJSON(t *testing.T) {
 	require.EqualValues(t, 2, line["attempt"])
 	_, err := time.Parse("2006-01-02T15:04:05.000000Z07:00", line["@timestamp"].(string))
 	require.NoError(t, err, "go-plugin parses exactly this layout")
+}
+
+// limits is a channel that declares the limits it is given.
+type limits struct {
+	fake
+	l []sdk.Limit
+}
+
+func (c *limits) Info(context.Context) (sdk.Info, error) {
+	return sdk.Info{Name: "limits", Limits: c.l}, nil
+}
+
+// rawInfo answers Info with a fixed protocol message.
+type rawInfo struct {
+	channelv1.UnimplementedChannelServer
+	resp *channelv1.InfoResponse
+}
+
+func (r rawInfo) Info(context.Context, *channelv1.InfoRequest) (*channelv1.InfoResponse, error) {
+	return r.resp, nil
+}
+
+func TestLimitsNeverLoosenOnTheWire(t *testing.T) {
+	t.Parallel()
+	// Per crosses as whole milliseconds. Cutting 1.5ms to 1ms would let
+	// Count through every millisecond instead of every 1.5.
+	c := connect(t, &limits{l: []sdk.Limit{
+		{Scope: sdk.ScopeChannel, Count: 3, Per: 1500 * time.Microsecond},
+		{Scope: sdk.ScopeChannel, Count: 3, Per: time.Nanosecond},
+		{Scope: sdk.ScopeChannel, Count: 3, Per: time.Minute},
+	}})
+	info, err := c.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{2 * time.Millisecond, time.Millisecond, time.Minute},
+		[]time.Duration{info.Limits[0].Per, info.Limits[1].Per, info.Limits[2].Per})
+
+	// A per_ms too large for a Duration must not wrap around to a short
+	// window (or a negative one).
+	conn, srv := plugin.TestGRPCConn(t, func(s *grpc.Server) {
+		channelv1.RegisterChannelServer(s, rawInfo{resp: &channelv1.InfoResponse{Name: "raw", ProtocolVersion: sdk.ProtocolVersion,
+			Limits: []*channelv1.Limit{{Scope: "channel", Count: 1, PerMs: 1 << 62}}}})
+	})
+	t.Cleanup(func() { _ = conn.Close(); srv.Stop() })
+	info, err = sdk.NewClient(conn).Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(math.MaxInt64), info.Limits[0].Per)
 }
