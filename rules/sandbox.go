@@ -277,7 +277,8 @@ func checkSubject(name string) func(*lua.LState) {
 }
 
 // checkFormat refuses widths and precisions over two digits (C Lua's own
-// rule), and a result that would be over the limit.
+// rule), and a result that would be over the limit. Tables, functions and
+// userdata are formatted as their string form.
 func checkFormat(L *lua.LState) {
 	f := L.CheckString(1)
 	size := len(f)
@@ -300,10 +301,18 @@ func checkFormat(L *lua.LState) {
 		i = j
 	}
 	for i := 2; i <= L.GetTop(); i++ {
-		if s, ok := L.Get(i).(lua.LString); ok {
-			size += len(s)
-		} else {
+		switch v := L.Get(i).(type) {
+		case lua.LString:
+			size += len(v)
+		case lua.LNumber, lua.LBool, *lua.LNilType:
 			size += 32
+		default:
+			// Go's fmt would print a table given to %d or %#v by
+			// reflection, every string in it in full: give it the
+			// value's string form (a time's is RFC 3339).
+			s := luaString(v)
+			L.Replace(i, lua.LString(s))
+			size += len(s)
 		}
 	}
 	if size > maxStringLen {

@@ -249,3 +249,25 @@ func TestTableConcatBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestFormatTableArgument: string.format hands its arguments to Go's fmt,
+// which prints a table given to %d or %#v by reflection, every string in
+// it in full: twenty 1 MiB strings made 20 MiB past the size check. A
+// table, function or time argument is formatted as its string form.
+func TestFormatTableArgument(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{"r.lua": exprRule("r", `(function()
+      local t = {}
+      for i = 1, 20 do t[i] = string.rep("y", 2^20) end
+      local out = {}
+      for _, f in ipairs({ "%d", "%#v", "%v", "%s", "%x" }) do
+        local s = string.format(f, t)
+        out[#out + 1] = #s < 100 and "short" or ("long " .. #s)
+      end
+      out[#out + 1] = string.format("%s|%d|%5.1f", time.parse("2026-12-01T09:00:00+08:00"), 42, 2.25)
+      return table.concat(out, ",")
+    end)()`)}), func(c *Config) { c.CallTimeout = 5 * time.Second })
+	out, err := plan(t, s, "r", "")
+	require.NoError(t, err)
+	require.Equal(t, "short,short,short,short,short,2026-12-01T09:00:00+08:00|42|  2.2", content(t, out[0].Payload))
+}
