@@ -178,6 +178,17 @@ func TestTaskListFromAfterToIs400(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "to alone")
 }
 
+func TestTaskOfScheduledRuleIs400(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	code, out := b.do(t, http.MethodPost, "/v1/tasks", `{"key":"k","rule":"daily","due_at":"2026-12-01T10:15:00+08:00"}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Equal(t, "rule", out["field"])
+	require.Contains(t, out["reason"], "/v1/rules/daily/fire")
+	_, found := b.node.fsm.Task("k")
+	require.False(t, found)
+}
+
 func TestFireRefusesUnknownFieldsAndTrailingData(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)

@@ -89,8 +89,15 @@ func (s *server) parseTask(w http.ResponseWriter, r *http.Request) (engine.Submi
 		return engine.SubmitTask{}, &FieldError{"rule", "required: the name of the rule to fire"}
 	}
 	if s.cfg.Rules != nil {
-		if _, ok := findRule(s.cfg.Rules, req.Rule); !ok {
+		rule, ok := findRule(s.cfg.Rules, req.Rule)
+		if !ok {
 			return engine.SubmitTask{}, &FieldError{"rule", fmt.Sprintf("no rule named %q is loaded", req.Rule)}
+		}
+		if rule.Schedule != "" {
+			// A task's run is keyed by the task, not by a slot: it would
+			// send the rule's message once more beside its schedule.
+			return engine.SubmitTask{}, &FieldError{"rule", fmt.Sprintf(
+				"rule %s fires on its schedule (%s), not by tasks; to fire one of its slots by hand, POST /v1/rules/%s/fire", rule.Name, rule.Schedule, rule.Name)}
 		}
 	}
 	if req.DueAt == "" {
