@@ -213,14 +213,15 @@ func (a applier) cancelTask(c CancelTask) any {
 		// Cancellable still if nothing of it was attempted: every delivery
 		// pending and never tried.
 		states := map[string]int{}
-		var ids []string
-		for _, id := range a.st.byRun[TaskRunKey(t.Key)] {
+		ids := a.st.byRun[TaskRunKey(t.Key)]
+		attempted := false
+		for _, id := range ids {
 			d := a.st.Deliveries[id]
 			states[d.State.String()]++
-			if d.State != StatePending || d.Attempts > 0 || d.Claim != nil {
-				return &TaskFiredError{Task: t, States: states}
-			}
-			ids = append(ids, id)
+			attempted = attempted || d.State != StatePending || d.Attempts > 0 || d.Claim != nil
+		}
+		if attempted {
+			return &TaskFiredError{Task: t, States: states}
 		}
 		for _, id := range ids {
 			nd := *a.st.Deliveries[id]

@@ -169,3 +169,26 @@ func TestQuantile(t *testing.T) {
 	require.Greater(t, Quantile(h, 0.99), time.Second)
 	require.Equal(t, time.Duration(0), Quantile(make([]uint64, 3), 0.95))
 }
+
+// Too late to cancel: the answer counts every delivery of the task's run by
+// state, not only those before the first one that was attempted.
+func TestCancelTooLateCountsEveryDelivery(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	b.apply(CmdSubmitTask, SubmitTask{Key: "k", Rule: "r", DueAt: t0, Now: t0})
+	key := TaskRunKey("k")
+	require.Nil(t, b.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: t0, TaskKey: "k", Now: t0}))
+	var nds []NewDelivery
+	for _, who := range []string{"alice", "bob", "carol"} {
+		nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: "mock", Priority: PriorityNormal, NotBefore: t0, Deadline: t0.Add(time.Hour)})
+	}
+	require.Equal(t, 3, b.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds}))
+	c := b.claim("n1", t0, DeliveryID(key, "alice"))
+	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Result{{ID: c[0].ID, Seq: c[0].Seq, Status: OutcomeSent}}})
+
+	err, _ := b.apply(CmdCancelTask, CancelTask{Key: "k", Now: t0}).(error)
+	var fired *TaskFiredError
+	require.ErrorAs(t, err, &fired)
+	require.Equal(t, map[string]int{"sent": 1, "pending": 2}, fired.States)
+	require.Contains(t, err.Error(), "deliveries 2 pending, 1 sent")
+}
