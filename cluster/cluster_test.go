@@ -355,6 +355,10 @@ func TestApplyHonoursContext(t *testing.T) {
 	tn.stop()
 	_, err = tn.node.Apply(context.Background(), setCmd("a", "b"))
 	require.ErrorIs(t, err, engine.ErrNotLeader)
+	require.ErrorIs(t, err, ErrShutdown)
+	err = tn.node.VerifyLeader(context.Background())
+	require.ErrorIs(t, err, engine.ErrNotLeader)
+	require.ErrorIs(t, err, ErrShutdown)
 	require.NoError(t, tn.node.Shutdown(), "Shutdown is idempotent")
 	require.FileExists(t, filepath.Join(tn.dir, "raft.db"))
 }

@@ -2,11 +2,14 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // Shutdown stops the leader work, and waits for it, before it stops Raft:
@@ -66,4 +69,19 @@ func waitClosed(t *testing.T, ch <-chan struct{}, msg string) {
 	case <-time.After(waitTimeout):
 		t.Fatal(msg)
 	}
+}
+
+// Every raft error that means "this node cannot take the write" reads as
+// engine.ErrNotLeader (callers retry elsewhere, the API answers 503), and
+// still carries raft's error, which says whether the outcome is unknown.
+func TestMapRaftErr(t *testing.T) {
+	t.Parallel()
+	for _, err := range []error{raft.ErrNotLeader, raft.ErrLeadershipLost, raft.ErrLeadershipTransferInProgress, raft.ErrRaftShutdown} {
+		got := mapRaftErr(fmt.Errorf("add voter: %w", err))
+		require.ErrorIs(t, got, engine.ErrNotLeader, err.Error())
+		require.ErrorIs(t, got, err)
+	}
+	require.ErrorIs(t, mapRaftErr(raft.ErrRaftShutdown), ErrShutdown)
+	require.NotErrorIs(t, mapRaftErr(raft.ErrEnqueueTimeout), engine.ErrNotLeader)
+	require.NoError(t, mapRaftErr(nil))
 }

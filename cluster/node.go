@@ -267,7 +267,7 @@ func poll(ctx context.Context, stop <-chan struct{}, interval time.Duration, don
 // commit.
 func (n *Node) Apply(ctx context.Context, cmd []byte) (any, error) {
 	if n.raft.State() != raft.Leader {
-		return nil, engine.ErrNotLeader
+		return nil, n.errNotLeader()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err // not proposed: the caller knows it did not happen
@@ -286,9 +286,20 @@ func (n *Node) Apply(ctx context.Context, cmd []byte) (any, error) {
 // VerifyLeader confirms with a quorum that this node still leads.
 func (n *Node) VerifyLeader(ctx context.Context) error {
 	if n.raft.State() != raft.Leader {
-		return engine.ErrNotLeader
+		return n.errNotLeader()
 	}
 	return mapRaftErr(wait(ctx, n.raft.VerifyLeader()))
+}
+
+// errNotLeader is engine.ErrNotLeader, also matching ErrShutdown once the
+// node is shut down.
+func (n *Node) errNotLeader() error {
+	select {
+	case <-n.shutdownCh:
+		return fmt.Errorf("%w: %w", engine.ErrNotLeader, ErrShutdown)
+	default:
+		return engine.ErrNotLeader
+	}
 }
 
 // timeout is the raft-side bound for one operation: ApplyTimeout, or less
@@ -318,7 +329,9 @@ func wait(ctx context.Context, f raft.Future) error {
 }
 
 // mapRaftErr turns raft's leadership errors into engine.ErrNotLeader (still
-// wrapping raft's, which says whether the outcome is unknown).
+// wrapping raft's, which says whether the outcome is unknown). A shut-down
+// node does not lead either: raft's shutdown error matches both
+// engine.ErrNotLeader and ErrShutdown.
 func mapRaftErr(err error) error {
 	switch {
 	case err == nil:
@@ -327,7 +340,7 @@ func mapRaftErr(err error) error {
 		errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return fmt.Errorf("%w: %w", engine.ErrNotLeader, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
-		return fmt.Errorf("%w: %w", ErrShutdown, err)
+		return fmt.Errorf("%w: %w: %w", engine.ErrNotLeader, ErrShutdown, err)
 	}
 	return err
 }
