@@ -57,6 +57,11 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 			writeFieldError(w, &FieldError{"slot", "is in the future; the scheduler fires it on time"})
 			return
 		}
+		if horizon := s.fireHorizon(); now.Sub(t) > horizon {
+			writeFieldError(w, &FieldError{"slot", fmt.Sprintf(
+				"is more than %d days ago: the ledger forgets fired slots after that, so Herald cannot tell whether it fired", int(horizon.Hours()/24))})
+			return
+		}
 		slot = t
 	}
 	c := engine.StartRun{
@@ -76,4 +81,11 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusCreated, FireResponse{Run: c.Key, Rule: name, Slot: slot})
 	}
+}
+
+func (s *server) fireHorizon() time.Duration {
+	if s.cfg.FireHorizon > 0 {
+		return s.cfg.FireHorizon
+	}
+	return engine.LedgerRetentionDefault
 }

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,8 +10,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // Bad requests: each gets a 4xx with a JSON reason, never a 500, a panic
@@ -206,6 +210,36 @@ func TestFireRefusesUnknownFieldsAndTrailingData(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, "no body fires now: %v", out)
 	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{}`)
 	require.Equal(t, http.StatusConflict, code, "{} fires now too, the same second: %v", out)
+}
+
+func TestFireRefusesSlotsTheLedgerForgot(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	apply := func(ct engine.CommandType, body any) any {
+		cmd, err := engine.Encode(ct, body)
+		require.NoError(t, err)
+		res, err := b.node.Apply(context.Background(), cmd)
+		require.NoError(t, err)
+		return res
+	}
+	slot := time.Date(2026, 6, 1, 1, 0, 0, 0, time.UTC) // 09:00 Shanghai, six months before now0
+	key := engine.RunKey("daily", slot)
+	require.Nil(t, apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: "daily", Slot: slot, Zone: "Asia/Shanghai", Now: slot}))
+	require.Nil(t, apply(engine.CmdFinishPlan, engine.FinishPlan{RunKey: key, Now: slot}))
+	apply(engine.CmdPrune, engine.Prune{Before: now0.Add(-engine.RetentionDefault), LedgerBefore: now0.Add(-engine.LedgerRetentionDefault), Now: now0})
+	_, found := b.node.fsm.Run(key)
+	require.False(t, found, "the run and its ledger entry are gone")
+
+	code, out := b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-06-01T09:00:00+08:00"}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Equal(t, "slot", out["field"])
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"0001-01-01T00:00:00Z"}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Empty(t, b.node.fsm.Runs(nil))
+
+	// Within the horizon a backfill still works.
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-01T09:00:00+08:00"}`)
+	require.Equal(t, http.StatusCreated, code, out)
 }
 
 func pathEscape(s string) string { return (&url.URL{Path: s}).EscapedPath() }

@@ -84,6 +84,11 @@ type Config struct {
 	// NowFunc stamps writes (task submissions, cancels, fires); default
 	// time.Now.
 	NowFunc func() time.Time
+	// FireHorizon is how far back POST /v1/rules/{name}/fire may fire a
+	// slot; default engine.LedgerRetentionDefault. Keep it within the
+	// leader's LedgerRetention: an older slot may have fired and been
+	// pruned from the ledger, and would fire a second time.
+	FireHorizon time.Duration
 }
 
 // New returns the API handler.
