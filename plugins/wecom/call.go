@@ -82,7 +82,7 @@ func (st *state) call(ctx context.Context, method, path string, q url.Values, bo
 	}
 	var r apiReply
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&r); err != nil || !bytes.Contains(raw, []byte(`"errcode"`)) {
+	if err := dec.Decode(&r); err != nil {
 		return apiReply{}, &callError{status: sdk.StatusRetryable, msg: fmt.Sprintf("%s %s: reply is not WeCom JSON (%d bytes)", method, path, len(raw))}
 	}
 	return r, nil

@@ -1,6 +1,9 @@
 package wecom
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -76,13 +79,64 @@ func classify(code int) class {
 
 // apiReply is the part of a WeCom reply the channel reads.
 type apiReply struct {
-	ErrCode        int    `json:"errcode"`
-	ErrMsg         string `json:"errmsg"`
-	InvalidUser    string `json:"invaliduser"`
-	UnlicensedUser string `json:"unlicenseduser"`
-	MsgID          string `json:"msgid"`
-	AccessToken    string `json:"access_token"`
-	ExpiresIn      int    `json:"expires_in"`
+	ErrCode        int
+	ErrMsg         string
+	InvalidUser    string
+	UnlicensedUser string
+	MsgID          string
+	AccessToken    string
+	ExpiresIn      int
+}
+
+// errNoErrcode is a JSON reply without an integer errcode: not WeCom's.
+var errNoErrcode = errors.New("reply has no integer errcode")
+
+// UnmarshalJSON reads a reply leniently, as WECOM.md asks: optional fields
+// may be absent, empty strings, null or present, and numbers may come as
+// strings (or a msgid as a number). A field of an unexpected shape counts
+// as absent, so a success stays a success whatever its optional fields
+// look like. Only errcode is required, an integer as a number or a string.
+func (r *apiReply) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	code, ok := intOf(m["errcode"])
+	if !ok {
+		return errNoErrcode
+	}
+	r.ErrCode = code
+	r.ErrMsg = textOf(m["errmsg"])
+	r.InvalidUser = textOf(m["invaliduser"])
+	r.UnlicensedUser = textOf(m["unlicenseduser"])
+	r.MsgID = textOf(m["msgid"])
+	r.AccessToken = textOf(m["access_token"])
+	r.ExpiresIn, _ = intOf(m["expires_in"])
+	return nil
+}
+
+// textOf reads a JSON string, or a number as it was written; anything else
+// (absent, null, an object) is "".
+func textOf(raw json.RawMessage) string {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return ""
+	}
+	switch v := v.(type) {
+	case string:
+		return v
+	case json.Number:
+		return v.String()
+	}
+	return ""
+}
+
+// intOf reads an integer given as a JSON number or a string.
+func intOf(raw json.RawMessage) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimSpace(textOf(raw)))
+	return n, err == nil
 }
 
 // judge turns a business reply to a send into the message's Result.
