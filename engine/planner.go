@@ -52,6 +52,13 @@ func (l *Leader) deliveries(run *Run, rule Rule, planned []Planned) []NewDeliver
 	if deadline <= 0 {
 		deadline = DefaultDeadline
 	}
+	// A slot fired by hand after it passed (a backfill) counts its stagger
+	// and deadline from when it was fired: from its slot, every message
+	// would expire at once.
+	base := run.Slot
+	if at := run.StartedAt.Truncate(time.Second); run.Manual && at.After(base) {
+		base = at
+	}
 	seen := make(map[string]bool, len(planned))
 	out := make([]NewDelivery, 0, len(planned))
 	for i, p := range planned {
@@ -65,8 +72,8 @@ func (l *Leader) deliveries(run *Run, rule Rule, planned []Planned) []NewDeliver
 			Channel:   rule.Channel,
 			Payload:   p.Payload,
 			Priority:  cmp.Or(rule.Priority, PriorityNormal),
-			NotBefore: run.Slot.Add(rule.Stagger.Offset(run.Key, p.Recipient, i, len(planned))),
-			Deadline:  run.Slot.Add(deadline),
+			NotBefore: base.Add(rule.Stagger.Offset(run.Key, p.Recipient, i, len(planned))),
+			Deadline:  base.Add(deadline),
 			Retry:     rule.Retry,
 		})
 	}

@@ -66,3 +66,23 @@ func TestStalePlanningRunIsNotPlannedAgain(t *testing.T) {
 	require.Equal(t, 1, calls, "the rule ran again for a planned run")
 	require.Len(t, s.log.fsm.RunDeliveries(key), 1)
 }
+
+// A slot fired by hand long after it passed (a backfill) is sent: its
+// deadline counts from when it was fired, not from its slot, which would
+// expire every delivery at once.
+func TestBackfilledSlotIsSentNotExpired(t *testing.T) {
+	t.Parallel()
+	slot := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	now := slot.Add(25 * time.Hour)
+	s := newSim(t, now, Rule{Name: "daily", Schedule: "0 9 * * *", Channel: "mock", Stagger: Stagger{Jitter: time.Minute}})
+	s.rules.plan["daily"] = to("alice", "bob")
+	s.lead("n1")
+	require.Nil(t, s.apply(CmdStartRun, StartRun{Key: RunKey("daily", slot), Rule: "daily", Slot: slot, Manual: true, Now: now}))
+	s.advance(now.Add(2*time.Minute), time.Second)
+	for _, d := range s.log.fsm.RunDeliveries(RunKey("daily", slot)) {
+		require.Equal(t, StateSent, d.State, "%s: %s", d.Recipient, d.LastError)
+		require.Equal(t, now.Add(DefaultDeadline), d.Deadline)
+		require.False(t, d.NotBefore.Before(now), "the stagger counts from the fire too")
+	}
+	require.Empty(t, alertsWith(s.log.fsm, "expired:"))
+}
