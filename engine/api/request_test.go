@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api"
 )
 
 // Bad requests: each gets a 4xx with a JSON reason, never a 500, a panic
@@ -240,6 +242,47 @@ func TestFireRefusesSlotsTheLedgerForgot(t *testing.T) {
 	// Within the horizon a backfill still works.
 	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-01T09:00:00+08:00"}`)
 	require.Equal(t, http.StatusCreated, code, out)
+}
+
+type failing struct{ err error }
+
+func (f failing) Apply(context.Context, []byte) (any, error) { return nil, f.err }
+func (f failing) VerifyLeader(context.Context) error         { return f.err }
+
+func TestWritesWithoutLeaderAre503(t *testing.T) {
+	t.Parallel()
+	fsm := engine.NewFSM()
+	cmd, err := engine.Encode(engine.CmdRaiseAlert, engine.RaiseAlert{Cause: "c", Message: "m", Now: now0})
+	require.NoError(t, err)
+	fsm.Apply(1, 1, cmd)
+	alert := fsm.Alerts()[0].ID
+	writes := []struct{ method, target, body string }{
+		{http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`},
+		{http.MethodDelete, "/v1/tasks/k", ""},
+		{http.MethodPost, "/v1/rules/daily/fire", ""},
+		{http.MethodPost, "/v1/alerts/" + alert + "/ack", ""},
+	}
+	for name, rep := range map[string]engine.Replicator{
+		"none":       nil,
+		"follower":   failing{engine.ErrNotLeader},
+		"wrapped":    failing{errors.Join(errors.New("raft"), engine.ErrNotLeader)},
+		"timeout":    failing{context.DeadlineExceeded},
+		"client-end": failing{context.Canceled},
+	} {
+		b := &apiBundle{h: api.New(api.Config{FSM: fsm, Replicator: rep, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+			StatusFunc: func() api.Status { return api.Status{} }})}
+		for _, wr := range writes {
+			rec := b.send(t, wr.method, wr.target, strings.NewReader(wr.body))
+			require.Equal(t, http.StatusServiceUnavailable, rec.Code, "%s: %s %s: %s", name, wr.method, wr.target, rec.Body.String())
+			require.Contains(t, jsonBody(t, rec)["error"], "try again", "%s: %s %s", name, wr.method, wr.target)
+		}
+	}
+	require.False(t, fsm.Alerts()[0].Acked)
+
+	// An unknown alert is still a 404 where a write would go through.
+	b := setupAPI(t)
+	code, out := b.do(t, http.MethodPost, "/v1/alerts/nope/ack", "")
+	require.Equal(t, http.StatusNotFound, code, out)
 }
 
 func pathEscape(s string) string { return (&url.URL{Path: s}).EscapedPath() }

@@ -221,22 +221,22 @@ func (s *server) alerts(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {
-	cmd, err := engine.Encode(engine.CmdAckAlert, engine.AckAlert{ID: r.PathValue("id")})
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	res, err := s.cfg.Replicator.Apply(r.Context(), cmd)
-	if err == nil {
-		err, _ = res.(error)
+	id := r.PathValue("id")
+	_, err := s.apply(r.Context(), engine.CmdAckAlert, engine.AckAlert{ID: id})
+	// The state machine refuses an unknown id with a plain error; any other
+	// failure (no leader, a timeout) is not the caller's mistake.
+	unknown := false
+	if err != nil && !errors.Is(err, engine.ErrNotLeader) {
+		_, found := s.cfg.FSM.Alert(id)
+		unknown = !found
 	}
 	switch {
-	case errors.Is(err, engine.ErrNotLeader):
-		writeError(w, http.StatusServiceUnavailable, "no leader to take the write; try again")
+	case unknown:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no alert %q", id))
 	case err != nil:
-		writeError(w, http.StatusNotFound, err.Error())
+		s.writeApplyError(w, err)
 	default:
-		writeJSON(w, http.StatusOK, map[string]any{"id": r.PathValue("id"), "acked": true})
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "acked": true})
 	}
 }
 
