@@ -238,3 +238,51 @@ func TestCongestionLowersConcurrency(t *testing.T) {
 		require.Equal(t, 1, n, "send %d after the 45033 ran alone", i+20)
 	}
 }
+
+// TestOutcomeTableOtherCalls covers the rows of WECOM.md's table that come
+// from gettoken and from a robot's webhook/send, and the send codes
+// TestOutcomeTable leaves out.
+func TestOutcomeTableOtherCalls(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		path   string // where the code is answered
+		code   int
+		status sdk.Status
+	}{
+		{wecomfake.PathGetToken, 40001, sdk.StatusConfig},
+		{wecomfake.PathGetToken, 40013, sdk.StatusConfig},
+		{wecomfake.PathGetToken, 40091, sdk.StatusConfig},
+		{wecomfake.PathGetToken, 41002, sdk.StatusConfig},
+		{wecomfake.PathGetToken, 41004, sdk.StatusConfig},
+		{wecomfake.PathGetToken, -1, sdk.StatusRetryable},
+		{wecomfake.PathGetToken, 45009, sdk.StatusRateLimited},
+		{wecomfake.PathSend, 82002, sdk.StatusPermanent},
+		{wecomfake.PathSend, 82003, sdk.StatusPermanent},
+		{wecomfake.PathWebhook, 93000, sdk.StatusConfig},
+		{wecomfake.PathWebhook, 93004, sdk.StatusConfig},
+		{wecomfake.PathWebhook, 45009, sdk.StatusRateLimited},
+		{wecomfake.PathWebhook, 40058, sdk.StatusPermanent},
+		{wecomfake.PathWebhook, 44004, sdk.StatusPermanent},
+		{wecomfake.PathWebhook, -1, sdk.StatusRetryable},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprint(c.path, c.code), func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, wecomfake.Config{}, "")
+			ch := e.ch
+			if c.path == wecomfake.PathWebhook {
+				ch = e.channel(t, robotConfig(e.api.URL, wecomfake.DemoRobotKey, ""))
+			}
+			require.NoError(t, e.fake.FailNext(1, c.code, c.path))
+			r := sendOne(t, ch, msg("m", "alice", text("hi")))
+			require.Equal(t, c.status, r.Status, "%+v", r)
+			require.Equal(t, fmt.Sprint(c.code), r.Code, "errcode kept verbatim")
+			require.Contains(t, r.Error, wecomfake.ErrText(c.code), "errmsg kept")
+			if c.status == sdk.StatusRateLimited {
+				require.GreaterOrEqual(t, r.RetryAfter, time.Minute)
+			}
+			require.Empty(t, e.fake.Messages())
+			require.Empty(t, e.fake.RobotReceived(wecomfake.DemoRobotKey))
+		})
+	}
+}
