@@ -285,4 +285,32 @@ func TestWritesWithoutLeaderAre503(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code, out)
 }
 
+func TestCrossSiteWritesRefused(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	for _, hdr := range [][]string{
+		{"Sec-Fetch-Site", "cross-site"},
+		{"Sec-Fetch-Site", "same-site"},
+		{"Origin", "https://evil.example"}, // an older browser: no Sec-Fetch-Site
+	} {
+		rec := b.send(t, http.MethodPost, "/v1/rules/daily/fire", nil, hdr...)
+		require.Equal(t, http.StatusForbidden, rec.Code, hdr)
+		require.Contains(t, jsonBody(t, rec)["error"], "cross-origin", hdr)
+		rec = b.send(t, http.MethodPost, "/v1/tasks", strings.NewReader(`{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`), hdr...)
+		require.Equal(t, http.StatusForbidden, rec.Code, hdr)
+	}
+	require.Empty(t, b.node.fsm.Runs(nil))
+	_, found := b.node.fsm.Task("k")
+	require.False(t, found)
+
+	// Reads from anywhere, the dashboard's own writes, and clients that are
+	// not browsers (the CLI, curl, other nodes) go through.
+	require.Equal(t, http.StatusOK, b.send(t, http.MethodGet, "/v1/status", nil, "Sec-Fetch-Site", "cross-site").Code)
+	require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/v1/rules/daily/fire", strings.NewReader(`{"slot":"2026-11-30T09:00:00+08:00"}`),
+		"Sec-Fetch-Site", "same-origin", "Origin", "http://example.com").Code)
+	require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/v1/rules/daily/fire", strings.NewReader(`{"slot":"2026-11-29T09:00:00+08:00"}`),
+		"Origin", "http://example.com").Code, "same origin as httptest's Host")
+	require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/v1/rules/daily/fire", strings.NewReader(`{"slot":"2026-11-28T09:00:00+08:00"}`)).Code)
+}
+
 func pathEscape(s string) string { return (&url.URL{Path: s}).EscapedPath() }

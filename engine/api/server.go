@@ -139,7 +139,17 @@ func New(cfg Config) http.Handler {
 	if cfg.ForwardFunc != nil {
 		h = cfg.ForwardFunc(h)
 	}
-	return h
+	// A node listens where the operator's browser can reach it: without
+	// this, any page open there could fire rules, submit tasks or ack
+	// alerts with a form or a no-cors fetch. Browsers mark cross-site
+	// requests (Sec-Fetch-Site, Origin); the CLI, curl and other nodes send
+	// neither and pass. Checked before forwarding, so a refused write never
+	// reaches the leader.
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, "cross-origin "+r.Method+" refused: writes come from this node's own pages, the CLI or API clients")
+	}))
+	return csrf.Handler(h)
 }
 
 type server struct{ cfg Config }
