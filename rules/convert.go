@@ -21,41 +21,66 @@ var ErrValue = errors.New("value has no JSON form")
 // deterministically (maps are written with sorted keys). A table whose keys
 // are exactly 1..n is an array; any other table is an object with string
 // keys; an empty table is an empty object.
-func toGo(v lua.LValue, depth int) (any, error) {
+//
+// limit bounds the JSON the value would become. A table can hold the same
+// table many times (t = {t, t} forty times over is 2^40 values built in
+// forty steps), so the conversion counts, as it goes, at least the bytes
+// each value will take, and stops once that passes limit.
+func toGo(v lua.LValue, limit int) (any, error) {
+	c := &jsonConv{left: limit, limit: limit}
+	return c.conv(v, 0)
+}
+
+// jsonConv is one conversion: the bytes of JSON it may still produce.
+type jsonConv struct{ left, limit int }
+
+// spend counts n bytes of output.
+func (c *jsonConv) spend(n int) error {
+	if c.left -= n; c.left < 0 {
+		return fmt.Errorf("its JSON is over the %d byte limit", c.limit)
+	}
+	return nil
+}
+
+func (c *jsonConv) conv(v lua.LValue, depth int) (any, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("%w: nested more than %d deep (a cycle?)", ErrValue, maxDepth)
 	}
 	switch v := v.(type) {
 	case *lua.LNilType:
-		return nil, nil
+		return nil, c.spend(len("null"))
 	case lua.LBool:
-		return bool(v), nil
+		return bool(v), c.spend(len("true"))
 	case lua.LNumber:
 		f := float64(v)
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return nil, fmt.Errorf("%w: %v", ErrValue, f)
 		}
 		if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-			return int64(f), nil
+			return int64(f), c.spend(1)
 		}
-		return f, nil
+		return f, c.spend(1)
 	case lua.LString:
-		return string(v), nil
+		return string(v), c.spend(len(v) + 2)
 	case *lua.LUserData:
 		switch x := v.Value.(type) {
 		case time.Time:
-			return x.Format(time.RFC3339), nil
+			s := x.Format(time.RFC3339)
+			return s, c.spend(len(s) + 2)
 		case jsonNull:
-			return nil, nil
+			return nil, c.spend(len("null"))
 		}
 		return nil, fmt.Errorf("%w: userdata", ErrValue)
 	case *lua.LTable:
-		return tableToGo(v, depth)
+		if err := c.spend(2); err != nil { // the brackets
+			return nil, err
+		}
+		return c.table(v, depth)
 	}
 	return nil, fmt.Errorf("%w: %s", ErrValue, v.Type())
 }
 
-func tableToGo(t *lua.LTable, depth int) (any, error) {
+func (c *jsonConv) table(t *lua.LTable, depth int) (any, error) {
 	n, isArray := 0, true
 	var err error
 	t.ForEach(func(k, _ lua.LValue) {
@@ -68,7 +93,12 @@ func tableToGo(t *lua.LTable, depth int) (any, error) {
 		arr := make([]any, 0, n)
 		for i := 1; i <= n && err == nil; i++ {
 			var x any
-			x, err = toGo(t.RawGetInt(i), depth+1)
+			if i > 1 {
+				err = c.spend(1) // the comma
+			}
+			if err == nil {
+				x, err = c.conv(t.RawGetInt(i), depth+1)
+			}
 			arr = append(arr, x)
 		}
 		return arr, err
@@ -88,8 +118,11 @@ func tableToGo(t *lua.LTable, depth int) (any, error) {
 			err = fmt.Errorf("%w: a %s key", ErrValue, k.Type())
 			return
 		}
+		if err = c.spend(len(key) + 3 + min(len(obj), 1)); err != nil { // "key": and a comma after the first
+			return
+		}
 		var x any
-		if x, err = toGo(v, depth+1); err == nil {
+		if x, err = c.conv(v, depth+1); err == nil {
 			obj[key] = x
 		}
 	})

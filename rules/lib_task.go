@@ -138,7 +138,7 @@ func (sb *sandbox) taskArgs(args *lua.LTable, sub *submitter) (engine.SubmitTask
 		if !ok {
 			return t, fmt.Sprintf("data: want a table, got %s", v.Type())
 		}
-		g, err := toGo(tbl, 0)
+		g, err := toGo(tbl, maxPayload)
 		if err != nil {
 			return t, "data: " + err.Error()
 		}

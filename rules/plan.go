@@ -288,7 +288,7 @@ func payloadJSON(v lua.LValue) (json.RawMessage, error) {
 		}
 		b = []byte(v)
 	case *lua.LTable:
-		g, err := toGo(v, 0)
+		g, err := toGo(v, maxPayload)
 		if err != nil {
 			return nil, err
 		}

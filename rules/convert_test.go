@@ -1,0 +1,77 @@
+package rules
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestJSONSharedTablesBounded: a table that holds the same table twice,
+// forty levels deep, is 2^40 values once written out, though it takes
+// forty steps to build. Converting it must stop at the size limit, not
+// allocate until the node runs out of memory (inside one Go call the time
+// limit cannot interrupt; for a message's payload, outside any call).
+func TestJSONSharedTablesBounded(t *testing.T) {
+	t.Parallel()
+	const dag = `local t = { "x" } for i = 1, 40 do t = { t, t } end`
+	s := load(t, newDir(t, map[string]string{
+		"encode.lua": exprRule("encode", `(function() `+dag+` return json.encode(t) end)()`),
+		"payload.lua": `return rule {
+  name = "payload", channel = "mock",
+  recipients = function(run) return { "alice" } end,
+  message = function(run, to) ` + dag + ` return { content = t } end,
+}`,
+		"wide.lua": exprRule("wide", `(function()
+      local s = string.rep("x", 2^19)
+      local t = {} for i = 1, 1000 do t[i] = s end
+      return json.encode(t)
+    end)()`),
+	}), func(c *Config) { c.CallTimeout = 5 * time.Second })
+	for rule, want := range map[string]string{
+		"encode":  "json.encode: its JSON is over the 1048576 byte limit",
+		"payload": "message for alice: its JSON is over the 65536 byte limit",
+		"wide":    "json.encode: its JSON is over the 1048576 byte limit",
+	} {
+		t.Run(rule, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.Plan(context.Background(), rule, runAt(time.Now()))
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				require.ErrorIs(t, err, ErrRule)
+				require.ErrorContains(t, err, want)
+			case <-time.After(waitTimeout):
+				t.Fatalf("%s: converting a table of shared tables did not stop", rule)
+			}
+		})
+	}
+}
+
+// TestJSONLimitExact: the running count never refuses a value whose JSON
+// fits: a payload of exactly 64 KiB goes, one byte more does not.
+func TestJSONLimitExact(t *testing.T) {
+	t.Parallel()
+	for _, extra := range []int{0, 1} {
+		// {"a":[1,{"b":"xxx…"}],"c":null} with json.null
+		v := map[string]string{"r.lua": `return rule {
+  name = "r", channel = "mock",
+  recipients = function(run) return { "alice" } end,
+  message = function(run, to)
+    local fixed = #'{"a":[1,{"b":""}],"c":null}'
+    return { a = { 1, { b = string.rep("x", 65536 - fixed + ` + string(rune('0'+extra)) + `) } }, c = json.null }
+  end,
+}`}
+		s := load(t, newDir(t, v))
+		out, err := plan(t, s, "r", "")
+		if extra == 0 {
+			require.NoError(t, err)
+			require.Len(t, out[0].Payload, maxPayload)
+		} else {
+			require.ErrorContains(t, err, "over the 65536 byte limit")
+		}
+	}
+}
