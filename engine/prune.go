@@ -53,7 +53,9 @@ func (a applier) prune(c Prune) any {
 	for key, r := range a.st.Runs {
 		if r.State != RunPlanning && r.StartedAt.Before(c.Before) && len(a.st.byRun[key]) == 0 {
 			delete(a.st.Runs, key)
-			a.st.Ledger[key] = r.Slot
+			// Kept for LedgerRetention after its slot, or after it fired
+			// if later (a backfill, a task due long ago).
+			a.st.Ledger[key] = latest(r.Slot, r.StartedAt)
 			res.Runs++
 		}
 	}
@@ -81,6 +83,13 @@ func (a applier) prune(c Prune) any {
 		}
 	}
 	return res
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // pruneOnce proposes a Prune for now's retention horizon.

@@ -22,8 +22,9 @@ type state struct {
 	Missed map[string]map[string][]string `json:"missed"`
 	// Tasks are the API tasks by key.
 	Tasks map[string]*Task `json:"tasks"`
-	// Ledger remembers the run keys (and their slots) of runs pruned by
-	// retention, so that a slot or a task key never fires twice.
+	// Ledger remembers the run keys of runs pruned by retention, with
+	// their slot (or the time they fired, if later), so that a slot or a
+	// task key never fires twice.
 	Ledger map[string]time.Time `json:"ledger"`
 	// Compensate holds the ids of deliveries that ended failed or expired
 	// and whose rule's on_failed has not run yet.

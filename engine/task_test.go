@@ -192,3 +192,26 @@ func TestCancelTooLateCountsEveryDelivery(t *testing.T) {
 	require.Equal(t, map[string]int{"sent": 1, "pending": 2}, fired.States)
 	require.Contains(t, err.Error(), "deliveries 2 pending, 1 sent")
 }
+
+// The ledger keeps a pruned run's key for its retention after the run
+// fired, also when its slot is older still (a backfill, a task due long
+// ago): the same pass must not forget it.
+func TestLedgerKeepsAnOldSlotFiredLate(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	now := t0.Add(100 * 24 * time.Hour)
+	key := RunKey("daily", t0)
+	require.Nil(t, b.apply(CmdStartRun, StartRun{Key: key, Rule: "daily", Slot: t0, Manual: true, Now: now}))
+	require.Nil(t, b.apply(CmdFinishPlan, FinishPlan{RunKey: key, Now: now}))
+	b.apply(CmdSubmitTask, SubmitTask{Key: "k", Rule: "r", DueAt: t0, Now: now})
+	require.Nil(t, b.apply(CmdStartRun, StartRun{Key: TaskRunKey("k"), Rule: "r", Slot: t0, TaskKey: "k", Now: now}))
+	require.Nil(t, b.apply(CmdFinishPlan, FinishPlan{RunKey: TaskRunKey("k"), Now: now}))
+
+	later := now.Add(8 * 24 * time.Hour)
+	res := b.apply(CmdPrune, Prune{Before: later.Add(-7 * 24 * time.Hour), LedgerBefore: later.Add(-90 * 24 * time.Hour), Now: later}).(PruneResult)
+	require.Equal(t, 2, res.Runs)
+	err, _ := b.apply(CmdStartRun, StartRun{Key: key, Rule: "daily", Slot: t0, Manual: true, Now: later}).(error)
+	require.ErrorIs(t, err, ErrRunExists, "the slot fired twice")
+	err, _ = b.apply(CmdSubmitTask, SubmitTask{Key: "k", Rule: "r", DueAt: t0, Now: later}).(error)
+	require.ErrorIs(t, err, ErrTaskKeyUsed)
+}
