@@ -22,6 +22,7 @@ import (
 // Bad requests: each gets a 4xx with a JSON reason, never a 500, a panic
 // or a silent success.
 
+// send is do with headers and a body reader.
 func (b *apiBundle) send(t *testing.T, method, target string, body io.Reader, hdr ...string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(method, target, body)
@@ -70,6 +71,8 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 	}
 }
 
+// The zero instant parses as RFC 3339 but the state machine refuses it:
+// it was a 500.
 func TestTaskDueAtZeroIs400(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
@@ -80,6 +83,8 @@ func TestTaskDueAtZeroIs400(t *testing.T) {
 	}
 }
 
+// A key "." or ".." is created but can never be read or cancelled: the
+// router cleans it out of /v1/tasks/{key} and redirects.
 func TestTaskKeyDotSegmentsRefused(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
@@ -114,6 +119,7 @@ func TestTaskBodyTrailingDataRefused(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, "trailing space is fine")
 }
 
+// endless is a body that never ends; it counts what was read of it.
 type endless struct {
 	head []byte
 	read atomic.Int64
@@ -134,6 +140,7 @@ func (e *endless) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// A huge body is refused with 413 after reading a bounded prefix of it.
 func TestTaskBodyTooLargeIs413(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
@@ -184,6 +191,9 @@ func TestTaskListFromAfterToIs400(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "to alone")
 }
 
+// A task fires its rule under the run key task:KEY, outside the rule's
+// slots: a task of a scheduled rule would send the daily report a second
+// time that day.
 func TestTaskOfScheduledRuleIs400(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
@@ -195,6 +205,7 @@ func TestTaskOfScheduledRuleIs400(t *testing.T) {
 	require.False(t, found)
 }
 
+// A typo in the fire body used to fire "now" instead of the slot meant.
 func TestFireRefusesUnknownFieldsAndTrailingData(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
@@ -214,6 +225,8 @@ func TestFireRefusesUnknownFieldsAndTrailingData(t *testing.T) {
 	require.Equal(t, http.StatusConflict, code, "{} fires now too, the same second: %v", out)
 }
 
+// A slot older than the ledger's memory may have fired, been pruned and
+// been forgotten: firing it by hand would send it a second time.
 func TestFireRefusesSlotsTheLedgerForgot(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
@@ -244,11 +257,15 @@ func TestFireRefusesSlotsTheLedgerForgot(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, out)
 }
 
+// failing answers every write with err.
 type failing struct{ err error }
 
 func (f failing) Apply(context.Context, []byte) (any, error) { return nil, f.err }
 func (f failing) VerifyLeader(context.Context) error         { return f.err }
 
+// Writes on a node that cannot take them (a follower with forwarding off,
+// an election, a timeout) answer 503 with a reason, never 500, 404 or a
+// panic.
 func TestWritesWithoutLeaderAre503(t *testing.T) {
 	t.Parallel()
 	fsm := engine.NewFSM()
@@ -285,6 +302,41 @@ func TestWritesWithoutLeaderAre503(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code, out)
 }
 
+// Two identical submissions at once: one creates, the other finds it.
+// Two different bodies at once: one creates, the other conflicts.
+func TestConcurrentSubmissionsOfOneKey(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	submit := func(bodies ...string) []int {
+		codes := make([]int, len(bodies))
+		start := make(chan struct{})
+		done := make(chan struct{})
+		for i, body := range bodies {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				<-start
+				codes[i] = b.send(t, http.MethodPost, "/v1/tasks", strings.NewReader(body)).Code
+			}()
+		}
+		close(start)
+		for range bodies {
+			<-done
+		}
+		return codes
+	}
+	for i := range 20 {
+		key := `"same-` + string(rune('a'+i)) + `"`
+		body := `{"key":` + key + `,"rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00","data":{"n":1}}`
+		require.ElementsMatch(t, []int{http.StatusCreated, http.StatusOK}, submit(body, body))
+		key = `"diff-` + string(rune('a'+i)) + `"`
+		body = `{"key":` + key + `,"rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00","data":{"n":1}}`
+		require.ElementsMatch(t, []int{http.StatusCreated, http.StatusConflict}, submit(body, strings.Replace(body, `"n":1`, `"n":2`, 1)))
+	}
+}
+
+// A page elsewhere in the operator's browser must not be able to fire a
+// rule, submit a task or ack an alert on a node it can reach (a form or a
+// no-cors fetch to 127.0.0.1:8101).
 func TestCrossSiteWritesRefused(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
@@ -313,4 +365,5 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 	require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/v1/rules/daily/fire", strings.NewReader(`{"slot":"2026-11-28T09:00:00+08:00"}`)).Code)
 }
 
+// pathEscape escapes a key for a URL path as the CLI does.
 func pathEscape(s string) string { return (&url.URL{Path: s}).EscapedPath() }
