@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/plugins/sdk"
+	"github.com/heraldhq/herald/plugins/wecom"
 	"github.com/heraldhq/herald/plugins/wecomfake"
 )
 
@@ -165,4 +166,31 @@ func TestRobotPacedByHostLimits(t *testing.T) {
 	}
 	require.Len(t, e.fake.RobotReceived(wecomfake.DemoRobotKey), 60)
 	require.Equal(t, 60, e.fake.Calls("webhook/send"))
+}
+
+func TestNestedKeyOrderDoesNotChangeTheBody(t *testing.T) {
+	t.Parallel()
+	e := setup(t, wecomfake.Config{}, "")
+	pairs := [][2]string{
+		{`{"msgtype":"news","news":{"articles":[{"title":"T","url":"https://x.test/1","picurl":"https://x.test/p.png","description":"d"},{"url":"https://x.test/2","title":"U"}]}}`,
+			`{"news":{"articles":[{"description":"d","picurl":"https://x.test/p.png","url":"https://x.test/1","title":"T"},{"title":"U","url":"https://x.test/2"}]},"msgtype":"news"}`},
+		{`{"msgtype":"template_card","template_card":{"card_type":"text_notice","main_title":{"title":"日报","desc":"9:00"},"horizontal_content_list":[{"keyname":"a","value":"1"}],"card_action":{"type":1,"url":"https://x.test"},"task_id":"t-1.0"}}`,
+			`{"template_card":{"task_id":"t-1.0","card_action":{"url":"https://x.test","type":1},"horizontal_content_list":[{"value":"1","keyname":"a"}],"main_title":{"desc":"9:00","title":"日报"},"card_type":"text_notice"},"msgtype":"template_card"}`},
+	}
+	// The second of each pair is the retry by another process (a
+	// restarted plugin, a new leader), which has no memory of the first.
+	chans := []*wecom.Channel{e.ch, e.channel(t, appConfig(e.api.URL, wecomfake.DemoSecret, ""))}
+	for i, p := range pairs {
+		for j, payload := range p {
+			m := sdk.Message{ID: fmt.Sprint(i, j), IdempotencyKey: fmt.Sprint("k", i), Recipient: "alice", Payload: json.RawMessage(payload), Attempt: j + 1}
+			require.Equal(t, sdk.StatusSent, sendOne(t, chans[j], m).Status)
+		}
+	}
+	bodies := sentBodies(e.fake, wecomfake.PathSend)
+	require.Len(t, bodies, 4)
+	require.Equal(t, bodies[0], bodies[1], "same news, same bytes")
+	require.Contains(t, bodies[0], `"articles":[{"description":"d","picurl":"https://x.test/p.png","title":"T","url":"https://x.test/1"},{"title":"U","url":"https://x.test/2"}]`)
+	require.Equal(t, bodies[2], bodies[3], "same template card, same bytes")
+	require.Contains(t, bodies[2], `"card_action":{"type":1,"url":"https://x.test"}`)
+	require.Len(t, e.fake.Received("alice"), 2, "each retry was WeCom's duplicate")
 }
