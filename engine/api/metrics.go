@@ -1,6 +1,8 @@
 package api
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heraldhq/herald/engine"
@@ -25,7 +27,7 @@ func newCollector(fsm *engine.FSM) *collector {
 		fsm:        fsm,
 		deliveries: d("herald_deliveries_total", "Deliveries that ended, by rule and outcome (sent, failed, expired, cancelled).", "rule", "outcome"),
 		pending:    d("herald_deliveries_pending", "Deliveries planned and not ended yet, by rule.", "rule"),
-		failures:   d("herald_delivery_failures_total", "Failed and expired deliveries by rule and reason.", "rule", "reason"),
+		failures:   d("herald_delivery_failures_total", "Failed and expired deliveries by rule and reason (the provider's code, expired, or error; /v1/stats has the words).", "rule", "reason"),
 		runs:       d("herald_runs_total", "Runs started, by rule and kind (all, late, skipped).", "rule", "kind"),
 		slotToSent: d("herald_slot_to_sent_seconds", "Time from a run's slot to the channel's acceptance.", "rule"),
 		lateness:   d("herald_send_lateness_seconds", "Time from a delivery's planned time (slot + stagger) to sent.", "rule"),
@@ -60,7 +62,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.deliveries, float64(s.Expired), rule, "expired")
 		counter(c.deliveries, float64(s.Cancelled), rule, "cancelled")
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(s.Pending()), rule)
+		reasons := map[string]int{}
 		for reason, n := range s.Reasons {
+			reasons[metricReason(reason)] += n
+		}
+		for reason, n := range reasons {
 			counter(c.failures, float64(n), rule, reason)
 		}
 		counter(c.runs, float64(s.Runs), rule, "all")
@@ -77,6 +83,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	tasks, alerts := c.fsm.Counts()
 	ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(tasks))
 	ch <- prometheus.MustNewConstMetric(c.alerts, prometheus.GaugeValue, float64(alerts))
+}
+
+// metricReason keeps a failure reason's label to a bounded set: the
+// provider's code, "expired", the engine's "other", or "error" for free
+// text. Free text can hold a recipient or a port, and daily aggregates are
+// never pruned, so as a label it would add series for ever; /v1/stats
+// keeps the words.
+func metricReason(reason string) string {
+	if reason == "expired" || reason == "other" || strings.HasPrefix(reason, "code ") {
+		return reason
+	}
+	return "error"
 }
 
 // histogram turns per-bucket counts into a Prometheus histogram.
