@@ -91,13 +91,11 @@ func (s *Set) build(scan *scanResult, prev *version) *version {
 	v.env = &env{people: v.people, calendars: s.cfg.Calendars, logger: s.cfg.Logger}
 	v.pool = newPool(v.env, s.cfg.PoolSize)
 	v.pool.hook = s.testHook
-	sb := v.pool.get()
 	for _, f := range files {
 		if scan.files[f].kind == KindRule {
-			sb = s.buildRule(sb, f, scan.files[f], prev, v)
+			s.buildRule(f, scan.files[f], prev, v)
 		}
 	}
-	v.pool.put(sb)
 	for _, c := range v.rules {
 		v.order = append(v.order, c)
 	}
@@ -202,8 +200,9 @@ func (s *Set) buildPeople(scan *scanResult, prev, v *version) {
 }
 
 // buildRule compiles one rule file into v, or keeps its last good version.
-// It returns the state to go on with (a new one if the file broke sb).
-func (s *Set) buildRule(sb *sandbox, f string, sf *scanned, prev, v *version) *sandbox {
+// The file's top level runs like any rule call, under the watchdog: a load
+// must not wait on a file stuck in a Go function.
+func (s *Set) buildRule(f string, sf *scanned, prev, v *version) {
 	st := FileStatus{Kind: KindRule, File: f}
 	var (
 		c   *compiled
@@ -212,10 +211,18 @@ func (s *Set) buildRule(sb *sandbox, f string, sf *scanned, prev, v *version) *s
 	if sf.err != nil {
 		err = &RuleError{File: f, Msg: sf.err.Error()}
 	} else {
-		c, err = compileFile(context.Background(), sb, f, sf.data, s.cfg.CallTimeout)
-		if sb.broken {
-			v.pool.put(sb)
-			sb = v.pool.get()
+		var got *compiled // written by the call; read only once it returned
+		err = s.withSandbox(context.Background(), v, func(sb *sandbox) error {
+			var err error
+			got, err = compileFile(context.Background(), sb, f, sf.data, s.cfg.CallTimeout)
+			return err
+		})
+		var re *RuleError
+		switch {
+		case err == nil:
+			c = got
+		case !errors.As(err, &re): // stuck past the time limit, or a panic
+			err = &RuleError{File: f, Msg: err.Error(), Err: err}
 		}
 	}
 	if err == nil {
@@ -237,7 +244,6 @@ func (s *Set) buildRule(sb *sandbox, f string, sf *scanned, prev, v *version) *s
 		st.Name, st.Hash = c.rule.Name, c.hash
 	}
 	v.status[f] = st
-	return sb
 }
 
 // setHash names the content in force: every good rule file, the people

@@ -271,3 +271,35 @@ func TestFormatTableArgument(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "short,short,short,short,short,2026-12-01T09:00:00+08:00|42|  2.2", content(t, out[0].Payload))
 }
+
+// TestLoadStuckInGo: a file whose top level is stuck inside a Go function
+// at load (where Lua's interrupt cannot reach) must not hold up the load:
+// the file is reported as timed out, the others load, and reloads go on.
+func TestLoadStuckInGo(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // lets the abandoned goroutine finish (goleak)
+	s := load(t, newDir(t, map[string]string{"good.lua": simpleRule("good", `return { "alice" }`)}),
+		func(c *Config) { c.CallTimeout = 50 * time.Millisecond })
+	s.testHook = func(sb *sandbox) {
+		sb.base.RawSetString("block", sb.L.NewFunction(func(L *lua.LState) int { <-release; return 0 }))
+	}
+	writeFiles(t, s.cfg.Dir, map[string]string{
+		"stuck.lua": "block()\n" + simpleRule("stuck", `return {}`),
+		"zz.lua":    simpleRule("zz", `return { "bob" }`),
+	})
+	done := make(chan error, 1)
+	go func() { _, err := s.Reload(); done <- err }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(waitTimeout):
+		t.Fatal("a reload waits for a file stuck in a Go function")
+	}
+	st, ok := statusOf(s, "stuck.lua")
+	require.True(t, ok)
+	require.Contains(t, st.Error, "stuck")
+	out, err := plan(t, s, "zz", "")
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+}
