@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/heraldhq/herald/engine"
@@ -80,7 +81,7 @@ func bucketName(i int) string {
 	if i >= len(engine.LatencyBuckets) {
 		return "+Inf"
 	}
-	return engine.LatencyBuckets[i].String()
+	return strconv.FormatFloat(engine.LatencyBuckets[i].Seconds(), 'f', -1, 64)
 }
 
 // addStats sums two days' aggregates (histograms bucket by bucket).
