@@ -416,3 +416,29 @@ func TestWaitingNodeIsAddedByAddress(t *testing.T) {
 	require.Equal(t, "n1", body)
 	waitValue(t, []*testNode{leader, w}, "late", "1")
 }
+
+// Two nodes in one process may share a Registerer: their gauges differ by
+// node_id, and one node's Shutdown unregisters only its own.
+func TestMetricsSharedRegisterer(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	withReg := func(c *Config) { c.Registerer = reg }
+	a := newTestNode(t, nodeOpts{id: "a", bootstrap: true, modify: withReg})
+	b := newTestNode(t, nodeOpts{id: "b", noStart: true, modify: withReg})
+	count := func() map[string]int {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		out := map[string]int{}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				out[m.GetLabel()[0].GetValue()]++
+			}
+		}
+		return out
+	}
+	require.Equal(t, map[string]int{"a": 4, "b": 4}, count())
+	b.stop()
+	require.Equal(t, map[string]int{"a": 4}, count())
+	a.stop()
+	require.Empty(t, count())
+}
