@@ -26,6 +26,16 @@ type JoinRequest struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
+	// ClusterID is the cluster a node with state belongs to; the leader
+	// refuses it if it is another cluster's. Empty for a new node.
+	ClusterID string `json:"cluster_id,omitempty"`
+}
+
+// JoinResponse is the answer to POST /v1/cluster/join.
+type JoinResponse struct {
+	ID        string `json:"id"`
+	LeaderID  string `json:"leader_id"`
+	ClusterID string `json:"cluster_id,omitempty"`
 }
 
 // RemoveRequest is the body of POST /v1/cluster/remove.

@@ -59,7 +59,7 @@ func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"id": req.ID, "leader_id": n.cfg.NodeID})
+	writeJSON(w, http.StatusOK, JoinResponse{ID: req.ID, LeaderID: n.cfg.NodeID, ClusterID: n.ClusterID()})
 }
 
 func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
@@ -195,7 +195,7 @@ func writeErr(w http.ResponseWriter, err error) {
 		status = http.StatusBadRequest
 	case errors.Is(err, ErrUnknownMember):
 		status = http.StatusNotFound
-	case errors.Is(err, ErrLastVoter), errors.Is(err, ErrMemberConflict):
+	case errors.Is(err, ErrLastVoter), errors.Is(err, ErrMemberConflict), errors.Is(err, ErrForeignCluster):
 		status = http.StatusConflict
 	case errors.Is(err, ErrRaftUnreachable):
 		status = http.StatusBadGateway

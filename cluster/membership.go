@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"time"
 
@@ -53,9 +54,13 @@ func (n *Node) joinVia(ctx context.Context, addr string) error {
 	backoff := 100 * time.Millisecond
 	var last error // the last real failure: the deadline itself says nothing
 	for {
-		err := c.Join(ctx, req)
+		var resp JoinResponse
+		err := c.Do(ctx, http.MethodPost, "/v1/cluster/join", req, &resp)
 		if err == nil {
-			n.log.Info("joined the cluster", "via", addr)
+			n.log.Info("joined the cluster", "via", addr, "cluster_id", resp.ClusterID)
+			if resp.ClusterID != "" {
+				return n.setClusterID(resp.ClusterID)
+			}
 			return nil
 		}
 		if ctx.Err() == nil || last == nil {
@@ -138,6 +143,9 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 // address — two processes with one id are a copied config, not a move.
 func (n *Node) checkJoinConflict(ctx context.Context, req JoinRequest) error {
 	switch {
+	case req.ClusterID != "" && n.ClusterID() != "" && req.ClusterID != n.ClusterID():
+		return fmt.Errorf("%w: %s holds the state of cluster %s, this is cluster %s: start it with an empty data dir to join",
+			ErrForeignCluster, req.ID, req.ClusterID, n.ClusterID())
 	case req.ID == n.cfg.NodeID && (req.RaftAddr != n.cfg.RaftAddr || req.HTTPAddr != n.cfg.HTTPAddr):
 		return fmt.Errorf("%w: %s is the leader's own id; it runs at raft address %s", ErrMemberConflict, req.ID, n.cfg.RaftAddr)
 	case req.ID != n.cfg.NodeID && req.RaftAddr == n.cfg.RaftAddr:
@@ -257,7 +265,6 @@ func (n *Node) transferLeadership(ctx context.Context) error {
 // whose record is gone (it was removed) is re-added only with --join.
 func (n *Node) reconcileSelf(ctx context.Context) {
 	self := engine.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
-	req := JoinRequest{ID: self.ID, RaftAddr: self.RaftAddr, HTTPAddr: self.HTTPAddr}
 	t := time.NewTicker(n.cfg.ReconcileInterval)
 	defer t.Stop()
 	for {
@@ -287,7 +294,15 @@ func (n *Node) reconcileSelf(ctx context.Context) {
 			continue
 		}
 		c := &Client{Addr: target, HTTP: n.client}
+		req := JoinRequest{ID: self.ID, RaftAddr: self.RaftAddr, HTTPAddr: self.HTTPAddr, ClusterID: n.ClusterID()}
 		if err := c.Join(ctx, req); err != nil {
+			var ae *APIError
+			if errors.As(err, &ae) && ae.Status/100 == 4 {
+				// Refused for good (another cluster's data, a live
+				// namesake): say so loudly, asking again changes nothing.
+				n.log.Error("the cluster refuses to refresh this node's member record", "via", target, "err", err)
+				return
+			}
 			n.log.Debug("refreshing own member record failed; will retry", "via", target, "err", err)
 			continue
 		}

@@ -54,6 +54,9 @@ type Node struct {
 	hasState  bool
 	startMode string
 
+	idMu      sync.Mutex
+	clusterID string // see ClusterID
+
 	leadership *leadership
 	metrics    *metrics
 
@@ -127,6 +130,9 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, fmt.Errorf("open raft store %s: %w", dbPath, err)
 	}
 	n.store = store
+	if id, err := store.Get(clusterIDKey); err == nil {
+		n.clusterID = string(id)
+	}
 	logs, err := raft.NewLogCache(512, store)
 	if err != nil {
 		return nil, fmt.Errorf("raft log cache: %w", err)
@@ -206,16 +212,27 @@ func (n *Node) Start(ctx context.Context) error {
 	switch {
 	case n.hasState:
 		n.startMode = startExisting
+		if n.cfg.Join != "" {
+			if err := n.checkSameCluster(ctx, n.cfg.Join); err != nil {
+				return err
+			}
+		}
 		n.log.Info("resuming with existing raft state", "raft_addr", n.cfg.RaftAddr)
-		n.bg.Add(1)
-		go func() {
-			defer n.bg.Done()
-			n.reconcileSelf(n.bgCtx)
-		}()
+		n.bg.Go(func() { n.reconcileSelf(n.bgCtx) })
+		n.bg.Go(func() { n.learnClusterID(n.bgCtx) })
 		return nil
 	case n.cfg.Bootstrap:
 		n.startMode = startBootstrap
 		n.log.Info("bootstrapping a new cluster", "raft_addr", n.cfg.RaftAddr)
+		// Drawn anew if a crash comes before the bootstrap: then the node
+		// has no state and bootstraps again.
+		id, err := newClusterID()
+		if err != nil {
+			return fmt.Errorf("bootstrap: cluster id: %w", err)
+		}
+		if err := n.setClusterID(id); err != nil {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
 		f := n.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter,
 			ID:       raft.ServerID(n.cfg.NodeID),
@@ -231,6 +248,7 @@ func (n *Node) Start(ctx context.Context) error {
 	default:
 		n.startMode = startWait
 		n.log.Warn("no raft state, not bootstrapping and nothing to join: waiting to be added (herald cluster join)")
+		n.bg.Go(func() { n.learnClusterID(n.bgCtx) })
 		return nil
 	}
 }
@@ -373,7 +391,9 @@ func (n *Node) memberHTTP(id string) string {
 
 // Status is a node's view of the cluster, served at GET /v1/cluster/status.
 type Status struct {
-	NodeID       string         `json:"node_id"`
+	NodeID string `json:"node_id"`
+	// ClusterID tells clusters apart; "" until this node has learnt it.
+	ClusterID    string         `json:"cluster_id,omitempty"`
 	RaftAddr     string         `json:"raft_addr"`
 	HTTPAddr     string         `json:"http_addr"`
 	LeaderID     string         `json:"leader_id"`
@@ -398,6 +418,7 @@ func (n *Node) Status() Status {
 	_, leader := n.raft.LeaderWithID()
 	st := Status{
 		NodeID:       n.cfg.NodeID,
+		ClusterID:    n.ClusterID(),
 		RaftAddr:     n.cfg.RaftAddr,
 		HTTPAddr:     n.cfg.HTTPAddr,
 		LeaderID:     string(leader),

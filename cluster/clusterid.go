@@ -1,0 +1,104 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrForeignCluster means a node's data dir holds the state of another
+// cluster than the one it is asked to join. Raft cannot tell two clusters
+// apart (both start at term 1 with the same first entries), so such a node
+// could be added as a voter and accept the new cluster's entries on top of
+// a state machine built from the old one's.
+var ErrForeignCluster = errors.New("data dir belongs to another cluster")
+
+// clusterIDKey keeps the cluster's id in raft's stable store (raft.db),
+// beside raft's own keys: the bootstrapping node draws it, the others learn
+// it when they join.
+var clusterIDKey = []byte("HeraldClusterID")
+
+func newClusterID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// ClusterID is the id of the cluster this node belongs to, or "" if it has
+// not learnt it yet (or its data dir predates cluster ids).
+func (n *Node) ClusterID() string {
+	n.idMu.Lock()
+	defer n.idMu.Unlock()
+	return n.clusterID
+}
+
+func (n *Node) setClusterID(id string) error {
+	if err := n.store.Set(clusterIDKey, []byte(id)); err != nil {
+		return fmt.Errorf("store cluster id: %w", err)
+	}
+	n.idMu.Lock()
+	n.clusterID = id
+	n.idMu.Unlock()
+	return nil
+}
+
+// checkSameCluster runs in Start on a node with state and a join address:
+// if that node answers with another cluster id than ours, this data dir is
+// not for that cluster and starting would be a mistake. If it does not
+// answer, the check is skipped (the node may be the first one back).
+func (n *Node) checkSameCluster(ctx context.Context, addr string) error {
+	ours := n.ClusterID()
+	if ours == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.DialTimeout)
+	defer cancel()
+	st, err := (&Client{Addr: addr, HTTP: n.client}).Status(ctx)
+	if err != nil {
+		n.log.Warn("cannot check which cluster the join address belongs to; starting anyway", "join", addr, "err", err)
+		return nil
+	}
+	if st.ClusterID != "" && st.ClusterID != ours {
+		return fmt.Errorf("%w: %s holds the state of cluster %s, but %s is in cluster %s: start this node with an empty data dir to join it",
+			ErrForeignCluster, n.cfg.DataDir, ours, addr, st.ClusterID)
+	}
+	return nil
+}
+
+// learnClusterID runs on a node that has no cluster id yet (added by
+// `herald cluster join`, or restarted before it learnt it): it asks the
+// leader once it knows one.
+func (n *Node) learnClusterID(ctx context.Context) {
+	t := time.NewTicker(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	for n.ClusterID() == "" {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		addr := n.LeaderHTTPAddr()
+		if addr == "" || n.IsLeader() {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, n.cfg.DialTimeout)
+		st, err := (&Client{Addr: addr, HTTP: n.client}).Status(rctx)
+		cancel()
+		switch {
+		case err != nil:
+			n.log.Debug("asking the leader for the cluster id failed; will retry", "err", err)
+		case st.ClusterID == "":
+			return // a cluster from before cluster ids
+		default:
+			if err := n.setClusterID(st.ClusterID); err != nil {
+				n.log.Warn("cannot keep the cluster id", "err", err)
+			}
+			return
+		}
+	}
+}
