@@ -241,3 +241,72 @@ func TestExecutorWaitsOutRateLimits(t *testing.T) {
 	d, _ := b.log.fsm.Delivery(DeliveryID(key, "alice"))
 	require.Equal(t, StatePending, d.State, "nothing is claimed while the channel is full")
 }
+
+// blockingRules plans and runs on_failed until the context ends.
+type blockingRules struct {
+	staticRules
+	planning chan struct{}
+}
+
+func (r *blockingRules) Plan(ctx context.Context, _ string, _ RunContext) ([]Planned, error) {
+	select {
+	case r.planning <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// blockingSender sends until the context ends.
+type blockingSender struct {
+	recordingSender
+	sending chan struct{}
+}
+
+func (s *blockingSender) Send(ctx context.Context, _ string, _ []Outgoing) ([]Outcome, error) {
+	select {
+	case s.sending <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Leadership lost while a plan and a send are in flight: Run returns,
+// having stopped every goroutine it started (goleak checks in TestMain),
+// and the send's claim is left for the next leader, not settled.
+func TestLeaderStopsEverythingOnLeadershipLoss(t *testing.T) {
+	t.Parallel()
+	b := setupLeader(t)
+	now := time.Now()
+	key := RunKey("tick", now.Add(-time.Second))
+	fb := &fsmBundle{t: t, fsm: b.log.fsm, term: 1}
+	fb.apply(CmdInitCursor, InitCursor{Rule: "tick", At: now.Add(time.Hour)})
+	fb.apply(CmdStartRun, StartRun{Key: key, Rule: "tick", Slot: now.Add(-time.Second), Now: now})
+	fb.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{{ID: DeliveryID(key, "alice"), Recipient: "alice", Channel: "mock", NotBefore: now.Add(-time.Second), Deadline: now.Add(time.Hour)}}})
+	b.log.index = fb.index
+	rules := &blockingRules{staticRules: *b.rules, planning: make(chan struct{}, 1)}
+	sender := &blockingSender{sending: make(chan struct{}, 1)}
+	b.leader.cfg.Rules, b.leader.cfg.Sender = rules, sender
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.leader.Run(ctx); close(done) }()
+	for _, c := range []chan struct{}{rules.planning, sender.sending} {
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the plan and the send did not start")
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after leadership was lost")
+	}
+	d, _ := b.log.fsm.Delivery(DeliveryID(key, "alice"))
+	require.Equal(t, StateClaimed, d.State, "the ambiguous claim is left for the next leader")
+	r, _ := b.log.fsm.Run(key)
+	require.Equal(t, RunPlanning, r.State, "the next leader plans it again")
+}
