@@ -111,7 +111,7 @@ func (sb *sandbox) peopleWhere(L *lua.LState) int {
 	cond := L.CheckTable(1)
 	type clause struct {
 		field string
-		any   []string
+		any   map[string]bool // a set: a long list costs one lookup per person
 	}
 	var clauses []clause
 	cond.ForEach(func(k, v lua.LValue) {
@@ -126,12 +126,12 @@ func (sb *sandbox) peopleWhere(L *lua.LState) int {
 		if !slices.Contains(knownPersonFields, f) && (sb.env.people == nil || !sb.env.people.extra[f]) {
 			sb.errorf("people.where", "unknown field %q (fields: role, %v, and the people file's columns)", string(field), knownPersonFields)
 		}
-		c := clause{field: f}
+		c := clause{field: f, any: map[string]bool{}}
 		switch v := v.(type) {
 		case *lua.LTable:
-			v.ForEach(func(_, x lua.LValue) { c.any = append(c.any, luaString(x)) })
+			v.ForEach(func(_, x lua.LValue) { c.any[luaString(x)] = true })
 		default:
-			c.any = []string{luaString(v)}
+			c.any[luaString(v)] = true
 		}
 		clauses = append(clauses, c)
 	})
@@ -161,7 +161,7 @@ func (sb *sandbox) peopleWhere(L *lua.LState) int {
 	return 1
 }
 
-func personHas(p *Person, field string, want []string) bool {
+func personHas(p *Person, field string, want map[string]bool) bool {
 	var have []string
 	switch field {
 	case fieldRoles:
@@ -192,7 +192,7 @@ func personHas(p *Person, field string, want []string) bool {
 		}
 	}
 	for _, h := range have {
-		if slices.Contains(want, h) {
+		if want[h] {
 			return true
 		}
 	}
