@@ -227,7 +227,11 @@ func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) alerts(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"alerts": s.cfg.FSM.Alerts()})
+	alerts := s.cfg.FSM.Alerts()
+	if alerts == nil {
+		alerts = []*engine.Alert{} // [] for a client to iterate, not null
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"alerts": alerts})
 }
 
 func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {
