@@ -85,3 +85,28 @@ func TestCheckDataFiles(t *testing.T) {
 	require.Equal(t, 3, errs[1].Line)
 	require.Contains(t, errs[1].Message, "1991-02-30")
 }
+
+// TestCheckByteOrderMark: editors on Windows save UTF-8 with a byte order
+// mark. Lua 5.2 and later skip it; gopher-lua saw a syntax error on line 1.
+// Lines after it still count from the file's first line.
+func TestCheckByteOrderMark(t *testing.T) {
+	t.Parallel()
+	const bom = "\uFEFF"
+	dir := newDir(t, map[string]string{
+		"good.lua":            bom + simpleRule("good", `return { "ann" }`),
+		"bad.lua":             bom + ruleWith("deadline = \"soon\","),
+		"people.json":         bom + `[{"userid": "ann", "name": "Ann"}]`,
+		"calendars/acme.yaml": bom + "base: cn_workday\nholidays:\n  - 2026-12-24\n",
+	})
+	errs := Check(dir)
+	require.Len(t, errs, 1, "%v", errs)
+	require.Equal(t, "bad.lua:3: deadline: \"soon\" is not a positive duration like \"90m\" or \"2h\"", errs[0].String())
+	s := load(t, dir)
+	out, err := plan(t, s, "good", "")
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+	require.Equal(t, "ann", out[0].Recipient)
+	p, ok := s.cur.Load().people.Get("ann")
+	require.True(t, ok)
+	require.Equal(t, "Ann", p.Name)
+}

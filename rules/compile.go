@@ -80,6 +80,9 @@ var ruleKeys = []string{keyName, keyDescription, keySchedule, keyTimezone, keyCa
 	keyChannel, keyPriority, keyStagger, keyRetry, keyDeadline, keyCatchup, keyRecipients, keyMessage,
 	keyOnFailed}
 
+// utf8BOM is the byte order mark some editors put at the start of a file.
+var utf8BOM = []byte("\uFEFF")
+
 var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // compiled is one good rule file: its bytecode (shared by every state of
@@ -104,7 +107,9 @@ func contentHash(b []byte) string {
 // compileFile parses, compiles and evaluates one rule file in sb and
 // checks its fields. Every error is a *RuleError naming the file and line.
 func compileFile(ctx context.Context, sb *sandbox, file string, src []byte, timeout time.Duration) (*compiled, error) {
-	chunk, err := parse.Parse(bytes.NewReader(src), file)
+	// A UTF-8 byte order mark (Windows editors write one) is skipped, as
+	// Lua 5.2 and later do; gopher-lua would call it a syntax error.
+	chunk, err := parse.Parse(bytes.NewReader(bytes.TrimPrefix(src, utf8BOM)), file)
 	if err != nil {
 		return nil, syntaxError(file, err)
 	}

@@ -103,6 +103,7 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 		rows []personRow
 		err  error
 	)
+	data = bytes.TrimPrefix(data, utf8BOM)
 	switch path.Ext(name) {
 	case ".csv":
 		rows, err = peopleCSV(data)
@@ -149,7 +150,7 @@ type personRow struct {
 }
 
 func peopleCSV(data []byte) ([]personRow, error) {
-	r := csv.NewReader(bytes.NewReader(bytes.TrimPrefix(data, []byte("\uFEFF"))))
+	r := csv.NewReader(bytes.NewReader(data))
 	r.TrimLeadingSpace = true
 	header, err := r.Read()
 	if err != nil {
