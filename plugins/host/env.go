@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
 	"sort"
@@ -22,8 +23,10 @@ var envRef = regexp.MustCompile(`\$?\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 const minSecretLen = 4
 
 // secretKey matches configuration keys whose literal string values are
-// treated as secrets too, in case someone wrote a secret inline.
-var secretKey = regexp.MustCompile(`(?i)secret|token|passw|credential|api_?key|private`)
+// treated as secrets too, in case someone wrote a secret inline. A key
+// named *_key (robot_key, api_key) is a credential: a WeCom robot's key is
+// all it takes to post to its group.
+var secretKey = regexp.MustCompile(`(?i)secret|token|passw|credential|api_?key|private|(^|_)key$`)
 
 // resolveConfig returns a copy of cfg with ${NAME} references in string
 // values (at any depth) replaced from lookup, and the values that must never
@@ -119,9 +122,11 @@ func newRedactor(secrets []string) func(string) string {
 		if len(s) < minSecretLen {
 			continue
 		}
-		// A plugin may quote the secret JSON-escaped, as in a config dump.
+		// A plugin may quote the secret JSON-escaped, as in a config dump,
+		// or percent-encoded in a URL, as net/http's errors quote the
+		// request's URL.
 		q, _ := json.Marshal(s)
-		for _, form := range []string{s, string(q[1 : len(q)-1])} {
+		for _, form := range []string{s, string(q[1 : len(q)-1]), url.QueryEscape(s), url.PathEscape(s)} {
 			if !seen[form] {
 				seen[form] = true
 				keep = append(keep, form)
