@@ -211,19 +211,45 @@ func (s *scheduler) startPlanning(ctx context.Context, run *Run) {
 			delete(s.planning, run.Key)
 			s.mu.Unlock()
 		}()
-		select {
-		case s.sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		defer func() { <-s.sem }()
-		// run was read before this planner took it: another one may have
-		// finished it since.
-		if cur, ok := s.l.cfg.FSM.Run(run.Key); !ok || cur.State != RunPlanning {
-			return
-		}
-		if err := s.l.plan(ctx, run); err != nil && ctx.Err() == nil {
-			s.l.log.Warn("planning failed; will retry", "run", run.Key, "err", err)
+		// A plan that failed to replicate is tried again here, after a
+		// backoff: nothing else may wake the scheduler for a minute.
+		for retry := planRetryMin; ; retry = min(2*retry, planRetryMax) {
+			done, err := s.planOnce(ctx, run)
+			if done {
+				return
+			}
+			s.l.log.Warn("planning failed; will retry", "run", run.Key, "err", err, "in", retry)
+			t := time.NewTimer(retry)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
 		}
 	})
+}
+
+// Backoff between attempts to plan a run whose replication failed.
+const (
+	planRetryMin = time.Second
+	planRetryMax = 30 * time.Second
+)
+
+// planOnce plans run under the planners' bound. done is false when it
+// failed and is worth trying again.
+func (s *scheduler) planOnce(ctx context.Context, run *Run) (done bool, err error) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return true, nil
+	}
+	defer func() { <-s.sem }()
+	// run was read before this planner took it: another one may have
+	// finished it since.
+	if cur, ok := s.l.cfg.FSM.Run(run.Key); !ok || cur.State != RunPlanning {
+		return true, nil
+	}
+	err = s.l.plan(ctx, run)
+	return err == nil || ctx.Err() != nil, err
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -85,4 +86,40 @@ func TestBackfilledSlotIsSentNotExpired(t *testing.T) {
 		require.False(t, d.NotBefore.Before(now), "the stagger counts from the fire too")
 	}
 	require.Empty(t, alertsWith(s.log.fsm, "expired:"))
+}
+
+// onceAt is a schedule with a single slot.
+type onceAt struct{ at time.Time }
+
+func (o onceAt) Next(after time.Time) (time.Time, bool) {
+	if after.Before(o.at) {
+		return o.at, true
+	}
+	return time.Time{}, false
+}
+
+// A plan whose replication failed is tried again soon, not when something
+// else happens to wake the scheduler (in a quiet cluster, its one-minute
+// cap).
+func TestFailedPlanIsRetriedSoon(t *testing.T) {
+	t.Parallel()
+	b := setupLeader(t)
+	flaky := &flakyLog{localLog: b.log, fail: map[CommandType]int{CmdAddDeliveries: 1}}
+	slot := time.Now().Add(50 * time.Millisecond)
+	b.leader.cfg.Replicator = flaky
+	b.leader.cfg.ScheduleFunc = func(Rule) (Schedule, error) { return onceAt{slot}, nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.leader.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	key := RunKey("tick", slot)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if r, ok := b.log.fsm.Run(key); ok && r.State == RunPlanned {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the run is still not planned")
+		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
+	}
+	require.Len(t, b.log.fsm.RunDeliveries(key), 2)
 }
