@@ -199,7 +199,10 @@ func (sb *sandbox) taskDue(args *lua.LTable) (time.Time, string) {
 				return time.Time{}, fmt.Sprintf("after %q: want a duration like \"10m\" or \"2h30m\"", string(v))
 			}
 		case lua.LNumber:
-			d = time.Duration(float64(v) * float64(time.Second))
+			var ok bool
+			if d, ok = secondsDuration(float64(v)); !ok {
+				return time.Time{}, fmt.Sprintf("after %g seconds: out of range", float64(v))
+			}
 		default:
 			return time.Time{}, fmt.Sprintf("after: want a duration like \"10m\" or seconds, got %s", after.Type())
 		}

@@ -145,6 +145,8 @@ func TestTaskSubmitArguments(t *testing.T) {
 		"bad_after":   {`{ key = "k", rule = "target", after = "soon" }`, `after "soon": want a duration`},
 		"negative":    {`{ key = "k", rule = "target", after = "-5m" }`, "must not be negative"},
 		"far":         {`{ key = "k", rule = "target", after = "100000h" }`, "more than ten years"},
+		"far_seconds": {`{ key = "k", rule = "target", after = 1e12 }`, "after 1e+12 seconds: out of range"},
+		"nan_seconds": {`{ key = "k", rule = "target", after = 0/0 }`, "out of range"},
 		"typo":        {`{ key = "k", rule = "target", due = "1m" }`, `unknown field due; want key, rule, due_at or after, and data`},
 		"positional":  {`{ "k" }`, "unknown field 1"},
 		"data_list":   {`{ key = "k", rule = "target", after = "1m", data = { 1, 2 } }`, "data: want a table with named fields"},

@@ -79,6 +79,8 @@ func TestLibraryErrors(t *testing.T) {
 		"bad_cal":       {`calendar.is_workday("2026-10-01", "nope")`, "unknown calendar"},
 		"bad_zone":      {`time.in_zone(time.now(), "Mars/Base")`, "unknown zone"},
 		"bad_duration":  {`time.add(time.now(), "soon")`, "time.add"},
+		"huge_seconds":  {`time.add(time.now(), 1e300)`, "time.add: 1e+300 seconds: out of range"},
+		"nan_seconds":   {`time.add(time.now(), 0/0)`, "time.add: NaN seconds: out of range"},
 		"json_func":     {`json.encode({ f = print or function() end })`, "no JSON form"},
 		"json_cycle":    {`(function() local t = {} t.t = t return json.encode(t) end)()`, "nested more than"},
 		"text_unclosed": {`text.render("Hi {{name", {})`, "unclosed"},

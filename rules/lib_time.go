@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -183,7 +184,11 @@ func (sb *sandbox) timeFormat(L *lua.LState) int {
 func (sb *sandbox) checkDuration(n int, fn string) time.Duration {
 	switch v := sb.L.Get(n).(type) {
 	case lua.LNumber:
-		return time.Duration(float64(v) * float64(time.Second))
+		d, ok := secondsDuration(float64(v))
+		if !ok {
+			sb.errorf(fn, "%g seconds: out of range", float64(v))
+		}
+		return d
 	case lua.LString:
 		d, err := time.ParseDuration(string(v))
 		if err != nil {
@@ -193,6 +198,17 @@ func (sb *sandbox) checkDuration(n int, fn string) time.Duration {
 	}
 	sb.errorf(fn, "argument %d: want a duration like \"90m\" or seconds", n)
 	return 0
+}
+
+// secondsDuration converts seconds to a Duration; ok is false for NaN and
+// for what a Duration cannot hold (about 292 years), whose conversion Go
+// leaves to the machine (amd64 and arm64 differ, and leaders must agree).
+func secondsDuration(s float64) (time.Duration, bool) {
+	ns := s * float64(time.Second)
+	if !(math.Abs(ns) < 1<<63) {
+		return 0, false
+	}
+	return time.Duration(ns), true
 }
 
 func (sb *sandbox) timeAdd(L *lua.LState) int {
