@@ -62,6 +62,10 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 				"is more than %d days ago: the ledger forgets fired slots after that, so Herald cannot tell whether it fired", int(horizon.Hours()/24))})
 			return
 		}
+		if err := s.checkSlot(rule, t); err != nil {
+			writeFieldError(w, err)
+			return
+		}
 		slot = t
 	}
 	c := engine.StartRun{
@@ -88,4 +92,29 @@ func (s *server) fireHorizon() time.Duration {
 		return s.cfg.FireHorizon
 	}
 	return engine.LedgerRetentionDefault
+}
+
+// checkSlot refuses t unless it is a slot of rule's schedule (when the
+// server can build schedules).
+func (s *server) checkSlot(rule engine.Rule, t time.Time) error {
+	if s.cfg.ScheduleFunc == nil {
+		return nil
+	}
+	sched, err := s.cfg.ScheduleFunc(rule)
+	if err != nil {
+		return &FieldError{"rule", fmt.Sprintf("rule %s: its schedule does not build: %v", rule.Name, err)}
+	}
+	next, ok := sched.Next(t.Add(-time.Nanosecond))
+	if ok && next.Equal(t) {
+		return nil
+	}
+	zone := rule.Timezone
+	if zone == "" {
+		zone = "UTC"
+	}
+	reason := fmt.Sprintf("%s is not a slot of rule %s (%s in %s)", t.Format(time.RFC3339Nano), rule.Name, rule.Schedule, zone)
+	if ok {
+		reason += "; the next slot after it is " + next.Format(time.RFC3339)
+	}
+	return &FieldError{"slot", reason}
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
+	"github.com/heraldhq/herald/engine/calendar"
+	"github.com/heraldhq/herald/engine/schedule"
 )
 
 // Bad requests: each gets a 4xx with a JSON reason, never a 500, a panic
@@ -367,3 +369,32 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 
 // pathEscape escapes a key for a URL path as the CLI does.
 func pathEscape(s string) string { return (&url.URL{Path: s}).EscapedPath() }
+
+// A slot given by hand that is not one of the rule's slots gets a run key
+// of its own: the slot meant would fire as well, a second report that day.
+func TestFireRefusesTimesOffTheSchedule(t *testing.T) {
+	t.Parallel()
+	n := &oneNode{fsm: engine.NewFSM()}
+	cals := calendar.NewRegistry()
+	b := &apiBundle{node: n, h: api.New(api.Config{
+		FSM: n.fsm, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+		StatusFunc: func() api.Status { return api.Status{} },
+		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
+			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, cals)
+		},
+	})}
+	for _, slot := range []string{"2026-11-30T09:00:30+08:00", "2026-11-30T09:00:00.5+08:00", "2026-11-30T09:00:00Z"} {
+		code, out := b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"`+slot+`"}`)
+		require.Equal(t, http.StatusBadRequest, code, out)
+		require.Equal(t, "slot", out["field"])
+		require.Contains(t, out["reason"], "not a slot of rule daily", slot)
+	}
+	_, out := b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-30T09:00:30+08:00"}`)
+	require.Contains(t, out["reason"], "2026-12-01T09:00:00+08:00", "the reason names the next slot")
+	require.Empty(t, n.fsm.Runs(nil))
+
+	code, out := b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-30T01:00:00Z"}`)
+	require.Equal(t, http.StatusCreated, code, "09:00 in Shanghai, written in UTC: %v", out)
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", ``)
+	require.Equal(t, http.StatusCreated, code, "no slot: an extra run now, as documented: %v", out)
+}

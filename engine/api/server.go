@@ -89,6 +89,11 @@ type Config struct {
 	// leader's LedgerRetention: an older slot may have fired and been
 	// pruned from the ledger, and would fire a second time.
 	FireHorizon time.Duration
+	// ScheduleFunc builds a rule's schedule, as the leader's does
+	// (engine/schedule.New). When set, a manual fire of an explicit slot
+	// that is not one of the schedule's is refused: its run key would
+	// differ from the scheduler's, and the slot meant would fire as well.
+	ScheduleFunc func(engine.Rule) (engine.Schedule, error)
 }
 
 // New returns the API handler.
