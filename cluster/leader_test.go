@@ -85,3 +85,60 @@ func TestMapRaftErr(t *testing.T) {
 	require.NotErrorIs(t, mapRaftErr(raft.ErrEnqueueTimeout), engine.ErrNotLeader)
 	require.NoError(t, mapRaftErr(nil))
 }
+
+// A flap (lost and regained, however fast) restarts the leader work: the
+// old term's work is stopped, and has returned, before the new term's
+// starts, never two at once on one node.
+func TestLeadershipFlapRestartsLeaderWork(t *testing.T) {
+	t.Parallel()
+	events := make(chan leadEvent, 16)
+	tn := newTestNode(t, nodeOpts{id: "f", bootstrap: true, events: events})
+	requireEvent(t, events, leadEvent{node: "f", started: true})
+
+	// As raft reports a step-down and a new election won in one burst.
+	tn.node.leadership.notify <- false
+	tn.node.leadership.notify <- true
+	requireEvent(t, events, leadEvent{node: "f", started: false})
+	requireEvent(t, events, leadEvent{node: "f", started: true})
+
+	require.Empty(t, events)
+}
+
+// Leadership moved around a cluster: on each node the leader work
+// alternates started/stopped (never two at once), and the work runs on the
+// leader only.
+func TestLeaderWorkFollowsTransfers(t *testing.T) {
+	t.Parallel()
+	events := make(chan leadEvent, 64)
+	nodes := newCluster(t, 3, events, nil)
+	running := map[string]bool{}
+	take := func() leadEvent {
+		t.Helper()
+		select {
+		case ev := <-events:
+			require.NotEqual(t, running[ev.node], ev.started, "node %s: leader work %v twice in a row", ev.node, ev.started)
+			running[ev.node] = ev.started
+			return ev
+		case <-time.After(waitTimeout):
+			t.Fatal("no leader work event")
+			return leadEvent{}
+		}
+	}
+	for range 3 {
+		leader := leaderOf(t, nodes)
+		for !running[leader.id] {
+			take()
+		}
+		require.NoError(t, leader.node.raft.LeadershipTransfer().Error())
+		for running[leader.id] {
+			take()
+		}
+	}
+	next := leaderOf(t, nodes)
+	for !running[next.id] {
+		take()
+	}
+	for id, on := range running {
+		require.Equal(t, id == next.id, on, id)
+	}
+}
