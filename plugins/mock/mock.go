@@ -131,14 +131,20 @@ func (c *Channel) Send(ctx context.Context, batch []sdk.Message) ([]sdk.Result, 
 	now := c.now().UTC()
 	results := make([]sdk.Result, 0, len(batch))
 	var lines []byte
+	// The batch's keys count as delivered only once their lines are
+	// written: after a failed write the retry is the delivery, not a
+	// duplicate of one that never happened.
+	delivered := map[string]bool{}
 	for _, m := range batch {
-		r, line, crash := c.judge(m, now)
+		r, line, crash := c.judge(m, now, delivered)
 		results = append(results, r)
 		lines = append(lines, line...)
 		if crash {
 			// Make what was written so far durable, then die before
 			// answering: the host sees a broken batch.
-			_ = c.out.append(lines)
+			if c.out.append(lines) == nil {
+				c.out.remember(delivered)
+			}
 			c.logger().Warn("mock crashing as configured", "crash_after_n", c.cfg.CrashAfterN)
 			c.exit(3)
 			return nil, errors.New("mock: crashed (crash_after_n)")
@@ -147,12 +153,14 @@ func (c *Channel) Send(ctx context.Context, batch []sdk.Message) ([]sdk.Result, 
 	if err := c.out.append(lines); err != nil {
 		return nil, err
 	}
+	c.out.remember(delivered)
 	return results, nil
 }
 
 // judge decides one message's fate and returns its outbox line (nil when
-// it was not accepted) and whether the process must crash now.
-func (c *Channel) judge(m sdk.Message, now time.Time) (sdk.Result, []byte, bool) {
+// it was not accepted) and whether the process must crash now. delivered
+// holds the keys delivered earlier in the batch, and gets m's.
+func (c *Channel) judge(m sdk.Message, now time.Time, delivered map[string]bool) (sdk.Result, []byte, bool) {
 	c.received++
 	r := sdk.Result{ID: m.ID}
 	switch {
@@ -177,7 +185,7 @@ func (c *Channel) judge(m sdk.Message, now time.Time) (sdk.Result, []byte, bool)
 		return r, nil, false
 	}
 
-	dup := c.out.seen[m.IdempotencyKey]
+	dup := c.out.seen[m.IdempotencyKey] || delivered[m.IdempotencyKey]
 	rec := Record{
 		Key:        m.IdempotencyKey,
 		ID:         m.ID,
@@ -195,9 +203,8 @@ func (c *Channel) judge(m sdk.Message, now time.Time) (sdk.Result, []byte, bool)
 	}
 	crash := false
 	if !dup {
-		c.out.seen[m.IdempotencyKey] = true
-		c.out.count++
-		crash = c.cfg.CrashAfterN > 0 && c.out.count == c.cfg.CrashAfterN
+		delivered[m.IdempotencyKey] = true
+		crash = c.cfg.CrashAfterN > 0 && c.out.count+len(delivered) == c.cfg.CrashAfterN
 	}
 	r.Status, r.ProviderID = sdk.StatusSent, ProviderID(m.IdempotencyKey)
 	return r, append(line, '\n'), crash

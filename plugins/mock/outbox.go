@@ -136,6 +136,16 @@ func (o *outbox) catchUp() error {
 	return nil
 }
 
+// remember counts keys as delivered once their lines are written.
+func (o *outbox) remember(keys map[string]bool) {
+	for k := range keys {
+		if !o.seen[k] {
+			o.seen[k] = true
+			o.count++
+		}
+	}
+}
+
 func (o *outbox) learn(r Record) {
 	if !r.Duplicate && !o.seen[r.Key] {
 		o.seen[r.Key] = true

@@ -100,20 +100,21 @@ func (c *channel) Send(ctx context.Context, batch []sdk.Message) ([]sdk.Result, 
 	}
 	results := make([]sdk.Result, 0, len(batch))
 	var lines strings.Builder
+	written := map[string]bool{} // keys of this batch's lines
 	now := time.Now().UTC().Format(time.RFC3339)
 	for _, m := range batch {
 		r := sdk.Result{ID: m.ID, Status: sdk.StatusSent, ProviderID: m.IdempotencyKey}
 		switch {
 		case strings.ContainsAny(m.IdempotencyKey+m.Recipient, "\t\n"):
 			r = sdk.Result{ID: m.ID, Status: sdk.StatusPermanent, Error: "key or recipient holds a tab or newline"}
-		case !c.seen[m.IdempotencyKey]:
+		case !c.seen[m.IdempotencyKey] && !written[m.IdempotencyKey]:
 			var compact bytes.Buffer
 			if err := json.Compact(&compact, m.Payload); err != nil {
 				r = sdk.Result{ID: m.ID, Status: sdk.StatusPermanent, Error: "payload is not JSON"}
 				break
 			}
 			fmt.Fprintf(&lines, "%s\t%s\t%s\t%s\n", now, m.IdempotencyKey, m.Recipient, compact.String())
-			c.seen[m.IdempotencyKey] = true
+			written[m.IdempotencyKey] = true
 		}
 		results = append(results, r)
 	}
@@ -121,6 +122,11 @@ func (c *channel) Send(ctx context.Context, batch []sdk.Message) ([]sdk.Result, 
 		if err := appendSync(c.cfg.File, lines.String()); err != nil {
 			return nil, fmt.Errorf("example: %w", err)
 		}
+	}
+	// Remember the keys only once their lines are on disk: after a failed
+	// write the retry must be written, not answered as already sent.
+	for k := range written {
+		c.seen[k] = true
 	}
 	return results, nil
 }

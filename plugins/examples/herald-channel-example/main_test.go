@@ -128,3 +128,24 @@ func TestDroppedIntoPluginsDir(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasSuffix(string(raw), "\tk1\talice\t{\"text\":\"hi\"}\n"), "%q", raw)
 }
+
+// TestFailedWriteIsNotRemembered: a batch whose write failed was not
+// delivered; its retry must be written, not answered as already sent.
+func TestFailedWriteIsNotRemembered(t *testing.T) {
+	t.Parallel()
+	path, cfg := fileConfig(t)
+	c := newChannel()
+	require.NoError(t, c.Configure(context.Background(), cfg))
+	batch := []sdk.Message{{ID: "1", IdempotencyKey: "k1", Recipient: "alice", Payload: json.RawMessage(`{}`), Attempt: 1}}
+
+	require.NoError(t, os.Mkdir(path, 0o755)) // the file cannot be opened for writing
+	_, err := c.Send(context.Background(), batch)
+	require.Error(t, err)
+	require.NoError(t, os.Remove(path))
+
+	batch[0].Attempt = 2
+	res, err := c.Send(context.Background(), batch)
+	require.NoError(t, err)
+	require.Equal(t, sdk.StatusSent, res[0].Status)
+	require.Equal(t, 1, delivered(path)(t, "k1"), "the retry was written")
+}
