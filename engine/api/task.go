@@ -237,7 +237,7 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
 		to   *time.Time
 	}{{"from", &flt.From}, {"to", &flt.To}} {
 		if v := q.Get(p.name); v != "" {
-			if *p.to, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			if *p.to, err = queryTime(v); err != nil {
 				writeFieldError(w, &FieldError{p.name, "want an RFC 3339 time with offset"})
 				return
 			}
@@ -267,6 +267,16 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
 		out.Next = encodeCursor(last.DueAt, last.Key)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// queryTime parses an RFC 3339 time from a query parameter. In a query
+// "+" decodes to a space, so "…T09:00:00+08:00" typed unescaped (curl, an
+// address bar) arrives as "…T09:00:00 08:00": that space is read as "+".
+func queryTime(v string) (time.Time, error) {
+	if n := len(v); n > 6 && v[n-6] == ' ' && v[n-3] == ':' {
+		v = v[:n-6] + "+" + v[n-5:]
+	}
+	return time.Parse(time.RFC3339Nano, v)
 }
 
 func encodeCursor(due time.Time, key string) string {
