@@ -442,3 +442,22 @@ func TestMetricsSharedRegisterer(t *testing.T) {
 	a.stop()
 	require.Empty(t, count())
 }
+
+// A first start that crashed before bootstrapping left a raft.db without
+// state: the next start bootstraps (exactly once, still).
+func TestHalfInitialisedDataDirBootstraps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	crashed := newTestNode(t, nodeOpts{id: "h", dir: dir, bootstrap: true, noStart: true})
+	crashed.stop()
+	require.FileExists(t, filepath.Join(dir, "raft.db"))
+
+	again := newTestNode(t, nodeOpts{id: "h", dir: dir, raftAddr: crashed.raftAddr, bootstrap: true})
+	require.Equal(t, startBootstrap, again.node.startMode)
+	apply(t, []*testNode{again}, setCmd("a", "1"))
+	again.stop()
+
+	third := newTestNode(t, nodeOpts{id: "h", dir: dir, raftAddr: crashed.raftAddr, bootstrap: true})
+	require.Equal(t, startExisting, third.node.startMode)
+	waitValue(t, []*testNode{third}, "a", "1")
+}

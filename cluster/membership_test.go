@@ -101,3 +101,23 @@ func TestJoinRefusesAnIDStillRunningElsewhere(t *testing.T) {
 	require.Equal(t, alive.raftAddr, servers(t, leader.node)[alive.id])
 	require.Equal(t, alive.httpAddr(), leader.sm.member(alive.id).HTTPAddr)
 }
+
+// Removing the leader by id, through a follower: the leader hands
+// leadership over and the new leader removes it.
+func TestRemoveTheLeaderThroughAFollower(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil, nil)
+	leader := leaderOf(t, nodes)
+	f := followersOf(nodes, leader)[0]
+	require.NoError(t, f.client().Remove(ctxT(t), leader.id))
+	rest := followersOf(nodes, leader)
+	require.Eventually(t, func() bool {
+		for _, tn := range rest {
+			if _, in := servers(t, tn.node)[leader.id]; in || tn.sm.member(leader.id).ID != "" {
+				return false
+			}
+		}
+		return true
+	}, waitTimeout, 10*time.Millisecond, "the old leader was not removed")
+	apply(t, rest, setCmd("after", "remove"))
+}
