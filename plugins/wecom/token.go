@@ -25,6 +25,7 @@ type tokenSource struct {
 	mu        sync.Mutex
 	value     string
 	refreshAt time.Time
+	expiresAt time.Time
 	failure   *callError
 	failUntil time.Time
 
@@ -46,13 +47,23 @@ func (ts *tokenSource) cached() (string, *callError, bool) {
 	now := ts.st.now()
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if ts.failure != nil && now.Before(ts.failUntil) {
-		return "", ts.failure, true
-	}
 	if ts.value != "" && now.Before(ts.refreshAt) {
 		return ts.value, nil, true
 	}
+	if ts.failure != nil && now.Before(ts.failUntil) {
+		if ts.stillValid(now) {
+			return ts.value, nil, true
+		}
+		return "", ts.failure, true
+	}
 	return "", nil, false
+}
+
+// stillValid reports whether the cached token may still be used after an
+// early refresh failed for a reason that is not the configuration: it has
+// not expired, and WeCom has not rejected it. Call with the lock.
+func (ts *tokenSource) stillValid(now time.Time) bool {
+	return ts.value != "" && now.Before(ts.expiresAt) && ts.failure.status != sdk.StatusConfig
 }
 
 // get returns a token, fetching one if needed. Concurrent callers share
@@ -102,12 +113,16 @@ func (ts *tokenSource) fetch() (any, error) {
 		default:
 			ts.failUntil = now.Add(transientHold)
 		}
+		if ts.stillValid(now) {
+			// The refresh was early: the token in hand still works.
+			return ts.value, nil
+		}
 		return nil, e
 	}
 	// Refresh a tenth of the lifetime early (at most five minutes), so a
 	// token never expires in flight.
 	margin := min(lifetime/10, 5*time.Minute)
-	ts.value, ts.refreshAt, ts.failure = v, now.Add(lifetime-margin), nil
+	ts.value, ts.refreshAt, ts.expiresAt, ts.failure = v, now.Add(lifetime-margin), now.Add(lifetime), nil
 	return v, nil
 }
 
