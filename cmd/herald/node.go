@@ -103,12 +103,24 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return n, err
 	}
 
+	// The leader fires a rule's slots and the API checks manual fires
+	// against the same schedules.
+	scheduleFunc := func(r engine.Rule) (engine.Schedule, error) {
+		s, err := schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, cals)
+		if err != nil {
+			return nil, err // a plain nil: a nil *Schedule in the interface would not be nil
+		}
+		return s, nil
+	}
 	n.srv = &http.Server{
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
-			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules,
+			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
 		}),
+		// A slow client holds a connection no longer than this.
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
 	}
 	n.wg.Go(func() {
 		if err := n.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -122,13 +134,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	leader, err := engine.NewLeader(engine.LeaderConfig{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
-		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
-			s, err := schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, cals)
-			if err != nil {
-				return nil, err // a plain nil: a nil *Schedule in the interface would not be nil
-			}
-			return s, nil
-		},
+		ScheduleFunc: scheduleFunc,
 	})
 	if err != nil {
 		return n, err
