@@ -83,6 +83,7 @@ func TestMapRaftErr(t *testing.T) {
 	}
 	require.ErrorIs(t, mapRaftErr(raft.ErrRaftShutdown), ErrShutdown)
 	require.NotErrorIs(t, mapRaftErr(raft.ErrEnqueueTimeout), engine.ErrNotLeader)
+	require.ErrorIs(t, mapRaftErr(raft.ErrEnqueueTimeout), context.DeadlineExceeded, "a busy leader is a timeout, not a 500")
 	require.NoError(t, mapRaftErr(nil))
 }
 

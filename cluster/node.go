@@ -359,6 +359,10 @@ func mapRaftErr(err error) error {
 		return fmt.Errorf("%w: %w", engine.ErrNotLeader, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return fmt.Errorf("%w: %w: %w", engine.ErrNotLeader, ErrShutdown, err)
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		// The leader is too busy to take the command in time: a timeout
+		// like any other, which callers may retry.
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
 	return err
 }
