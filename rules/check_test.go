@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -109,4 +111,21 @@ func TestCheckByteOrderMark(t *testing.T) {
 	p, ok := s.cur.Load().people.Get("ann")
 	require.True(t, ok)
 	require.Equal(t, "Ann", p.Name)
+}
+
+// TestCheckSameErrorEveryTime: with two mistakes in a file, check names the
+// same one on every run (the first written), so that CI output and the
+// status of two nodes agree.
+func TestCheckSameErrorEveryTime(t *testing.T) {
+	t.Parallel()
+	var fields strings.Builder
+	for i := range 12 {
+		fmt.Fprintf(&fields, "typo%d = 1,\n  ", i)
+	}
+	dir := newDir(t, map[string]string{"r.lua": ruleWith(fields.String())})
+	for range 10 {
+		errs := Check(dir)
+		require.Len(t, errs, 1)
+		require.Contains(t, errs[0].String(), `r.lua:3: unknown field "typo0"`)
+	}
 }

@@ -239,18 +239,14 @@ func (c *compiled) readFields(t *lua.LTable, sb *sandbox, lines map[string]int, 
 		return &RuleError{File: c.file, Line: line, Msg: fmt.Sprintf(format, args...)}
 	}
 	var err error
-	t.ForEach(func(k, _ lua.LValue) {
-		if err != nil {
-			return
-		}
+	eachPair(t, func(k, _ lua.LValue) bool {
 		ks, ok := k.(lua.LString)
 		if !ok {
 			err = fail("", "rule fields are named; got a %s key", k.Type())
-			return
-		}
-		if !slices.Contains(ruleKeys, string(ks)) {
+		} else if !slices.Contains(ruleKeys, string(ks)) {
 			err = fail(string(ks), "unknown field %q (fields: %s)", string(ks), strings.Join(ruleKeys, ", "))
 		}
+		return err == nil
 	})
 	if err != nil {
 		return err
@@ -387,17 +383,14 @@ func (c *compiled) readStagger(v lua.LValue, fail func(string, string, ...any) e
 	}
 	var err error
 	st := &c.rule.Stagger
-	t.ForEach(func(k, v lua.LValue) {
-		if err != nil {
-			return
-		}
+	eachPair(t, func(k, v lua.LValue) bool {
 		switch ks := luaString(k); ks {
 		case "jitter", "spacing":
 			s, ok := v.(lua.LString)
 			d, perr := time.ParseDuration(string(s))
 			if !ok || perr != nil || d <= 0 {
 				err = fail(keyStagger, "stagger.%s: want a positive duration like \"5m\", got %s", ks, v.String())
-				return
+				break
 			}
 			if ks == "jitter" {
 				st.Jitter = d
@@ -408,12 +401,13 @@ func (c *compiled) readStagger(v lua.LValue, fail func(string, string, ...any) e
 			n, ok := v.(lua.LNumber)
 			if !ok || float64(n) != float64(int(n)) || n < 1 || n > 10_000 {
 				err = fail(keyStagger, "stagger.batches: want a whole number 1..10000, got %s", v.String())
-				return
+				break
 			}
 			st.Batches = int(n)
 		default:
 			err = fail(keyStagger, "stagger: unknown field %q (jitter, or batches and spacing)", ks)
 		}
+		return err == nil
 	})
 	switch {
 	case err != nil:

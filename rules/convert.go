@@ -80,14 +80,27 @@ func (c *jsonConv) conv(v lua.LValue, depth int) (any, error) {
 	return nil, fmt.Errorf("%w: %s", ErrValue, v.Type())
 }
 
+// eachPair calls f for each pair of t in the order pairs() gives them
+// (the array part, then the other keys in the order they were added),
+// until f returns false. LTable.ForEach walks Go maps, whose order differs
+// from run to run; what a rule's tables become must not.
+func eachPair(t *lua.LTable, f func(k, v lua.LValue) bool) {
+	for k, v := t.Next(lua.LNil); k != lua.LNil; k, v = t.Next(k) {
+		if !f(k, v) {
+			return
+		}
+	}
+}
+
 func (c *jsonConv) table(t *lua.LTable, depth int) (any, error) {
 	n, isArray := 0, true
 	var err error
-	t.ForEach(func(k, _ lua.LValue) {
+	eachPair(t, func(k, _ lua.LValue) bool {
 		n++
 		if kn, ok := k.(lua.LNumber); !ok || float64(kn) != math.Trunc(float64(kn)) || kn < 1 {
 			isArray = false
 		}
+		return true
 	})
 	if isArray && n > 0 && t.Len() == n {
 		arr := make([]any, 0, n)
@@ -104,10 +117,7 @@ func (c *jsonConv) table(t *lua.LTable, depth int) (any, error) {
 		return arr, err
 	}
 	obj := make(map[string]any, n)
-	t.ForEach(func(k, v lua.LValue) {
-		if err != nil {
-			return
-		}
+	eachPair(t, func(k, v lua.LValue) bool {
 		var key string
 		switch k := k.(type) {
 		case lua.LString:
@@ -116,15 +126,21 @@ func (c *jsonConv) table(t *lua.LTable, depth int) (any, error) {
 			key = k.String()
 		default:
 			err = fmt.Errorf("%w: a %s key", ErrValue, k.Type())
-			return
+			return false
+		}
+		if _, dup := obj[key]; dup { // 1.5 and "1.5": one JSON key
+			err = fmt.Errorf("key %q is both a number and a string", key)
+			return false
 		}
 		if err = c.spend(len(key) + 3 + min(len(obj), 1)); err != nil { // "key": and a comma after the first
-			return
+			return false
 		}
 		var x any
-		if x, err = c.conv(v, depth+1); err == nil {
-			obj[key] = x
+		if x, err = c.conv(v, depth+1); err != nil {
+			return false
 		}
+		obj[key] = x
+		return true
 	})
 	return obj, err
 }

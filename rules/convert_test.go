@@ -75,3 +75,27 @@ func TestJSONLimitExact(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONKeyOrderIndependent: gopher-lua's ForEach walks a table's hash
+// part in Go map order, which differs from run to run. Nothing a payload
+// or an error says may depend on it: two leaders must agree. A number key
+// and a string key that JSON writes alike are an error, not a coin toss.
+func TestJSONKeyOrderIndependent(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{
+		"clash.lua": exprRule("clash", `json.encode({ [1.5] = "number", ["1.5"] = "string" })`),
+		"bad.lua": exprRule("bad", `(function()
+      local t = {}
+      for i = 1, 20 do t["k" .. i] = i end
+      t.f = tostring
+      t.n = 0/0
+      return json.encode(t)
+    end)()`),
+	}))
+	for range 20 {
+		_, err := plan(t, s, "clash", "")
+		require.ErrorContains(t, err, `json.encode: key "1.5" is both a number and a string`)
+		_, err = plan(t, s, "bad", "")
+		require.ErrorContains(t, err, "json.encode: value has no JSON form: function")
+	}
+}

@@ -46,16 +46,15 @@ func (sb *sandbox) log(level slog.Level) {
 	if t, ok := L.Get(2).(*lua.LTable); ok {
 		var keys []string
 		vals := map[string]string{}
-		t.ForEach(func(k, v lua.LValue) {
-			if len(keys) < 32 {
-				ks := luaString(k)
-				keys = append(keys, ks)
-				s := luaString(v)
-				if len(s) > maxLogMessage {
-					s = s[:maxLogMessage] + "…"
-				}
-				vals[ks] = s
+		eachPair(t, func(k, v lua.LValue) bool {
+			ks := luaString(k)
+			keys = append(keys, ks)
+			s := luaString(v)
+			if len(s) > maxLogMessage {
+				s = s[:maxLogMessage] + "…"
 			}
+			vals[ks] = s
+			return len(keys) < 32
 		})
 		sort.Strings(keys)
 		for _, k := range keys {

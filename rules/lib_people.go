@@ -114,7 +114,7 @@ func (sb *sandbox) peopleWhere(L *lua.LState) int {
 		any   map[string]bool // a set: a long list costs one lookup per person
 	}
 	var clauses []clause
-	cond.ForEach(func(k, v lua.LValue) {
+	eachPair(cond, func(k, v lua.LValue) bool {
 		field, ok := k.(lua.LString)
 		if !ok {
 			sb.errorf("people.where", "want field = value pairs, got a %s key", k.Type())
@@ -134,6 +134,7 @@ func (sb *sandbox) peopleWhere(L *lua.LState) int {
 			c.any[luaString(v)] = true
 		}
 		clauses = append(clauses, c)
+		return true
 	})
 	slices.SortFunc(clauses, func(a, b clause) int { // evaluation order must not depend on table order
 		if a.field < b.field {

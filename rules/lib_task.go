@@ -93,14 +93,13 @@ func (sb *sandbox) taskSubmit(L *lua.LState) int {
 func (sb *sandbox) taskArgs(args *lua.LTable, sub *submitter) (engine.SubmitTask, string) {
 	var t engine.SubmitTask
 	var bad string
-	args.ForEach(func(k, _ lua.LValue) {
+	eachPair(args, func(k, _ lua.LValue) bool {
 		switch ks, _ := k.(lua.LString); string(ks) {
 		case fieldTaskKey, fieldTaskRule, fieldTaskDueAt, fieldTaskAfter, fieldTaskIn, fieldTaskData:
-		default:
-			if bad == "" {
-				bad = fmt.Sprintf("unknown field %s; want key, rule, due_at or after, and data", k.String())
-			}
+			return true
 		}
+		bad = fmt.Sprintf("unknown field %s; want key, rule, due_at or after, and data", k.String())
+		return false
 	})
 	if bad != "" {
 		return t, bad
