@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
@@ -163,8 +164,12 @@ func syntaxError(file string, err error) error {
 }
 
 // luaErrorRE reads the "file:line:" that gopher-lua puts before a runtime
-// error raised in Lua code.
-var luaErrorRE = regexp.MustCompile(`^(?:<string>|[^:\s]+):(\d+):\s*(.*)$`)
+// error raised in Lua code; the message may have several lines.
+var luaErrorRE = regexp.MustCompile(`(?s)^(?:<string>|[^:\s]+):(\d+):\s*(.*)$`)
+
+// maxErrorMessage bounds a rule's error message: it becomes a run's error,
+// replicated through the Raft log and kept with the run.
+const maxErrorMessage = 4 << 10
 
 // runtimeError turns an error from a Lua call into a RuleError.
 func runtimeError(file string, err error) *RuleError {
@@ -174,11 +179,19 @@ func runtimeError(file string, err error) *RuleError {
 		msg = ae.Object.String()
 	}
 	msg = strings.TrimSpace(msg)
+	re := &RuleError{File: file, Msg: msg}
 	if m := luaErrorRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &RuleError{File: file, Line: line, Msg: m[2]}
+		re.Line, _ = strconv.Atoi(m[1])
+		re.Msg = m[2]
 	}
-	return &RuleError{File: file, Msg: msg}
+	if len(re.Msg) > maxErrorMessage {
+		cut := maxErrorMessage
+		for cut > 0 && !utf8.RuneStart(re.Msg[cut]) {
+			cut-- // not in the middle of a character
+		}
+		re.Msg = re.Msg[:cut] + "…"
+	}
+	return re
 }
 
 // fieldLines finds the table the file returns and the line of each of its

@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -302,4 +303,26 @@ func TestLoadStuckInGo(t *testing.T) {
 	out, err := plan(t, s, "zz", "")
 	require.NoError(t, err)
 	require.Len(t, out, 1)
+}
+
+// TestRuntimeErrorMessage: a rule's error becomes a run's error, which is
+// replicated through the Raft log and kept with the run: a huge message is
+// cut, and a message of several lines keeps its file and line.
+func TestRuntimeErrorMessage(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{
+		"huge.lua":  simpleRule("huge", `error(string.rep("x", 2^20))`),
+		"lines.lua": simpleRule("lines", `error("no customers\nfor today")`),
+	}))
+	_, err := plan(t, s, "huge", "")
+	require.ErrorIs(t, err, ErrRule)
+	require.Less(t, len(err.Error()), 5<<10)
+	require.True(t, strings.HasPrefix(err.Error(), "huge.lua:5: xxxx"), err.Error()[:40])
+	require.True(t, strings.HasSuffix(err.Error(), "xxx…"))
+	_, err = plan(t, s, "lines", "")
+	var re *RuleError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "lines.lua", re.File)
+	require.Equal(t, 5, re.Line)
+	require.Equal(t, "no customers\nfor today", re.Msg)
 }
