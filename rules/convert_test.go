@@ -99,3 +99,31 @@ func TestJSONKeyOrderIndependent(t *testing.T) {
 		require.ErrorContains(t, err, "json.encode: value has no JSON form: function")
 	}
 }
+
+// TestPayloadStringMustBeObject: a message may return its JSON as a
+// string, but, as for a table, only an object is a message body: a list,
+// a number or null would be refused by the channel after it was planned.
+func TestPayloadStringMustBeObject(t *testing.T) {
+	t.Parallel()
+	msg := func(name, ret string) string {
+		return `return rule {
+  name = "` + name + `", channel = "mock",
+  recipients = function(run) return { "alice" } end,
+  message = function(run, to) return ` + ret + ` end,
+}`
+	}
+	s := load(t, newDir(t, map[string]string{
+		"obj.lua":  msg("obj", `' {"msgtype": "text", "text": {"content": "hi"}}'`),
+		"list.lua": msg("list", `'[1, 2]'`),
+		"null.lua": msg("null", `'null'`),
+		"num.lua":  msg("num", `'42'`),
+		"bad.lua":  msg("bad", `'{'`),
+	}))
+	out, err := plan(t, s, "obj", "")
+	require.NoError(t, err)
+	require.Equal(t, "hi", content(t, out[0].Payload))
+	for _, rule := range []string{"list", "null", "num", "bad"} {
+		_, err := plan(t, s, rule, "")
+		require.ErrorContains(t, err, "message for alice: message returned a string that is not a JSON object", rule)
+	}
+}

@@ -283,10 +283,10 @@ func payloadJSON(v lua.LValue) (json.RawMessage, error) {
 	var b []byte
 	switch v := v.(type) {
 	case lua.LString:
-		if !json.Valid([]byte(v)) {
-			return nil, fmt.Errorf("message returned a string that is not JSON; return a table like {msgtype = \"text\", content = \"…\"}")
+		b = bytes.TrimSpace([]byte(v))
+		if !json.Valid(b) || b[0] != '{' {
+			return nil, fmt.Errorf("message returned a string that is not a JSON object; return a table like {msgtype = \"text\", content = \"…\"}")
 		}
-		b = []byte(v)
 	case *lua.LTable:
 		g, err := toGo(v, maxPayload)
 		if err != nil {
