@@ -129,3 +129,26 @@ func TestCheckSameErrorEveryTime(t *testing.T) {
 		require.Contains(t, errs[0].String(), `r.lua:3: unknown field "typo0"`)
 	}
 }
+
+// TestCheckSyntaxErrorAtEnd: a file that ends in the middle of something
+// (an unclosed table, string or expression) is reported at its last line
+// with content, like every other error, as file:line: message.
+func TestCheckSyntaxErrorAtEnd(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{
+		"a.lua": "return rule {",
+		"b.lua": "return rule {\n  name = \"x\",\n\n\n",
+		"c.lua": "return rule {\n  name = [[abc\n",
+		"d.lua": "local x = = 1\n",
+	})
+	var got []string
+	for _, e := range Check(dir) {
+		got = append(got, e.String())
+	}
+	require.Equal(t, []string{
+		"a.lua:1: syntax error at end of file",
+		"b.lua:2: syntax error at end of file",
+		"c.lua:2: syntax error: unterminated multiline string at end of file",
+		"d.lua:1: syntax error near '='",
+	}, got)
+}

@@ -112,7 +112,7 @@ func compileFile(ctx context.Context, sb *sandbox, file string, src []byte, time
 	// Lua 5.2 and later do; gopher-lua would call it a syntax error.
 	chunk, err := parse.Parse(bytes.NewReader(bytes.TrimPrefix(src, utf8BOM)), file)
 	if err != nil {
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, src, err)
 	}
 	proto, err := lua.Compile(chunk, file)
 	if err != nil {
@@ -146,19 +146,24 @@ func (sb *sandbox) evalFile(ctx context.Context, proto *lua.FunctionProto, timeo
 	return out[0], nil
 }
 
-// syntaxError turns a parse error into a RuleError with the line.
-func syntaxError(file string, err error) error {
+// syntaxError turns a parse error into a RuleError with the line. An
+// error at the end of the file (an unclosed table or string) is put on
+// the file's last line with content.
+func syntaxError(file string, src []byte, err error) error {
 	var pe *parse.Error
 	if errors.As(err, &pe) {
 		line := pe.Pos.Line
 		msg := strings.TrimSpace(pe.Message)
 		if line == parse.EOF {
-			line = 0
+			line = 1 + bytes.Count(bytes.TrimRight(src, " \t\r\n"), []byte("\n"))
 			msg += " at end of file"
 		} else if pe.Token != "" {
 			msg += fmt.Sprintf(" near '%s'", pe.Token)
 		}
-		return &RuleError{File: file, Line: line, Msg: "syntax error: " + msg}
+		if !strings.HasPrefix(msg, "syntax error") { // gopher-lua's own message is often just that
+			msg = "syntax error: " + msg
+		}
+		return &RuleError{File: file, Line: line, Msg: msg}
 	}
 	return &RuleError{File: file, Msg: strings.TrimSpace(err.Error())}
 }
