@@ -104,6 +104,12 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 		err  error
 	)
 	data = bytes.TrimPrefix(data, utf8BOM)
+	if len(bytes.TrimSpace(data)) == 0 {
+		// Most likely cut short by an editor or a copy: an error keeps the
+		// directory in force, where an empty list would send to nobody.
+		return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: 1,
+			Msg: "the file is empty (a directory with nobody in it is [] or a CSV header)"})
+	}
 	switch path.Ext(name) {
 	case ".csv":
 		rows, err = peopleCSV(data)

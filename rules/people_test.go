@@ -68,6 +68,12 @@ func TestPeopleErrors(t *testing.T) {
 		"json_line":   {"people.json", "[\n  {\"userid\": \"a\"},\n  {\"name\": \"b\"}\n]", 3, "userid is missing"},
 		"yaml_line":   {"people.yaml", "- userid: a\n- name: b\n", 2, "userid is missing"},
 		"csv_no_head": {"people.csv", "name\nann\n", 1, "no userid column"},
+		// A file cut to nothing (an editor that truncates, then writes) is
+		// an error in every format, so the last good directory stays.
+		"empty_csv":  {"people.csv", "", 1, "the file is empty"},
+		"empty_json": {"people.json", "\n", 1, "the file is empty"},
+		"empty_yaml": {"people.yaml", " \n", 1, "the file is empty"},
+		"empty_yml":  {"people.yml", "", 1, "the file is empty"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -219,3 +219,24 @@ func TestReloadWithoutChangeKeepsVersion(t *testing.T) {
 	require.False(t, swapped)
 	require.Same(t, v, s.cur.Load())
 }
+
+// TestEmptyPeopleFileKeepsLastGood: a people file cut to nothing leaves the
+// directory that was in force (reloads of every format), rather than
+// sending every rule to nobody.
+func TestEmptyPeopleFileKeepsLastGood(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"people.csv", "people.yaml"} {
+		good := map[string]string{"people.csv": "userid,roles\nann,sales\n", "people.yaml": "- userid: ann\n  roles: [sales]\n"}[name]
+		dir := newDir(t, map[string]string{name: good, "r.lua": simpleRule("r", `return people.where { role = "sales" }`)})
+		s := load(t, dir)
+		writeFiles(t, dir, map[string]string{name: ""})
+		_, err := s.Reload()
+		require.NoError(t, err)
+		st, ok := statusOf(s, name)
+		require.True(t, ok)
+		require.Contains(t, st.Error, "the file is empty", name)
+		out, err := plan(t, s, "r", "")
+		require.NoError(t, err)
+		require.Len(t, out, 1, name)
+	}
+}
