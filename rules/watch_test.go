@@ -240,3 +240,36 @@ func TestEmptyPeopleFileKeepsLastGood(t *testing.T) {
 		require.Len(t, out, 1, name)
 	}
 }
+
+// TestScanOddEntries: links that loop, a link to itself, a link into a
+// subdirectory (the same file twice), a device named like a rule file,
+// and a subdirectory replaced by a file: the scan neither hangs nor
+// reads what is not a regular file, and loads each rule once.
+func TestScanOddEntries(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{
+		"r.lua":      simpleRule("r", `return { "ann" }`),
+		"team/t.lua": simpleRule("t", `return { "bob" }`),
+	})
+	require.NoError(t, os.Symlink(".", filepath.Join(dir, "loop")))
+	require.NoError(t, os.Symlink("self.lua", filepath.Join(dir, "self.lua")))
+	require.NoError(t, os.Symlink("team", filepath.Join(dir, "team2")))
+	require.NoError(t, os.Symlink(os.DevNull, filepath.Join(dir, "null.lua")))
+	s := load(t, dir)
+	var files []string
+	for _, st := range s.Status() {
+		files = append(files, st.File)
+		require.Empty(t, st.Error, st.File)
+	}
+	require.Equal(t, []string{"r.lua", "team/t.lua"}, files)
+	require.Len(t, s.Rules(), 2)
+	// The subdirectory becomes a file: its rule is gone, the rest stays.
+	require.NoError(t, os.Remove(filepath.Join(dir, "team2")))
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "team")))
+	writeFiles(t, dir, map[string]string{"team": "not a directory"})
+	changed, err := s.Reload()
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.Len(t, s.Rules(), 1)
+	require.Equal(t, "r", s.Rules()[0].Name)
+}
