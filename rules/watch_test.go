@@ -8,9 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	lua "github.com/yuin/gopher-lua"
 )
 
 // watching starts s.Watch and stops it (waiting for it to return) at the
@@ -272,4 +274,35 @@ func TestScanOddEntries(t *testing.T) {
 	require.True(t, changed)
 	require.Len(t, s.Rules(), 1)
 	require.Equal(t, "r", s.Rules()[0].Name)
+}
+
+// TestReloadDuringRun: a reload that swaps the version while a run is in
+// the middle of a call neither disturbs that run (it finishes on the old
+// version) nor keeps the old version's state: the next run gets the new
+// version.
+func TestReloadDuringRun(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	dir := newDir(t, map[string]string{"r.lua": versionRule("r", "v1")})
+	s := load(t, dir, func(c *Config) { c.CallTimeout = 5 * time.Second; c.PoolSize = 1 })
+	s.testHook = func(sb *sandbox) {
+		sb.base.RawSetString("pause", sb.L.NewFunction(func(L *lua.LState) int {
+			entered <- struct{}{}
+			<-release
+			return 0
+		}))
+	}
+	writeFiles(t, dir, map[string]string{"r.lua": strings.Replace(versionRule("r", "v2"), "return { \"alice\" }", "pause() return { \"alice\" }", 1)})
+	_, err := s.Reload()
+	require.NoError(t, err)
+	done := make(chan string, 1)
+	go func() { done <- messageOf(t, s, "r") }()
+	<-entered
+	writeFiles(t, dir, map[string]string{"r.lua": versionRule("r", "v3")})
+	changed, err := s.Reload()
+	require.NoError(t, err)
+	require.True(t, changed)
+	close(release)
+	require.Contains(t, <-done, `"v2"`)
+	require.Contains(t, messageOf(t, s, "r"), `"v3"`)
 }
