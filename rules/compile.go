@@ -184,6 +184,9 @@ func runtimeError(file string, err error) *RuleError {
 		msg = ae.Object.String()
 	}
 	msg = strings.TrimSpace(msg)
+	if len(msg) > 2*maxErrorMessage {
+		msg = msg[:2*maxErrorMessage] // the pattern need not read a megabyte (the time limit still runs)
+	}
 	re := &RuleError{File: file, Msg: msg}
 	if m := luaErrorRE.FindStringSubmatch(msg); m != nil {
 		re.Line, _ = strconv.Atoi(m[1])
