@@ -1,18 +1,11 @@
 package engine
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
-	"time"
 )
-
-// SnapshotVersion is written at the head of every snapshot; Restore refuses
-// versions it does not know.
-const SnapshotVersion = 1
 
 // ErrRunExists is StartRun's answer when the slot already fired.
 var ErrRunExists = errors.New("run already started for this slot")
@@ -22,7 +15,10 @@ var ErrRunExists = errors.New("run already started for this slot")
 // is stamped into the command by the leader. It imports nothing of Raft: the
 // cluster package adapts it to raft.FSM.
 type FSM struct {
-	mu      sync.RWMutex
+	mu sync.RWMutex
+	// snapMu serialises Snapshot: cloning a b-tree writes the original's
+	// copy-on-write context, which a read lock alone does not protect.
+	snapMu  sync.Mutex
 	st      *state
 	applied uint64
 	changed chan struct{}
@@ -154,79 +150,4 @@ func decode[T any](index uint64, t CommandType, body []byte) T {
 		panic(fmt.Sprintf("herald: log entry %d: cannot decode %s: %v", index, t, err))
 	}
 	return v
-}
-
-// snapshotHeader heads every snapshot.
-type snapshotHeader struct {
-	Version int    `json:"version"`
-	Applied uint64 `json:"applied"`
-}
-
-type fsmSnapshot struct {
-	st      *state
-	applied uint64
-}
-
-// Snapshot captures the state as it is now; Persist encodes it later while
-// Apply goes on.
-func (f *FSM) Snapshot() (Snapshot, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return &fsmSnapshot{st: f.st.clone(), applied: f.applied}, nil
-}
-
-// Persist writes the header line, then the state as JSON.
-func (s *fsmSnapshot) Persist(w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	enc := json.NewEncoder(bw)
-	if err := enc.Encode(snapshotHeader{Version: SnapshotVersion, Applied: s.applied}); err != nil {
-		return fmt.Errorf("write snapshot header: %w", err)
-	}
-	if err := enc.Encode(s.st); err != nil {
-		return fmt.Errorf("write snapshot: %w", err)
-	}
-	return bw.Flush()
-}
-
-// Release does nothing: the captured maps are garbage once unreferenced.
-func (s *fsmSnapshot) Release() {}
-
-// Restore replaces the whole state with a snapshot's.
-func (f *FSM) Restore(r io.Reader) error {
-	dec := json.NewDecoder(bufio.NewReaderSize(r, 1<<20))
-	var h snapshotHeader
-	if err := dec.Decode(&h); err != nil {
-		return fmt.Errorf("read snapshot header: %w", err)
-	}
-	if h.Version != SnapshotVersion {
-		return fmt.Errorf("snapshot version %d: this binary reads version %d", h.Version, SnapshotVersion)
-	}
-	st := newState()
-	if err := dec.Decode(st); err != nil {
-		return fmt.Errorf("read snapshot: %w", err)
-	}
-	if st.Runs == nil || st.Deliveries == nil || st.Cursors == nil || st.Members == nil || st.Alerts == nil || st.Missed == nil {
-		return errors.New("read snapshot: a section is missing")
-	}
-	// Sections added later are absent from older snapshots: start empty.
-	if st.Tasks == nil {
-		st.Tasks = map[string]*Task{}
-	}
-	if st.Ledger == nil {
-		st.Ledger = map[string]time.Time{}
-	}
-	if st.Compensate == nil {
-		st.Compensate = map[string]bool{}
-	}
-	if st.Daily == nil {
-		st.Daily = map[string]map[string]*DayStats{}
-	}
-	st.reindex()
-	f.mu.Lock()
-	f.st = st
-	f.applied = h.Applied
-	f.mu.Unlock()
-	f.notify()
-	signal(f.tasks)
-	return nil
 }

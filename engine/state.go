@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/btree"
@@ -57,6 +59,14 @@ func dueLess(a, b dueItem) bool {
 	return a.id < b.id
 }
 
+// dueLessCmp orders like dueLess, as a comparison.
+func dueLessCmp(at time.Time, id string, bt time.Time, bid string) int {
+	if c := at.Compare(bt); c != 0 {
+		return c
+	}
+	return strings.Compare(id, bid)
+}
+
 func newState() *state {
 	s := &state{
 		Runs:       map[string]*Run{},
@@ -84,19 +94,54 @@ func (s *state) initIndexes() {
 	s.planning = map[string]bool{}
 }
 
-// reindex rebuilds the derived indexes after a restore.
+// reindex rebuilds the derived indexes after a restore. It inserts in
+// order: a b-tree fills about twice as fast so as at random.
 func (s *state) reindex() {
 	s.initIndexes()
+	var due [PriorityLow + 1][]dueItem
 	for id, d := range s.Deliveries {
 		if at := d.dueAt(); !at.IsZero() {
-			s.dueTree(d.Priority).ReplaceOrInsert(dueItem{at, id})
+			p := d.Priority
+			if p < PriorityHigh || p > PriorityLow {
+				p = PriorityLow
+			}
+			due[p] = append(due[p], dueItem{at, id})
 		}
 		s.byRun[d.RunKey] = append(s.byRun[d.RunKey], id)
 	}
+	for p, items := range due {
+		sortDue(items)
+		for _, it := range items {
+			s.due[p].ReplaceOrInsert(it)
+		}
+	}
+	type taskItem struct {
+		dueItem
+		pending bool
+	}
+	tasks := make([]taskItem, 0, len(s.Tasks))
 	for k, t := range s.Tasks {
-		s.taskIndex.ReplaceOrInsert(dueItem{t.DueAt, k})
-		if t.State == TaskPending {
-			s.taskQueue.ReplaceOrInsert(dueItem{t.DueAt, k})
+		tasks = append(tasks, taskItem{dueItem{t.DueAt, k}, t.State == TaskPending})
+	}
+	slices.SortFunc(tasks, func(a, b taskItem) int { return dueLessCmp(a.at, a.id, b.at, b.id) })
+	pending := 0
+	for _, it := range tasks {
+		s.taskIndex.ReplaceOrInsert(it.dueItem)
+		if it.pending {
+			pending++
+		}
+	}
+	// Most tasks wait, as a rule: the queue is the index, lazily copied,
+	// less the few that do not.
+	if pending >= len(tasks)/2 {
+		s.taskQueue = s.taskIndex.Clone()
+	}
+	for _, it := range tasks {
+		switch {
+		case pending >= len(tasks)/2 && !it.pending:
+			s.taskQueue.Delete(it.dueItem)
+		case pending < len(tasks)/2 && it.pending:
+			s.taskQueue.ReplaceOrInsert(it.dueItem)
 		}
 	}
 	for k, r := range s.Runs {
@@ -104,6 +149,10 @@ func (s *state) reindex() {
 			s.planning[k] = true
 		}
 	}
+}
+
+func sortDue(items []dueItem) {
+	slices.SortFunc(items, func(a, b dueItem) int { return dueLessCmp(a.at, a.id, b.at, b.id) })
 }
 
 // dueTree is the due index of priority p (unknown priorities go last).
@@ -174,6 +223,8 @@ func (s *state) clone() *state {
 		Ledger:     maps.Clone(s.Ledger),
 		Compensate: maps.Clone(s.Compensate),
 		Daily:      daily,
+		// Lazily copied on write; Persist writes the tasks in its order.
+		taskIndex: s.taskIndex.Clone(),
 	}
 }
 

@@ -1,0 +1,342 @@
+package engine
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/gob"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+)
+
+// SnapshotVersion is written at the head of every snapshot. Restore reads
+// it and every version before it, and refuses newer ones.
+//
+//   - 1: the header line, then the whole state as one JSON document.
+//   - 2: the header line, then a gob stream of sections, each a section
+//     record and its records one by one, in a fixed order, ended by the
+//     section "end". Records stream in and out one at a time, so neither
+//     side holds the whole encoding, and gob is several times faster than
+//     JSON both ways.
+const SnapshotVersion = 2
+
+// snapshotHeader heads every snapshot, as one line of JSON.
+type snapshotHeader struct {
+	Version int    `json:"version"`
+	Applied uint64 `json:"applied"`
+}
+
+// section heads Count records of one part of the state in a version-2
+// snapshot.
+type section struct {
+	Name  string
+	Count int
+}
+
+// Wire forms of the state's map entries that are not records themselves.
+type (
+	timeEntry struct {
+		Key string
+		At  time.Time
+	}
+	missedEntry struct {
+		Rule, Recipient string
+		Slots           []string
+	}
+	// dayEntry carries DayStats as JSON: it holds a map, which gob would
+	// write in random order, and snapshots must be deterministic.
+	dayEntry struct {
+		Date, Rule string
+		Stats      []byte
+	}
+)
+
+const sectionEnd = "end"
+
+type fsmSnapshot struct {
+	st      *state
+	applied uint64
+}
+
+// Snapshot captures the state as it is now; Persist encodes it later while
+// Apply goes on.
+func (f *FSM) Snapshot() (Snapshot, error) {
+	f.snapMu.Lock()
+	defer f.snapMu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &fsmSnapshot{st: f.st.clone(), applied: f.applied}, nil
+}
+
+// Release does nothing: the captured maps are garbage once unreferenced.
+func (s *fsmSnapshot) Release() {}
+
+// Persist writes the header line, then the state as a version-2 stream.
+// The same state always gives the same bytes.
+func (s *fsmSnapshot) Persist(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	h, err := json.Marshal(snapshotHeader{Version: SnapshotVersion, Applied: s.applied})
+	if err != nil {
+		return fmt.Errorf("write snapshot header: %w", err)
+	}
+	if _, err := bw.Write(append(h, '\n')); err != nil {
+		return fmt.Errorf("write snapshot header: %w", err)
+	}
+	enc := gob.NewEncoder(bw)
+	st := s.st
+	deliveries := slices.SortedFunc(maps.Values(st.Deliveries), func(a, b *Delivery) int { return cmp.Compare(a.ID, b.ID) })
+	// Tasks go in due order, read off their index: no sorting here, and
+	// little in Restore.
+	tasks := make([]*Task, 0, len(st.Tasks))
+	st.taskIndex.Ascend(func(it dueItem) bool {
+		tasks = append(tasks, st.Tasks[it.id])
+		return true
+	})
+	if len(tasks) != len(st.Tasks) { // never; but never lose a task over it
+		tasks = slices.SortedFunc(maps.Values(st.Tasks), func(a, b *Task) int { return dueLessCmp(a.DueAt, a.Key, b.DueAt, b.Key) })
+	}
+	daily := make([]dayEntry, 0, len(st.Daily))
+	for _, date := range slices.Sorted(maps.Keys(st.Daily)) {
+		for _, rule := range slices.Sorted(maps.Keys(st.Daily[date])) {
+			b, err := json.Marshal(st.Daily[date][rule])
+			if err != nil {
+				return fmt.Errorf("write snapshot: daily %s %s: %w", date, rule, err)
+			}
+			daily = append(daily, dayEntry{Date: date, Rule: rule, Stats: b})
+		}
+	}
+	var missed []missedEntry
+	for _, rule := range slices.Sorted(maps.Keys(st.Missed)) {
+		for _, who := range slices.Sorted(maps.Keys(st.Missed[rule])) {
+			missed = append(missed, missedEntry{Rule: rule, Recipient: who, Slots: st.Missed[rule][who]})
+		}
+	}
+	var compensate []string
+	for _, id := range slices.Sorted(maps.Keys(st.Compensate)) {
+		if st.Compensate[id] {
+			compensate = append(compensate, id)
+		}
+	}
+	err = cmp.Or(
+		writeSection(enc, "runs", sortedValues(st.Runs)),
+		writeSection(enc, "deliveries", deliveries),
+		writeSection(enc, "cursors", timeEntries(st.Cursors)),
+		writeSection(enc, "members", sortedValues(st.Members)),
+		writeSection(enc, "alerts", sortedValues(st.Alerts)),
+		writeSection(enc, "missed", missed),
+		writeSection(enc, "tasks", tasks),
+		writeSection(enc, "ledger", timeEntries(st.Ledger)),
+		writeSection(enc, "compensate", compensate),
+		writeSection(enc, "daily", daily),
+		writeSection[int](enc, sectionEnd, nil),
+	)
+	if err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return bw.Flush()
+}
+
+func sortedValues[V any](m map[string]V) []V {
+	out := make([]V, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+func timeEntries(m map[string]time.Time) []timeEntry {
+	out := make([]timeEntry, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, timeEntry{Key: k, At: m[k]})
+	}
+	return out
+}
+
+func writeSection[T any](enc *gob.Encoder, name string, items []T) error {
+	if err := enc.Encode(section{Name: name, Count: len(items)}); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	for _, it := range items {
+		if err := enc.Encode(it); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Restore replaces the whole state with a snapshot's, of this version or
+// an earlier one.
+func (f *FSM) Restore(r io.Reader) error {
+	br := bufio.NewReaderSize(r, 1<<20)
+	line, err := br.ReadBytes('\n')
+	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+		return fmt.Errorf("read snapshot header: %w", err)
+	}
+	var h snapshotHeader
+	if err := json.Unmarshal(line, &h); err != nil {
+		return fmt.Errorf("read snapshot header: %w", err)
+	}
+	st := newState()
+	switch h.Version {
+	case 1:
+		err = readVersion1(br, st)
+	case 2:
+		err = readVersion2(br, st)
+	default:
+		return fmt.Errorf("snapshot version %d: this binary reads versions 1 to %d", h.Version, SnapshotVersion)
+	}
+	if err != nil {
+		return fmt.Errorf("read snapshot: %w", err)
+	}
+	for _, d := range st.Deliveries {
+		if d.State == StateClaimed && d.Claim == nil {
+			return fmt.Errorf("read snapshot: delivery %s is claimed without a claim", d.ID)
+		}
+	}
+	st.reindex()
+	f.mu.Lock()
+	f.st = st
+	f.applied = h.Applied
+	f.mu.Unlock()
+	f.notify()
+	signal(f.tasks)
+	return nil
+}
+
+func readVersion1(r io.Reader, st *state) error {
+	if err := json.NewDecoder(r).Decode(st); err != nil {
+		return err
+	}
+	if st.Runs == nil || st.Deliveries == nil || st.Cursors == nil || st.Members == nil || st.Alerts == nil || st.Missed == nil {
+		return errors.New("a section is missing")
+	}
+	// Sections added later are absent from older snapshots: start empty.
+	if st.Tasks == nil {
+		st.Tasks = map[string]*Task{}
+	}
+	if st.Ledger == nil {
+		st.Ledger = map[string]time.Time{}
+	}
+	if st.Compensate == nil {
+		st.Compensate = map[string]bool{}
+	}
+	if st.Daily == nil {
+		st.Daily = map[string]map[string]*DayStats{}
+	}
+	return nil
+}
+
+// sectionReaders read one record of each section of a version-2 snapshot
+// into the state. Each decodes into a fresh value: gob leaves the fields
+// that a record omits (zero values) as they were.
+var sectionReaders = map[string]func(*gob.Decoder, *state) error{
+	"runs": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(r *Run) { st.Runs[r.Key] = r })
+	},
+	"deliveries": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(d *Delivery) { st.Deliveries[d.ID] = d })
+	},
+	"cursors": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(e *timeEntry) { st.Cursors[e.Key] = e.At })
+	},
+	"members": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(m *Member) { st.Members[m.ID] = *m })
+	},
+	"alerts": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(a *Alert) { st.Alerts[a.ID] = a })
+	},
+	"missed": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(e *missedEntry) {
+			if st.Missed[e.Rule] == nil {
+				st.Missed[e.Rule] = map[string][]string{}
+			}
+			st.Missed[e.Rule][e.Recipient] = e.Slots
+		})
+	},
+	"tasks": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(t *Task) { st.Tasks[t.Key] = t })
+	},
+	"ledger": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(e *timeEntry) { st.Ledger[e.Key] = e.At })
+	},
+	"compensate": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(id *string) { st.Compensate[*id] = true })
+	},
+	"daily": func(dec *gob.Decoder, st *state) error {
+		var e dayEntry
+		if err := dec.Decode(&e); err != nil {
+			return err
+		}
+		s := new(DayStats)
+		if err := json.Unmarshal(e.Stats, s); err != nil {
+			return fmt.Errorf("daily %s %s: %w", e.Date, e.Rule, err)
+		}
+		if st.Daily[e.Date] == nil {
+			st.Daily[e.Date] = map[string]*DayStats{}
+		}
+		st.Daily[e.Date][e.Rule] = s
+		return nil
+	},
+}
+
+func readRecord[T any](dec *gob.Decoder, put func(*T)) error {
+	v := new(T)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	put(v)
+	return nil
+}
+
+func readVersion2(r io.Reader, st *state) error {
+	dec := gob.NewDecoder(r)
+	seen := map[string]bool{}
+	for {
+		var sec section
+		if err := dec.Decode(&sec); err != nil {
+			if errors.Is(err, io.EOF) {
+				return errors.New("truncated: no end section")
+			}
+			return err
+		}
+		if sec.Name == sectionEnd {
+			break
+		}
+		read, ok := sectionReaders[sec.Name]
+		if !ok {
+			return fmt.Errorf("unknown section %q", sec.Name)
+		}
+		if seen[sec.Name] {
+			return fmt.Errorf("section %q twice", sec.Name)
+		}
+		seen[sec.Name] = true
+		if n := min(sec.Count, 1<<24); n > 0 { // sized for what comes, within reason
+			switch sec.Name {
+			case "runs":
+				st.Runs = make(map[string]*Run, n)
+			case "deliveries":
+				st.Deliveries = make(map[string]*Delivery, n)
+			case "tasks":
+				st.Tasks = make(map[string]*Task, n)
+			}
+		}
+		for i := range sec.Count {
+			if err := read(dec, st); err != nil {
+				if errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return fmt.Errorf("%s: record %d of %d: %w", sec.Name, i+1, sec.Count, err)
+			}
+		}
+	}
+	for name := range sectionReaders {
+		if !seen[name] {
+			return fmt.Errorf("section %q is missing", name)
+		}
+	}
+	return nil
+}
