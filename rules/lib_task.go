@@ -53,8 +53,9 @@ const (
 
 // submitter is what task.submit needs during one on_failed call.
 type submitter struct {
-	fn    engine.SubmitFunc // nil: the caller gave none (preview, a test)
-	known func(rule string) bool
+	fn engine.SubmitFunc // nil: the caller gave none (preview, a test)
+	// ruleProblem says why a task may not fire the named rule, or "".
+	ruleProblem func(rule string) string
 }
 
 func (sb *sandbox) openTask() {
@@ -126,8 +127,8 @@ func (sb *sandbox) taskArgs(args *lua.LTable, sub *submitter) (engine.SubmitTask
 	if t.Rule == "" {
 		return t, "rule is required: the name of the rule the task fires"
 	}
-	if !sub.known(t.Rule) {
-		return t, fmt.Sprintf("rule %q is not loaded", t.Rule)
+	if bad = sub.ruleProblem(t.Rule); bad != "" {
+		return t, bad
 	}
 	if t.DueAt, bad = sb.taskDue(args); bad != "" {
 		return t, bad

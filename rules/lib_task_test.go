@@ -136,6 +136,7 @@ func TestTaskSubmitArguments(t *testing.T) {
 		"key_number":  {`{ key = 7, rule = "target", after = "1m" }`, "key: want a string, got number"},
 		"no_rule":     {`{ key = "k", after = "1m" }`, "rule is required"},
 		"unknown":     {`{ key = "k", rule = "nope", after = "1m" }`, `rule "nope" is not loaded`},
+		"scheduled":   {`{ key = "k", rule = "ticker", after = "1m" }`, `rule "ticker" has a schedule`},
 		"no_due":      {`{ key = "k", rule = "target" }`, "give exactly one of due_at"},
 		"both_due":    {`{ key = "k", rule = "target", due_at = "2026-12-02T09:00:00+08:00", after = "1m" }`, "give exactly one of due_at"},
 		"after_in":    {`{ key = "k", rule = "target", ["in"] = "1m", after = "1m" }`, `not both`},
@@ -155,7 +156,11 @@ func TestTaskSubmitArguments(t *testing.T) {
 		"data_big":    {`{ key = "k", rule = "target", after = "1m", data = { s = string.rep("x", 70000) } }`, "over the 65536 byte limit"},
 		"not_table":   {`"k"`, "table expected"},
 	}
-	files := map[string]string{"target.lua": simpleRule("target", "return {}")}
+	files := map[string]string{
+		"target.lua": simpleRule("target", "return {}"),
+		"ticker.lua": `return rule { name = "ticker", schedule = "0 9 * * *", channel = "mock",
+  recipients = function(run) return {} end, message = function(run, to) return {} end }`,
+	}
 	for name, tc := range good {
 		files["good_"+name+".lua"] = taskRule("good_"+name, tc.args)
 	}

@@ -47,7 +47,17 @@ func (s *Set) OnFailed(ctx context.Context, rule string, run engine.RunContext, 
 		return nil
 	}
 	fn, _ := engine.SubmitterFrom(ctx)
-	sub := &submitter{fn: fn, known: func(name string) bool { _, ok := v.rules[name]; return ok }}
+	sub := &submitter{fn: fn, ruleProblem: func(name string) string {
+		switch r, ok := v.rules[name]; {
+		case !ok:
+			return fmt.Sprintf("rule %q is not loaded", name)
+		case r.rule.Schedule != "":
+			// Its task would run under its own key beside the rule's slot:
+			// the same message twice.
+			return fmt.Sprintf("rule %q has a schedule: tasks fire only rules without one", name)
+		}
+		return ""
+	}}
 	return s.withSandbox(ctx, v, func(sb *sandbox) error {
 		defer func() { sb.run = nil }()
 		rt, runTbl, err := sb.begin(ctx, c, run, s.cfg.CallTimeout)
