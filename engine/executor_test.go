@@ -129,3 +129,34 @@ func TestResendHeldBackByRateLimitsGoesWhenAdmitted(t *testing.T) {
 		})
 	}
 }
+
+// slowSender answers only after its context ends, yet with outcomes: the
+// channel did deliver, late.
+type slowSender struct{ *simSender }
+
+func (s *slowSender) Send(ctx context.Context, ch string, batch []Outgoing) ([]Outcome, error) {
+	<-ctx.Done()
+	return s.simSender.Send(context.Background(), ch, batch)
+}
+
+// A send that outlives its claim raises stuck:CHANNEL; if the channel
+// still answered, its outcomes are recorded rather than thrown away (which
+// would send the messages again).
+func TestSendPastItsClaimStillRecordsOutcomes(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s := newSim(t, start)
+	key := RunKey("r", start)
+	id := DeliveryID(key, "alice")
+	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: start, Now: start})
+	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
+		{ID: id, Recipient: "alice", Channel: "mock", Priority: PriorityNormal, NotBefore: start, Deadline: start.Add(time.Hour)}}})
+	s.cfg.Sender = &slowSender{s.sender}
+	s.cfg.ClaimTimeout = 20 * time.Millisecond
+	s.lead("n1")
+	s.exec.runOnce(s.ctx)
+	s.exec.wg.Wait()
+	require.Len(t, alertsWith(s.log.fsm, "stuck:mock"), 1)
+	d, _ := s.log.fsm.Delivery(id)
+	require.Equal(t, StateSent, d.State, "the channel's answer was thrown away")
+}
