@@ -184,6 +184,9 @@ func wait(ctx context.Context, next time.Time, now time.Time, wake ...<-chan str
 	return true
 }
 
+// pruneAfterElection is how long a new leader waits before its first prune.
+const pruneAfterElection = 5 * time.Minute
+
 // housekeeper runs the leader's upkeep: the rules' on_failed hooks, alert
 // delivery, late-run reports and retention. It wakes on every change of
 // the state and on its own timers.
@@ -218,10 +221,13 @@ func (h *housekeeper) runOnce(ctx context.Context) time.Time {
 	l.compensate(ctx)
 	earlier(l.notifyAlerts(ctx, now))
 	earlier(l.reportLateRuns(ctx, now))
-	if !now.Before(h.nextPrune) {
-		if !h.nextPrune.IsZero() { // not at the start of a term: elections come in bursts
-			l.pruneOnce(ctx, now)
-		}
+	switch {
+	case h.nextPrune.IsZero():
+		// Not at the very start of a term (elections come in bursts), but
+		// soon after: a cluster whose leader moves every hour still prunes.
+		h.nextPrune = now.Add(min(l.cfg.PruneEvery, pruneAfterElection))
+	case !now.Before(h.nextPrune):
+		l.pruneOnce(ctx, now)
 		h.nextPrune = now.Add(l.cfg.PruneEvery)
 	}
 	earlier(h.nextPrune)

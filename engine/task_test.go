@@ -215,3 +215,24 @@ func TestLedgerKeepsAnOldSlotFiredLate(t *testing.T) {
 	err, _ = b.apply(CmdSubmitTask, SubmitTask{Key: "k", Rule: "r", DueAt: t0, Now: later}).(error)
 	require.ErrorIs(t, err, ErrTaskKeyUsed)
 }
+
+// A leader prunes soon after it is elected, not an hour into its term, so
+// a cluster whose leader moves every hour still prunes.
+func TestNewLeaderPrunesSoon(t *testing.T) {
+	t.Parallel()
+	s := newSim(t, t0)
+	s.cfg.Retention = 7 * 24 * time.Hour
+	s.apply(CmdSubmitTask, SubmitTask{Key: "old", Rule: "r", DueAt: t0, Now: t0})
+	s.apply(CmdCancelTask, CancelTask{Key: "old", Now: t0})
+	later := t0.Add(8 * 24 * time.Hour)
+	for term := range 3 { // three elections, each under an hour apart
+		s.clock.Set(later.Add(time.Duration(term) * 50 * time.Minute))
+		s.lead("n1")
+		s.step()
+		s.advance(s.clock.Now().Add(pruneAfterElection), time.Minute)
+		if _, ok := s.log.fsm.Task("old"); !ok {
+			return
+		}
+	}
+	t.Fatal("the cancelled task was never pruned")
+}
