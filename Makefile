@@ -22,9 +22,13 @@ test: ## run every test with the race detector (what CI runs)
 test-short: ## the quick tests only (no multi-process cluster tests)
 	$(GO) test -short ./...
 
+# Tools `go install` puts in GOPATH/bin, which need not be on PATH.
+GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
+LINTER    := $(or $(shell command -v golangci-lint 2>/dev/null),$(GOBIN_DIR)/golangci-lint)
+
 lint: ## golangci-lint with the repo's .golangci.yml
-	@command -v golangci-lint >/dev/null 2>&1 || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(LINT_VER)
-	golangci-lint run ./...
+	@test -x $(LINTER) || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(LINT_VER)
+	$(LINTER) run ./...
 
 generate: ## regenerate the channel protocol's Go code from its .proto (needs protoc)
 	@command -v protoc-gen-go >/dev/null 2>&1 || $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VER)
