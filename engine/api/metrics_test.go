@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -21,13 +20,7 @@ import (
 func TestMetricsFailureReasonsAreLowCardinality(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
-	apply := func(ct engine.CommandType, body any) any {
-		cmd, err := engine.Encode(ct, body)
-		require.NoError(t, err)
-		res, err := b.node.Apply(context.Background(), cmd)
-		require.NoError(t, err)
-		return res
-	}
+	apply := func(ct engine.CommandType, body any) any { return b.apply(t, ct, body) }
 	const days = 30
 	for i := range days {
 		slot := now0.AddDate(0, 0, -days+i)

@@ -232,13 +232,7 @@ func TestFireRefusesUnknownFieldsAndTrailingData(t *testing.T) {
 func TestFireRefusesSlotsTheLedgerForgot(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
-	apply := func(ct engine.CommandType, body any) any {
-		cmd, err := engine.Encode(ct, body)
-		require.NoError(t, err)
-		res, err := b.node.Apply(context.Background(), cmd)
-		require.NoError(t, err)
-		return res
-	}
+	apply := func(ct engine.CommandType, body any) any { return b.apply(t, ct, body) }
 	slot := time.Date(2026, 6, 1, 1, 0, 0, 0, time.UTC) // 09:00 Shanghai, six months before now0
 	key := engine.RunKey("daily", slot)
 	require.Nil(t, apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: "daily", Slot: slot, Zone: "Asia/Shanghai", Now: slot}))

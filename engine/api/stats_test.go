@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"maps"
 	"net/http"
 	"slices"
@@ -18,13 +17,7 @@ import (
 func TestStatsLatenessHistogramInSeconds(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
-	apply := func(ct engine.CommandType, body any) any {
-		cmd, err := engine.Encode(ct, body)
-		require.NoError(t, err)
-		res, err := b.node.Apply(context.Background(), cmd)
-		require.NoError(t, err)
-		return res
-	}
+	apply := func(ct engine.CommandType, body any) any { return b.apply(t, ct, body) }
 	slot := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 	key := engine.RunKey("daily", slot)
 	apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: "daily", Slot: slot, Zone: "Asia/Shanghai", Date: "2026-11-30", Now: slot})

@@ -61,6 +61,16 @@ func setupAPI(t *testing.T) *apiBundle {
 	})}
 }
 
+// apply applies a command to the bundle's state, as the leader would.
+func (b *apiBundle) apply(t *testing.T, ct engine.CommandType, body any) any {
+	t.Helper()
+	cmd, err := engine.Encode(ct, body)
+	require.NoError(t, err)
+	res, err := b.node.Apply(context.Background(), cmd)
+	require.NoError(t, err)
+	return res
+}
+
 func (b *apiBundle) do(t *testing.T, method, target, body string) (int, map[string]any) {
 	t.Helper()
 	req := httptest.NewRequest(method, target, strings.NewReader(body))
@@ -158,13 +168,7 @@ func TestCancelAfterSentSaysWhatHappened(t *testing.T) {
 	b := setupAPI(t)
 	b.do(t, http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T02:00:00Z"}`)
 	run := engine.TaskRunKey("k")
-	apply := func(ct engine.CommandType, body any) any {
-		cmd, err := engine.Encode(ct, body)
-		require.NoError(t, err)
-		res, err := b.node.Apply(context.Background(), cmd)
-		require.NoError(t, err)
-		return res
-	}
+	apply := func(ct engine.CommandType, body any) any { return b.apply(t, ct, body) }
 	apply(engine.CmdStartRun, engine.StartRun{Key: run, Rule: "enquiry_timeout", Slot: now0, TaskKey: "k", Now: now0})
 	apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: run, Deliveries: []engine.NewDelivery{{ID: "d1", Recipient: "liuyang", Channel: "mock", NotBefore: now0}}})
 	c := apply(engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{"d1"}, Leader: "n1", Now: now0, Timeout: time.Minute}).(engine.ClaimResult)
