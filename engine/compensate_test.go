@@ -27,11 +27,7 @@ func TestOnFailedCutShortIsNotRecordedAsRun(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	s := newSim(t, start)
-	key := RunKey("r", start)
-	id := DeliveryID(key, "alice")
-	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: start, Now: start})
-	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
-		{ID: id, Recipient: "alice", Channel: "mock", Priority: PriorityNormal, NotBefore: start, Deadline: start.Add(time.Hour)}}})
+	_, id := s.oneDelivery(start)
 	c := s.apply(CmdClaim, ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: start, Timeout: time.Minute}).(ClaimResult)
 	s.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: start, Results: []Result{{ID: id, Seq: c.Claimed[0].Seq, Status: OutcomePermanent}}})
 	require.Len(t, s.log.fsm.ToCompensate(10), 1)

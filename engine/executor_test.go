@@ -99,11 +99,7 @@ func TestResendHeldBackByRateLimitsGoesWhenAdmitted(t *testing.T) {
 			t.Parallel()
 			start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 			s := newSim(t, start)
-			key := RunKey("r", start)
-			id := DeliveryID(key, "alice")
-			s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: start, Now: start})
-			s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
-				{ID: id, Recipient: "alice", Channel: "mock", Priority: PriorityNormal, NotBefore: start, Deadline: start.Add(time.Hour)}}})
+			_, id := s.oneDelivery(start)
 			s.apply(CmdClaim, ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: start, Timeout: 30 * time.Second})
 
 			flaky := &flakyLog{localLog: s.log, fail: map[CommandType]int{}}
@@ -146,11 +142,7 @@ func TestSendPastItsClaimStillRecordsOutcomes(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	s := newSim(t, start)
-	key := RunKey("r", start)
-	id := DeliveryID(key, "alice")
-	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: start, Now: start})
-	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
-		{ID: id, Recipient: "alice", Channel: "mock", Priority: PriorityNormal, NotBefore: start, Deadline: start.Add(time.Hour)}}})
+	_, id := s.oneDelivery(start)
 	s.cfg.Sender = &slowSender{s.sender}
 	s.cfg.ClaimTimeout = 20 * time.Millisecond
 	s.lead("n1")

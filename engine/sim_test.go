@@ -211,6 +211,17 @@ func (s *sim) lead(node string) {
 	s.exec.resend = s.log.fsm.InFlight()
 }
 
+// oneDelivery plans a run of rule "r" at slot with one delivery, to
+// alice through mock, due at once, and returns the run key and its id.
+func (s *sim) oneDelivery(slot time.Time) (key, id string) {
+	key = RunKey("r", slot)
+	id = DeliveryID(key, "alice")
+	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: slot, Now: slot})
+	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
+		{ID: id, Recipient: "alice", Channel: "mock", Priority: PriorityNormal, NotBefore: slot, Deadline: slot.Add(time.Hour)}}})
+	return key, id
+}
+
 // outage: no leader until the next lead.
 func (s *sim) outage() {
 	s.log.mu.Lock()
