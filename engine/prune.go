@@ -27,6 +27,9 @@ type Prune struct {
 // PruneResult is what Apply returns for CmdPrune.
 type PruneResult struct {
 	Deliveries, Runs, Tasks, Alerts, Ledger int
+	// Missed counts the missed slots forgotten: a person who fails every
+	// day would otherwise carry an ever longer list in to.missed.
+	Missed int
 }
 
 func (a applier) prune(c Prune) any {
@@ -82,7 +85,35 @@ func (a applier) prune(c Prune) any {
 			res.Ledger++
 		}
 	}
+	res.Missed = a.pruneMissed(c.Before)
 	return res
+}
+
+// pruneMissed forgets missed slots older than before. Lists are replaced,
+// never changed in place: a snapshot may share them.
+func (a applier) pruneMissed(before time.Time) int {
+	n := 0
+	for rule, people := range a.st.Missed {
+		for who, slots := range people {
+			keep := slices.DeleteFunc(slices.Clone(slots), func(s string) bool {
+				t, err := time.Parse(time.RFC3339, s)
+				return err == nil && t.Before(before)
+			})
+			switch {
+			case len(keep) == len(slots):
+				continue
+			case len(keep) == 0:
+				delete(people, who)
+			default:
+				people[who] = keep
+			}
+			n += len(slots) - len(keep)
+		}
+		if len(people) == 0 {
+			delete(a.st.Missed, rule)
+		}
+	}
+	return n
 }
 
 func latest(a, b time.Time) time.Time {

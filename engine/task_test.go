@@ -236,3 +236,23 @@ func TestNewLeaderPrunesSoon(t *testing.T) {
 	}
 	t.Fatal("the cancelled task was never pruned")
 }
+
+// Missed slots older than the retention are forgotten with the rest, so a
+// person who fails every day does not carry an ever longer list.
+func TestPruneForgetsOldMissedSlots(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	key := b.planned("daily", "alice")
+	c := b.claim("n1", t0, DeliveryID(key, "alice"))
+	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Result{{ID: c[0].ID, Seq: c[0].Seq, Status: OutcomePermanent}}})
+	require.Len(t, b.fsm.Missed("daily")["alice"], 1)
+
+	res := b.apply(CmdPrune, Prune{Before: t0, LedgerBefore: t0.Add(-time.Hour), Now: t0}).(PruneResult)
+	require.Zero(t, res.Missed, "not yet older than the retention")
+	require.Len(t, b.fsm.Missed("daily")["alice"], 1)
+
+	later := t0.Add(8 * 24 * time.Hour)
+	res = b.apply(CmdPrune, Prune{Before: later.Add(-7 * 24 * time.Hour), LedgerBefore: later.Add(-90 * 24 * time.Hour), Now: later}).(PruneResult)
+	require.Equal(t, 1, res.Missed)
+	require.Empty(t, b.fsm.Missed("daily"))
+}
