@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/heraldhq/herald/engine"
@@ -116,6 +117,8 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 			At: at.Add(off), Offset: off, Payload: m.payload,
 		})
 	}
+	// In the order they would go.
+	slices.SortStableFunc(res.Deliveries, func(a, b PreviewDelivery) int { return a.At.Compare(b.At) })
 	if len(msgs) == 0 {
 		res.Reason = "recipients returned nobody (or message returned nil for everyone)"
 		if noData {
