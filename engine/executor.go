@@ -199,6 +199,18 @@ func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Deliv
 func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) {
 	if err := x.l.cfg.Replicator.VerifyLeader(ctx); err != nil {
 		x.l.log.Warn("not sending: leadership not confirmed", "channel", channel, "err", err)
+		// Nothing was sent. If this node still leads (a quorum that was
+		// slow to answer), hand the claims back at once, spending no
+		// attempt, rather than leave them to time out as ambiguous; if it
+		// does not, this proposal fails and the next leader takes over.
+		if ctx.Err() == nil {
+			results := make([]Result, len(claimed))
+			for i, c := range claimed {
+				results[i] = Result{ID: c.ID, Seq: c.Seq, Status: OutcomeRateLimited, RetryAfter: time.Second,
+					Error: "not sent: leadership not confirmed"}
+			}
+			_, _ = x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results})
+		}
 		return
 	}
 	batch := make([]Outgoing, len(claimed))

@@ -310,3 +310,48 @@ func TestLeaderStopsEverythingOnLeadershipLoss(t *testing.T) {
 	r, _ := b.log.fsm.Run(key)
 	require.Equal(t, RunPlanning, r.State, "the next leader plans it again")
 }
+
+// unsureLog is a leader whose quorum does not confirm it once.
+type unsureLog struct {
+	*localLog
+	failVerify int
+}
+
+func (u *unsureLog) VerifyLeader(ctx context.Context) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.failVerify > 0 {
+		u.failVerify--
+		return errors.New("quorum did not answer in time")
+	}
+	return nil
+}
+
+// When leadership cannot be confirmed before a send, nothing is sent and
+// the claims go back at once, spending no attempt: no 30-second wait for
+// them to time out, no stuck-send alert.
+func TestUnconfirmedLeadershipHandsClaimsBack(t *testing.T) {
+	t.Parallel()
+	b := setupLeader(t)
+	u := &unsureLog{localLog: b.log, failVerify: 1}
+	b.leader.cfg.Replicator = u
+	now := time.Now()
+	fb := &fsmBundle{t: t, fsm: b.log.fsm, term: 1}
+	key := RunKey("tick", now)
+	fb.apply(CmdStartRun, StartRun{Key: key, Rule: "tick", Slot: now, Now: now})
+	fb.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
+		{ID: DeliveryID(key, "alice"), Recipient: "alice", Channel: "mock", NotBefore: now.Add(-time.Second), Deadline: now.Add(time.Hour)},
+	}})
+	b.log.index = fb.index
+
+	x := newExecutor(b.leader)
+	x.runOnce(context.Background())
+	x.wg.Wait()
+	d, _ := b.log.fsm.Delivery(DeliveryID(key, "alice"))
+	require.Equal(t, StatePending, d.State, "the claim was handed back")
+	require.Zero(t, d.Attempts)
+	require.WithinDuration(t, time.Now().Add(time.Second), d.NextAt, time.Second)
+	require.Empty(t, b.log.fsm.Alerts())
+	keys, _ := b.sender.count()
+	require.Zero(t, keys, "nothing was sent")
+}
