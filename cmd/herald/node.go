@@ -180,6 +180,7 @@ func (n *node) status() api.Status {
 		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader})
 	}
 	n.peerRulesHashes(st.Members)
+	st.Warnings = calendarWarnings(n.rules.Rules(), time.Now())
 	for _, m := range st.Members {
 		if m.RulesHash != "" && m.RulesHash != st.RulesHash {
 			st.RulesMismatch = true
@@ -196,6 +197,23 @@ func (n *node) status() api.Status {
 		st.Channels = append(st.Channels, api.ChannelStatus{Name: c.Name, Plugin: c.Plugin, Healthy: c.Healthy, Error: c.Error})
 	}
 	return st
+}
+
+// calendarWarnings warns, from two months before it happens, that the
+// statutory holiday data behind cn_workday runs out: past its last year
+// cn_workday is plain Monday to Friday, and 9:00 reports would go out on
+// Spring Festival.
+func calendarWarnings(rules []engine.Rule, now time.Time) []string {
+	uses := false
+	for _, r := range rules {
+		uses = uses || r.Calendar == calendar.CNWorkday
+	}
+	_, last := calendar.HolidayDataRange()
+	if !uses || now.AddDate(0, 2, 0).Year() <= last {
+		return nil
+	}
+	return []string{fmt.Sprintf("cn_workday knows statutory holidays up to %d only; after that it is Monday to Friday: "+
+		"upgrade github.com/6tail/lunar-go, or list the holidays in a company calendar file", last)}
 }
 
 // peerRulesHashes asks every member, at once and briefly, which rule set it

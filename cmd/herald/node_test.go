@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/calendar"
 )
 
 // Three whole nodes in one process — the engine's state machine and leader
@@ -85,4 +86,13 @@ func TestInProcessThreeNodes(t *testing.T) {
 		}
 	}
 	t.Logf("%d slots to each of %d people, %d raw receipts", len(got["alice"]), len(got), raw)
+}
+
+func TestCalendarWarnings(t *testing.T) {
+	t.Parallel()
+	_, last := calendar.HolidayDataRange()
+	uses := []engine.Rule{{Name: "daily", Calendar: calendar.CNWorkday}}
+	require.Empty(t, calendarWarnings(uses, time.Date(last, 10, 1, 0, 0, 0, 0, time.UTC)))
+	require.Len(t, calendarWarnings(uses, time.Date(last, 11, 15, 0, 0, 0, 0, time.UTC)), 1)
+	require.Empty(t, calendarWarnings([]engine.Rule{{Name: "weekly", Calendar: "weekday"}}, time.Date(last+1, 1, 1, 0, 0, 0, 0, time.UTC)))
 }

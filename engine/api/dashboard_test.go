@@ -68,6 +68,7 @@ func (f *fixture) apply(t *testing.T, ct engine.CommandType, body any) any {
 func testStatus() Status {
 	return Status{
 		NodeID: "n1", LeaderID: "n1", State: "leader", Term: 3, AppliedIndex: 42, RulesHash: "9f2c51d0a4b7e3c8",
+		Warnings: []string{"cn_workday knows statutory holidays up to 2027 only"},
 		Members: []MemberStatus{
 			{ID: "n1", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8001", Voter: true, Leader: true},
 			{ID: "n2", RaftAddr: "127.0.0.1:7002", HTTPAddr: "127.0.0.1:8002", Voter: true},
@@ -321,6 +322,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		return s
 	}
 
+	require.Contains(t, text("#banner"), "cn_workday knows statutory holidays up to 2027 only", "status warnings are shown")
 	rules := text("#rules")
 	require.Contains(t, rules, "last good version running")
 	require.Contains(t, rules, brokenRuleError)

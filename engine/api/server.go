@@ -32,8 +32,11 @@ type Status struct {
 	RulesHash    string         `json:"rules_hash"`
 	// RulesMismatch is true when members answered with different rule set
 	// hashes: their rules directories differ (a deploy half done?).
-	RulesMismatch bool            `json:"rules_mismatch"`
-	Channels      []ChannelStatus `json:"channels"`
+	RulesMismatch bool `json:"rules_mismatch"`
+	// Warnings are problems that do not stop the node but need a person,
+	// e.g. calendar data about to run out.
+	Warnings []string        `json:"warnings,omitempty"`
+	Channels []ChannelStatus `json:"channels"`
 }
 
 // MemberStatus is one cluster member in Status.

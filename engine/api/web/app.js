@@ -487,7 +487,9 @@ function renderLive() {
   } else {
     dot.className = "dot ok";
     $("updated").textContent = "updated " + at;
-    banner.hidden = true;
+    const warnings = (S.status && S.status.warnings) || [];
+    banner.textContent = warnings.join(" · ");
+    banner.hidden = warnings.length === 0;
   }
 }
 
