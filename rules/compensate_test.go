@@ -7,30 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/enginetest"
 )
-
-// directNode replicates by applying to the FSM directly.
-type directNode struct {
-	mu    sync.Mutex
-	fsm   *engine.FSM
-	index uint64
-}
-
-func (n *directNode) Apply(_ context.Context, cmd []byte) (any, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.index++
-	return n.fsm.Apply(n.index, 1, cmd), nil
-}
-
-func (n *directNode) VerifyLeader(context.Context) error { return nil }
 
 // refusingSender sends to everyone but refuse, whose messages fail for
 // good (WeCom's "userid not found").
@@ -61,16 +45,13 @@ func TestCompensationThroughLeader(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
 	}
 	s := load(t, dir)
-	node := &directNode{fsm: engine.NewFSM()}
+	node := enginetest.New()
 	due := mustTime(t, "2026-12-01T15:00:00+08:00")
-	cmd, err := engine.Encode(engine.CmdSubmitTask, engine.SubmitTask{Key: "follow-8812", Rule: "follow_up", DueAt: due,
+	node.MustApply(t, engine.CmdSubmitTask, engine.SubmitTask{Key: "follow-8812", Rule: "follow_up", DueAt: due,
 		Data: []byte(`{"customer":"华东机电","note":"确认报价","owner":"wangfang"}`), Now: due.Add(-time.Hour)})
-	require.NoError(t, err)
-	_, err = node.Apply(context.Background(), cmd)
-	require.NoError(t, err)
 
 	l, err := engine.NewLeader(engine.LeaderConfig{
-		NodeID: "n1", FSM: node.fsm, Replicator: node, Rules: s, Sender: refusingSender{refuse: "wangfang"},
+		NodeID: "n1", FSM: node.FSM, Replicator: node, Rules: s, Sender: refusingSender{refuse: "wangfang"},
 		ScheduleFunc: func(engine.Rule) (engine.Schedule, error) { return nil, errors.New("no scheduled rules here") },
 		NowFunc:      func() time.Time { return due.Add(time.Second) },
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -83,16 +64,16 @@ func TestCompensationThroughLeader(t *testing.T) {
 
 	failed := engine.DeliveryID(engine.TaskRunKey("follow-8812"), "wangfang")
 	key := "follow-undelivered-" + failed
-	require.Eventually(t, func() bool { _, ok := node.fsm.Task(key); return ok }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { _, ok := node.FSM.Task(key); return ok }, 10*time.Second, 5*time.Millisecond,
 		"on_failed submitted no task")
-	task, _ := node.fsm.Task(key)
+	task, _ := node.FSM.Task(key)
 	require.Equal(t, "follow_up", task.Rule)
 	require.True(t, task.DueAt.Equal(due.Add(30*time.Minute)), task.DueAt)
 	require.Equal(t, `{"customer":"华东机电","note":"确认报价","owner":"wangfang","undelivered":true}`, string(task.Data))
 	require.Equal(t, engine.TaskPending, task.State)
 	require.True(t, task.SubmittedAt.Equal(due.Add(time.Second)), "stamped by the leader's clock")
-	d, ok := node.fsm.Delivery(failed)
+	d, ok := node.FSM.Delivery(failed)
 	require.True(t, ok)
 	require.Equal(t, engine.StateFailed, d.State)
-	require.Len(t, node.fsm.RunDeliveries(engine.TaskRunKey("follow-8812")), 1, "the owner only, at first")
+	require.Len(t, node.FSM.RunDeliveries(engine.TaskRunKey("follow-8812")), 1, "the owner only, at first")
 }

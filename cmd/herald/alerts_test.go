@@ -45,7 +45,7 @@ func TestAlertsCmd(t *testing.T) {
 	out, err = runHerald(t, "alerts", "ack", failed, "--addr", addr)
 	require.NoError(t, err)
 	require.Equal(t, "alert "+failed+" acknowledged\n", out)
-	al, _ := node.fsm.Alert(failed)
+	al, _ := node.FSM.Alert(failed)
 	require.True(t, al.Acked)
 
 	// Open alerts only, unless --all (on either spelling of list).
@@ -91,7 +91,7 @@ func TestRulesFireCmd(t *testing.T) {
 	out, err := runHerald(t, "rules", "fire", "daily_report", "--addr", addr, "--slot", "2026-11-30T09:00:00+08:00")
 	require.NoError(t, err)
 	require.Equal(t, "fired daily_report slot 2026-11-30T09:00:00+08:00: run daily_report@2026-11-30T01:00:00Z\n", out)
-	run, ok := node.fsm.Run("daily_report@2026-11-30T01:00:00Z")
+	run, ok := node.FSM.Run("daily_report@2026-11-30T01:00:00Z")
 	require.True(t, ok)
 	require.True(t, run.Manual)
 	require.Equal(t, "Asia/Shanghai", run.Zone)

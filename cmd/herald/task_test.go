@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
+	"github.com/heraldhq/herald/engine/enginetest"
 )
 
 // The task, alerts and `rules fire` commands run in-process against a real
@@ -24,35 +23,15 @@ import (
 // applies to directly: the HTTP, the JSON and the CLI's wording are real,
 // Raft is not.
 
-// cliNode replicates by applying to the FSM directly. While notLeader is
-// above zero, each Apply fails with ErrNotLeader and counts it down (a
-// cluster between leaders).
-type cliNode struct {
-	mu        sync.Mutex
-	fsm       *engine.FSM
-	index     uint64
-	notLeader atomic.Int32
-}
+// cliNode is a one-node log under the API (RefuseNext plays a cluster
+// between leaders).
+type cliNode struct{ *enginetest.Replicator }
 
-func (n *cliNode) Apply(_ context.Context, cmd []byte) (any, error) {
-	if n.notLeader.Add(-1) >= 0 {
-		return nil, engine.ErrNotLeader
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.index++
-	return n.fsm.Apply(n.index, 1, cmd), nil
-}
-
-func (n *cliNode) VerifyLeader(context.Context) error { return nil }
-
-// apply replicates one command as the engine's leader would.
+// apply replicates one command as the engine's leader would, and fails the
+// test if the state machine refuses it.
 func (n *cliNode) apply(t *testing.T, ct engine.CommandType, body any) any {
 	t.Helper()
-	cmd, err := engine.Encode(ct, body)
-	require.NoError(t, err)
-	res, err := n.Apply(context.Background(), cmd)
-	require.NoError(t, err)
+	res := n.MustApply(t, ct, body)
 	if e, ok := res.(error); ok {
 		require.NoError(t, e)
 	}
@@ -84,9 +63,9 @@ var cliNow = time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 // address (host:port, as --addr takes it).
 func startAPI(t *testing.T) (string, *cliNode) {
 	t.Helper()
-	n := &cliNode{fsm: engine.NewFSM()}
+	n := &cliNode{enginetest.New()}
 	srv := httptest.NewServer(api.New(api.Config{
-		FSM: n.fsm, Replicator: n, Rules: cliRules{}, NowFunc: func() time.Time { return cliNow },
+		FSM: n.FSM, Replicator: n, Rules: cliRules{}, NowFunc: func() time.Time { return cliNow },
 		StatusFunc: func() api.Status { return api.Status{} },
 	}))
 	t.Cleanup(srv.Close)
@@ -122,7 +101,7 @@ func TestTaskSubmitCmd(t *testing.T) {
 	out, err := submit("enq-1", "--rule", "enquiry_timeout", "--due", "2026-12-01T10:15:00+08:00", "--data", `{"b":1,"a":"x"}`)
 	require.NoError(t, err)
 	require.Equal(t, "task enq-1: rule enquiry_timeout due "+local("2026-12-01T10:15:00+08:00")+" (pending)\n", out)
-	task, ok := node.fsm.Task("enq-1")
+	task, ok := node.FSM.Task("enq-1")
 	require.True(t, ok)
 	require.Equal(t, `{"a":"x","b":1}`, string(task.Data))
 	require.True(t, task.SubmittedAt.Equal(cliNow))
@@ -136,13 +115,13 @@ func TestTaskSubmitCmd(t *testing.T) {
 	require.Equal(t, "enq-1", view.Key)
 	require.Equal(t, "pending", view.State)
 	require.JSONEq(t, `{"a":"x","b":1}`, string(view.Data))
-	tasks, _ := node.fsm.ListTasks(engine.TaskFilter{Limit: 10})
+	tasks, _ := node.FSM.ListTasks(engine.TaskFilter{Limit: 10})
 	require.Len(t, tasks, 1)
 
 	// The same key with another body: 409, naming what differs.
 	_, err = submit("enq-1", "--rule", "enquiry_timeout", "--due", "2026-12-01T10:30:00+08:00", "--data", `{"b":2,"a":"x"}`)
 	require.ErrorContains(t, err, `task "enq-1" exists with a different due_at, data (HTTP 409)`)
-	task, _ = node.fsm.Task("enq-1")
+	task, _ = node.FSM.Task("enq-1")
 	require.Equal(t, `{"a":"x","b":1}`, string(task.Data), "the stored task is unchanged")
 
 	// --data from a file.
@@ -150,7 +129,7 @@ func TestTaskSubmitCmd(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(`{"owner":"wangfang"}`), 0o644))
 	_, err = submit("enq-2", "--rule", "enquiry_timeout", "--due", "2026-12-01T11:00:00+08:00", "--data", "@"+file)
 	require.NoError(t, err)
-	task, _ = node.fsm.Task("enq-2")
+	task, _ = node.FSM.Task("enq-2")
 	require.Equal(t, `{"owner":"wangfang"}`, string(task.Data))
 
 	// --in counts from this machine's clock.
@@ -158,7 +137,7 @@ func TestTaskSubmitCmd(t *testing.T) {
 	_, err = submit("enq-3", "--rule", "enquiry_timeout", "--in", "15m")
 	require.NoError(t, err)
 	after := time.Now()
-	task, _ = node.fsm.Task("enq-3")
+	task, _ = node.FSM.Task("enq-3")
 	require.False(t, task.DueAt.Before(before.Add(15*time.Minute).Truncate(time.Second)), task.DueAt)
 	require.False(t, task.DueAt.After(after.Add(15*time.Minute)), task.DueAt)
 }
@@ -189,7 +168,7 @@ func TestTaskSubmitCmdBadInput(t *testing.T) {
 		_, err := runHerald(t, append([]string{"task", "submit", "--addr", addr}, tc.args...)...)
 		require.ErrorContains(t, err, tc.want, tc.args)
 	}
-	tasks, _ := node.fsm.ListTasks(engine.TaskFilter{Limit: 10})
+	tasks, _ := node.FSM.ListTasks(engine.TaskFilter{Limit: 10})
 	require.Empty(t, tasks)
 }
 
@@ -198,18 +177,18 @@ func TestTaskSubmitCmdBadInput(t *testing.T) {
 func TestTaskCmdsRetryWhileElecting(t *testing.T) {
 	t.Parallel()
 	addr, node := startAPI(t)
-	node.notLeader.Store(2)
+	node.RefuseNext(2)
 	out, err := runHerald(t, "task", "submit", "k", "--addr", addr, "--rule", "enquiry_timeout", "--due", "2026-12-01T10:15:00+08:00")
 	require.NoError(t, err)
 	require.Contains(t, out, "task k: rule enquiry_timeout")
-	require.Equal(t, int32(-1), node.notLeader.Load(), "asked three times")
+	require.Equal(t, 2, node.Refused(), "refused twice, then taken")
 
-	node.notLeader.Store(1 << 20)
+	node.RefuseNext(1 << 20)
 	start := time.Now()
 	_, err = runHerald(t, "task", "cancel", "k", "--addr", addr, "--timeout", "300ms")
 	require.ErrorContains(t, err, "no leader to take the write; try again (HTTP 503)")
 	require.Less(t, time.Since(start), 10*time.Second)
-	task, _ := node.fsm.Task("k")
+	task, _ := node.FSM.Task("k")
 	require.Equal(t, engine.TaskPending, task.State)
 }
 
@@ -218,7 +197,7 @@ func TestTaskCmdsRetryWhileElecting(t *testing.T) {
 func fire(t *testing.T, node *cliNode, key string, recipients ...string) string {
 	t.Helper()
 	run := engine.TaskRunKey(key)
-	task, ok := node.fsm.Task(key)
+	task, ok := node.FSM.Task(key)
 	require.True(t, ok)
 	node.apply(t, engine.CmdStartRun, engine.StartRun{Key: run, Rule: task.Rule, Slot: task.DueAt, TaskKey: key, Data: task.Data, Now: cliNow})
 	var ds []engine.NewDelivery
@@ -286,7 +265,7 @@ func TestTaskCancelCmd(t *testing.T) {
 	out, err := runHerald(t, "task", "cancel", "enq-1", "--addr", addr)
 	require.NoError(t, err)
 	require.Equal(t, "task enq-1 cancelled\n", out)
-	task, _ := node.fsm.Task("enq-1")
+	task, _ := node.FSM.Task("enq-1")
 	require.Equal(t, engine.TaskCancelled, task.State)
 	out, err = runHerald(t, "task", "get", "enq-1", "--addr", addr)
 	require.NoError(t, err)
@@ -300,7 +279,7 @@ func TestTaskCancelCmd(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &view))
 	require.Equal(t, "cancelled", view.State)
 	require.Equal(t, map[string]int{"cancelled": 1}, view.Deliveries)
-	d, _ := node.fsm.Delivery(engine.DeliveryID(run, "liuyang"))
+	d, _ := node.FSM.Delivery(engine.DeliveryID(run, "liuyang"))
 	require.Equal(t, engine.StateCancelled, d.State)
 
 	// Fired and sent: 409, saying what happened.

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/enginetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -29,40 +29,15 @@ var t0 = time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
 
 const brokenRuleError = "weekly_report.lua:12: attempt to index a nil value (global 'peple')"
 
-// replicator applies commands straight to the FSM, as a single-node log
-// would. refuse makes the next Apply fail as on a node without a leader.
-type replicator struct {
-	mu     sync.Mutex
-	fsm    *engine.FSM
-	index  uint64
-	refuse atomic.Bool
-}
-
-func (r *replicator) Apply(_ context.Context, cmd []byte) (any, error) {
-	if r.refuse.Swap(false) {
-		return nil, engine.ErrNotLeader
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.index++
-	return r.fsm.Apply(r.index, 1, cmd), nil
-}
-
-func (r *replicator) VerifyLeader(context.Context) error { return nil }
-
 type fixture struct {
 	fsm *engine.FSM
-	rep *replicator
+	rep *enginetest.Replicator
 	api http.Handler
 }
 
 func (f *fixture) apply(t *testing.T, ct engine.CommandType, body any) any {
 	t.Helper()
-	cmd, err := engine.Encode(ct, body)
-	require.NoError(t, err)
-	res, err := f.rep.Apply(context.Background(), cmd)
-	require.NoError(t, err)
-	return res
+	return f.rep.MustApply(t, ct, body)
 }
 
 func testStatus() Status {
@@ -87,8 +62,8 @@ func testStatus() Status {
 
 // setup builds the API over an empty FSM with a stub status.
 func setup(t *testing.T) *fixture {
-	f := &fixture{fsm: engine.NewFSM()}
-	f.rep = &replicator{fsm: f.fsm}
+	rep := enginetest.New()
+	f := &fixture{fsm: rep.FSM, rep: rep}
 	f.api = New(Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus})
 	return f
 }
@@ -380,7 +355,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// An ack the API refuses shows the API's reason; the next one goes through.
 	id := engine.AlertID("channel:wecom_sales:token")
 	btn := chromedp.CSS(`#alerts button[data-ack="` + id + `"]`)
-	f.rep.refuse.Store(true)
+	f.rep.RefuseNext(1)
 	require.NoError(t, chromedp.Do(bctx, chromedp.Click(btn), chromedp.WaitVisible(chromedp.CSS(`#alerts .ack-error`))))
 	require.Contains(t, text(`#alerts .ack-error`), "no leader to take the write")
 	require.NoError(t, chromedp.Do(bctx, chromedp.Click(btn),
@@ -459,4 +434,3 @@ func TestDashboardInBrowser(t *testing.T) {
 }
 
 // Compile-time check that the stub satisfies the port.
-var _ engine.Replicator = (*replicator)(nil)

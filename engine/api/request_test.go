@@ -18,6 +18,7 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/calendar"
+	"github.com/heraldhq/herald/engine/enginetest"
 	"github.com/heraldhq/herald/engine/schedule"
 )
 
@@ -115,7 +116,7 @@ func TestTaskBodyTrailingDataRefused(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, code, body)
 		require.Equal(t, "body", out["field"], body)
 	}
-	_, found := b.node.fsm.Task("k")
+	_, found := b.node.FSM.Task("k")
 	require.False(t, found)
 	code, _ := b.do(t, http.MethodPost, "/v1/tasks", ok+" \n")
 	require.Equal(t, http.StatusCreated, code, "trailing space is fine")
@@ -169,9 +170,9 @@ func TestWrongContentTypeIs415(t *testing.T) {
 		rec = b.send(t, http.MethodPost, "/v1/rules/daily/fire", strings.NewReader(`{}`), "Content-Type", ct)
 		require.Equal(t, http.StatusUnsupportedMediaType, rec.Code, ct)
 	}
-	_, found := b.node.fsm.Task("k")
+	_, found := b.node.FSM.Task("k")
 	require.False(t, found)
-	require.Empty(t, b.node.fsm.Runs(nil))
+	require.Empty(t, b.node.FSM.Runs(nil))
 	for i, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON", ""} {
 		key := "k" + string(rune('a'+i))
 		rec := b.send(t, http.MethodPost, "/v1/tasks", strings.NewReader(strings.Replace(body, `"k"`, `"`+key+`"`, 1)), "Content-Type", ct)
@@ -203,7 +204,7 @@ func TestTaskOfScheduledRuleIs400(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, code, out)
 	require.Equal(t, "rule", out["field"])
 	require.Contains(t, out["reason"], "/v1/rules/daily/fire")
-	_, found := b.node.fsm.Task("k")
+	_, found := b.node.FSM.Task("k")
 	require.False(t, found)
 }
 
@@ -219,7 +220,7 @@ func TestFireRefusesUnknownFieldsAndTrailingData(t *testing.T) {
 	require.Equal(t, "body", out["field"])
 	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `["2026-11-30T09:00:00+08:00"]`)
 	require.Equal(t, http.StatusBadRequest, code, out)
-	require.Empty(t, b.node.fsm.Runs(nil), "nothing fired")
+	require.Empty(t, b.node.FSM.Runs(nil), "nothing fired")
 
 	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", ``)
 	require.Equal(t, http.StatusCreated, code, "no body fires now: %v", out)
@@ -238,7 +239,7 @@ func TestFireRefusesSlotsTheLedgerForgot(t *testing.T) {
 	require.Nil(t, apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: "daily", Slot: slot, Zone: "Asia/Shanghai", Now: slot}))
 	require.Nil(t, apply(engine.CmdFinishPlan, engine.FinishPlan{RunKey: key, Now: slot}))
 	apply(engine.CmdPrune, engine.Prune{Before: now0.Add(-engine.RetentionDefault), LedgerBefore: now0.Add(-engine.LedgerRetentionDefault), Now: now0})
-	_, found := b.node.fsm.Run(key)
+	_, found := b.node.FSM.Run(key)
 	require.False(t, found, "the run and its ledger entry are gone")
 
 	code, out := b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-06-01T09:00:00+08:00"}`)
@@ -246,7 +247,7 @@ func TestFireRefusesSlotsTheLedgerForgot(t *testing.T) {
 	require.Equal(t, "slot", out["field"])
 	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"0001-01-01T00:00:00Z"}`)
 	require.Equal(t, http.StatusBadRequest, code, out)
-	require.Empty(t, b.node.fsm.Runs(nil))
+	require.Empty(t, b.node.FSM.Runs(nil))
 
 	// Within the horizon a backfill still works.
 	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-01T09:00:00+08:00"}`)
@@ -347,8 +348,8 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 		rec = b.send(t, http.MethodPost, "/v1/tasks", strings.NewReader(`{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`), hdr...)
 		require.Equal(t, http.StatusForbidden, rec.Code, hdr)
 	}
-	require.Empty(t, b.node.fsm.Runs(nil))
-	_, found := b.node.fsm.Task("k")
+	require.Empty(t, b.node.FSM.Runs(nil))
+	_, found := b.node.FSM.Task("k")
 	require.False(t, found)
 
 	// Reads from anywhere, the dashboard's own writes, and clients that are
@@ -368,10 +369,10 @@ func pathEscape(s string) string { return (&url.URL{Path: s}).EscapedPath() }
 // of its own: the slot meant would fire as well, a second report that day.
 func TestFireRefusesTimesOffTheSchedule(t *testing.T) {
 	t.Parallel()
-	n := &oneNode{fsm: engine.NewFSM()}
+	n := enginetest.New()
 	cals := calendar.NewRegistry()
 	b := &apiBundle{node: n, h: api.New(api.Config{
-		FSM: n.fsm, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+		FSM: n.FSM, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, cals)
@@ -385,7 +386,7 @@ func TestFireRefusesTimesOffTheSchedule(t *testing.T) {
 	}
 	_, out := b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-30T09:00:30+08:00"}`)
 	require.Contains(t, out["reason"], "2026-12-01T09:00:00+08:00", "the reason names the next slot")
-	require.Empty(t, n.fsm.Runs(nil))
+	require.Empty(t, n.FSM.Runs(nil))
 
 	code, out := b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-30T01:00:00Z"}`)
 	require.Equal(t, http.StatusCreated, code, "09:00 in Shanghai, written in UTC: %v", out)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,23 +14,8 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
+	"github.com/heraldhq/herald/engine/enginetest"
 )
-
-// oneNode replicates by applying to the FSM directly.
-type oneNode struct {
-	mu    sync.Mutex
-	fsm   *engine.FSM
-	index uint64
-}
-
-func (r *oneNode) Apply(_ context.Context, cmd []byte) (any, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.index++
-	return r.fsm.Apply(r.index, 1, cmd), nil
-}
-
-func (r *oneNode) VerifyLeader(context.Context) error { return nil }
 
 type taskRules struct{}
 
@@ -50,13 +34,13 @@ var now0 = time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 
 type apiBundle struct {
 	h    http.Handler
-	node *oneNode
+	node *enginetest.Replicator
 }
 
 func setupAPI(t *testing.T) *apiBundle {
-	n := &oneNode{fsm: engine.NewFSM()}
+	n := enginetest.New()
 	return &apiBundle{node: n, h: api.New(api.Config{
-		FSM: n.fsm, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+		FSM: n.FSM, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 	})}
 }
@@ -64,11 +48,7 @@ func setupAPI(t *testing.T) *apiBundle {
 // apply applies a command to the bundle's state, as the leader would.
 func (b *apiBundle) apply(t *testing.T, ct engine.CommandType, body any) any {
 	t.Helper()
-	cmd, err := engine.Encode(ct, body)
-	require.NoError(t, err)
-	res, err := b.node.Apply(context.Background(), cmd)
-	require.NoError(t, err)
-	return res
+	return b.node.MustApply(t, ct, body)
 }
 
 func (b *apiBundle) do(t *testing.T, method, target, body string) (int, map[string]any) {
@@ -193,7 +173,7 @@ func TestFireRuleOncePerSlot(t *testing.T) {
 	code, _ = b.do(t, http.MethodPost, "/v1/rules/nope/fire", ``)
 	require.Equal(t, http.StatusNotFound, code)
 	// A manual fire leaves the schedule's cursor alone.
-	_, ok := b.node.fsm.Cursor("daily")
+	_, ok := b.node.FSM.Cursor("daily")
 	require.False(t, ok)
 }
 
