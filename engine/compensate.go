@@ -98,7 +98,7 @@ func (l *Leader) compensate(ctx context.Context) {
 		}
 		if err != nil {
 			l.log.Warn("rule's on_failed failed", "rule", d.Rule, "delivery", d.ID, "err", err)
-			_, _ = l.propose(ctx, CmdRaiseAlert, RaiseAlert{Cause: "on-failed:" + d.Rule, Rule: d.Rule,
+			l.raise(ctx, RaiseAlert{Cause: "on-failed:" + d.Rule, Rule: d.Rule,
 				Message: fmt.Sprintf("on_failed of rule %s failed for delivery %s to %s: %v", d.Rule, d.ID, d.Recipient, err), Now: l.now()})
 		}
 		ids = append(ids, d.ID)
@@ -158,7 +158,7 @@ func (l *Leader) reportLateRuns(ctx context.Context, now time.Time) time.Time {
 		if _, ok := l.cfg.FSM.Alert(AlertID(cause)); ok {
 			continue
 		}
-		_, _ = l.propose(ctx, CmdRaiseAlert, RaiseAlert{Cause: cause, Rule: r.Rule,
+		l.raise(ctx, RaiseAlert{Cause: cause, Rule: r.Rule,
 			Message: fmt.Sprintf("run %s is still planning %s after its slot", r.Key, now.Sub(r.Slot).Round(time.Second)), Now: now})
 	}
 	return wake

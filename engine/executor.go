@@ -209,7 +209,9 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 				results[i] = Result{ID: c.ID, Seq: c.Seq, Status: OutcomeRateLimited, RetryAfter: time.Second,
 					Error: "not sent: leadership not confirmed"}
 			}
-			_, _ = x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results})
+			if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results}); err != nil {
+				x.l.log.Warn("cannot hand the claims back; they will time out and go again with the same keys", "channel", channel, "err", err)
+			}
 		}
 		return
 	}
@@ -231,7 +233,7 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 	}
 	if stuck && err != nil {
 		x.l.log.Warn("send stuck past its claim; it will be sent again with the same keys", "channel", channel, "n", len(batch))
-		_, _ = x.l.propose(ctx, CmdRaiseAlert, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
+		x.l.raise(ctx, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
 			"a batch of %d on channel %s was still in flight after %s; it will be sent again with the same idempotency keys",
 			len(batch), channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
 		return
@@ -240,7 +242,7 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 		// It outlived its claim, but the channel answered: record that,
 		// rather than send the batch again.
 		x.l.log.Warn("send answered only after its claim ran out", "channel", channel, "n", len(batch))
-		_, _ = x.l.propose(ctx, CmdRaiseAlert, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
+		x.l.raise(ctx, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
 			"a batch of %d on channel %s was answered only after %s, when its claim had run out",
 			len(batch), channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
 	}

@@ -162,6 +162,14 @@ func (l *Leader) propose(ctx context.Context, t CommandType, body any) (any, err
 
 func (l *Leader) now() time.Time { return l.cfg.NowFunc() }
 
+// raise raises an alert. It cannot do more than log if the log will not
+// take it (leadership lost): the next leader sees the same cause.
+func (l *Leader) raise(ctx context.Context, a RaiseAlert) {
+	if _, err := l.propose(ctx, CmdRaiseAlert, a); err != nil {
+		l.log.Error("cannot raise alert", "cause", a.Cause, "message", a.Message, "err", err)
+	}
+}
+
 // wait blocks until next (on the real clock, at most a minute, since
 // NowFunc may be a test's), ctx ends (false), or one of wake is signalled.
 func wait(ctx context.Context, next time.Time, now time.Time, wake ...<-chan struct{}) bool {

@@ -154,7 +154,9 @@ func (n *node) stop() {
 	n.cancel()
 	if n.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = n.srv.Shutdown(ctx)
+		if err := n.srv.Shutdown(ctx); err != nil {
+			n.log.Warn("http shutdown", "err", err)
+		}
 		cancel()
 	}
 	n.wg.Wait()
@@ -164,7 +166,9 @@ func (n *node) stop() {
 		}
 	}
 	if n.host != nil {
-		_ = n.host.Close()
+		if err := n.host.Close(); err != nil {
+			n.log.Warn("plugins shutdown", "err", err)
+		}
 	}
 	n.peerHTTP.CloseIdleConnections()
 }
