@@ -19,6 +19,8 @@ type Client struct {
 	Addr string
 	// HTTP is the client used; nil means http.DefaultClient.
 	HTTP *http.Client
+	// Token, when set, is sent as "Authorization: Bearer TOKEN".
+	Token string
 }
 
 // JoinRequest is the body of POST /v1/cluster/join.
@@ -133,6 +135,9 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	hc := c.HTTP
 	if hc == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,12 +17,38 @@ type apiFlags struct {
 	addr    string
 	timeout time.Duration
 	asJSON  bool
+	token   string
 }
 
 func (f *apiFlags) register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&f.addr, "addr", clusterDefaultAddr, "HTTP address of any Herald node")
 	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 30*time.Second, "give up after this long")
 	cmd.PersistentFlags().BoolVar(&f.asJSON, "json", false, "print the raw JSON")
+	registerToken(cmd, &f.token)
+}
+
+// registerToken declares --token, whose default is HERALD_TOKEN (so that
+// the secret need not appear in a command line, where ps shows it).
+func registerToken(cmd *cobra.Command, token *string) {
+	cmd.PersistentFlags().StringVar(token, "token", "", "API token, sent as Authorization: Bearer (env HERALD_TOKEN)")
+	cmd.PersistentPreRunE = chainPreRun(cmd.PersistentPreRunE, func() error {
+		if *token == "" {
+			*token = os.Getenv("HERALD_TOKEN")
+		}
+		return nil
+	})
+}
+
+// chainPreRun runs prev (if any), then next.
+func chainPreRun(prev func(*cobra.Command, []string) error, next func() error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if prev != nil {
+			if err := prev(cmd, args); err != nil {
+				return err
+			}
+		}
+		return next()
+	}
 }
 
 // call sends one request through cluster.Client (so an unreachable node or
@@ -30,7 +57,7 @@ func (f *apiFlags) register(cmd *cobra.Command) {
 func (f *apiFlags) call(cmd *cobra.Command, method, path string, in, out any) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
-	c := &cluster.Client{Addr: f.addr, HTTP: &http.Client{Timeout: f.timeout}}
+	c := &cluster.Client{Addr: f.addr, HTTP: &http.Client{Timeout: f.timeout}, Token: f.token}
 	do := func() error { return c.Do(ctx, method, path, in, out) }
 	if method == http.MethodGet {
 		return do()

@@ -22,6 +22,7 @@ func newClusterCmd() *cobra.Command {
 	var (
 		addr    string
 		timeout time.Duration
+		token   string
 	)
 	cmd := &cobra.Command{
 		Use:   "cluster",
@@ -40,8 +41,9 @@ A new node usually joins on its own with "herald agent --join MEMBER".`,
 	}
 	cmd.PersistentFlags().StringVar(&addr, "addr", clusterDefaultAddr, "HTTP address of any Herald node")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	registerToken(cmd, &token)
 	client := func() *cluster.Client {
-		return &cluster.Client{Addr: addr, HTTP: &http.Client{Timeout: timeout}}
+		return &cluster.Client{Addr: addr, HTTP: &http.Client{Timeout: timeout}, Token: token}
 	}
 	withTimeout := func(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 		return context.WithTimeout(cmd.Context(), timeout)
@@ -86,7 +88,7 @@ old entry; the same id at the same address changes nothing.`,
 			}
 			if req.ID == "" || req.RaftAddr == "" {
 				// Ask the new node who it is.
-				st, err := (&cluster.Client{Addr: req.HTTPAddr, HTTP: &http.Client{Timeout: timeout}}).Status(ctx)
+				st, err := (&cluster.Client{Addr: req.HTTPAddr, HTTP: &http.Client{Timeout: timeout}, Token: token}).Status(ctx)
 				if err != nil {
 					return fmt.Errorf("give --id and --raft-addr, or start the node first: %w", err)
 				}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/heraldhq/herald/engine/api"
 )
 
 // nodeConfig is one node's configuration: a YAML file (--config), where
@@ -32,6 +34,12 @@ type nodeConfig struct {
 	// Channels are the channel instances by name: {plugin: NAME, ...the
 	// plugin's own keys}. Values may reference ${ENV} variables (secrets).
 	Channels map[string]map[string]any `yaml:"channels"`
+	// Tokens are the API tokens: {name, role, token: ${ENV}}. File only
+	// (a list, like channels). None: writes from loopback only.
+	Tokens []tokenConfig `yaml:"tokens"`
+
+	// apiTokens are Tokens resolved by validate.
+	apiTokens []api.Token
 
 	devTimeouts  bool   // `herald dev` and tests: short Raft timeouts
 	raftLogLevel string // "" means the cluster package's default
@@ -144,6 +152,11 @@ func (c *nodeConfig) validate() error {
 			return fmt.Errorf("config: join_timeout %q: want a positive duration such as 1m", c.JoinTimeout)
 		}
 	}
+	tokens, err := resolveTokens(c.Tokens, nil)
+	if err != nil {
+		return err
+	}
+	c.apiTokens = tokens
 	switch c.LogLevel {
 	case "", "debug", "info", "warn", "error":
 	default:

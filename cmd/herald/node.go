@@ -59,6 +59,11 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 			"mock": {"plugin": "mock", "outbox": filepath.Join(cfg.DataDir, "outbox.jsonl")},
 		}
 	}
+	if len(cfg.apiTokens) == 0 && !api.IsLoopbackAddr(cfg.HTTPAddr) {
+		log.Warn("no API tokens are configured and the HTTP address is reachable from other machines: "+
+			"anyone there can read tasks, deliveries and alerts, and writes are refused unless they come from this machine; "+
+			"configure `tokens:` (see README, Securing Herald)", "http_addr", cfg.HTTPAddr)
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http address %s: %w", cfg.HTTPAddr, unwrapInUse(err))
@@ -91,6 +96,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	ccfg := cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.HTTPAddr,
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: log, Registerer: reg, RaftLogLevel: cfg.raftLogLevel,
+		Token: nodeToken(cfg.apiTokens),
 	}
 	if cfg.JoinTimeout != "" {
 		ccfg.JoinTimeout, _ = time.ParseDuration(cfg.JoinTimeout) // validated by load
@@ -116,6 +122,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
+			Tokens: cfg.apiTokens,
 		}),
 		// A slow client holds a connection no longer than this.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -237,7 +244,7 @@ func (n *node) peerRulesHashes(members []api.MemberStatus) {
 		}
 		wg.Go(func() {
 			var v api.RulesHashView
-			if err := (&cluster.Client{Addr: m.HTTPAddr, HTTP: n.peerHTTP}).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
+			if err := (&cluster.Client{Addr: m.HTTPAddr, HTTP: n.peerHTTP, Token: nodeToken(n.cfg.apiTokens)}).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
 				m.RulesHash = v.RulesHash
 			}
 		})

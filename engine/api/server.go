@@ -97,6 +97,9 @@ type Config struct {
 	// that is not one of the schedule's is refused: its run key would
 	// differ from the scheduler's, and the slot meant would fire as well.
 	ScheduleFunc func(engine.Rule) (engine.Schedule, error)
+	// Tokens are the API tokens (README "Securing Herald"). With none,
+	// anyone may read and only loopback connections may write.
+	Tokens []Token
 }
 
 // New returns the API handler.
@@ -143,10 +146,14 @@ func New(cfg Config) http.Handler {
 		}
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
-	var h http.Handler = mux
+	var h http.Handler = prettyJSON(mux)
 	if cfg.ForwardFunc != nil {
 		h = cfg.ForwardFunc(h)
 	}
+	// Who may do what is decided here, once for every route (RouteRole),
+	// and before forwarding: a follower forwards only what the caller may
+	// do, with the caller's own Authorization header.
+	h = newAuthenticator(cfg.Tokens).middleware(h)
 	// A node listens where the operator's browser can reach it: without
 	// this, any page open there could fire rules, submit tasks or ack
 	// alerts with a form or a no-cors fetch. Browsers mark cross-site
@@ -296,11 +303,15 @@ func intParam(s string, def, most int) (int, error) {
 	return n, nil
 }
 
+// writeJSON answers with v as compact JSON (indented on ?pretty=1): an
+// indented deep document is many times its compact size.
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	if p, ok := w.(interface{ pretty() bool }); ok && p.pretty() {
+		enc.SetIndent("", "  ")
+	}
 	_ = enc.Encode(v)
 }
 
