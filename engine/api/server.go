@@ -206,7 +206,16 @@ func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
 	if len(ds) > limit {
 		ds = ds[len(ds)-limit:] // the newest
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"total": total, "deliveries": deliveryViews(ds)})
+	items, err := encodeNewest(ds, maxListBytes, func(d *engine.Delivery) any { return deliveryViews([]*engine.Delivery{d})[0] })
+	if err != nil {
+		s.writeApplyError(w, err)
+		return
+	}
+	body := map[string]any{"total": total, "deliveries": items}
+	if len(items) < len(ds) {
+		body["truncated"] = truncatedReason
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *server) delivery(w http.ResponseWriter, r *http.Request) {
@@ -234,19 +243,30 @@ func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 		*engine.Run
 		State string `json:"state"`
 	}
-	out := make([]view, len(runs))
-	for i, run := range runs {
-		out[i] = view{run, run.State.String()}
+	items, err := encodeNewest(runs, maxListBytes, func(run *engine.Run) any { return view{run, run.State.String()} })
+	if err != nil {
+		s.writeApplyError(w, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"total": total, "runs": out})
+	body := map[string]any{"total": total, "runs": items}
+	if len(items) < len(runs) {
+		body["truncated"] = truncatedReason
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *server) alerts(w http.ResponseWriter, _ *http.Request) {
 	alerts := s.cfg.FSM.Alerts()
-	if alerts == nil {
-		alerts = []*engine.Alert{} // [] for a client to iterate, not null
+	items, err := encodeBounded(alerts, maxListBytes, func(a *engine.Alert) any { return a })
+	if err != nil {
+		s.writeApplyError(w, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"alerts": alerts})
+	body := map[string]any{"alerts": items} // [] for a client to iterate, never null
+	if len(items) < len(alerts) {
+		body["truncated"] = truncatedReason
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {
