@@ -44,6 +44,9 @@ type LeaderConfig struct {
 	RulesChanged <-chan struct{}
 	NowFunc      func() time.Time
 	Logger       *slog.Logger
+	// DisplayZone is the zone of the times in the alerts handed to the
+	// alert rule (display_timezone); default the machine's zone.
+	DisplayZone *time.Location
 
 	BatchSize    int           // deliveries per Claim and per Send; default BatchSizeDefault
 	ClaimTimeout time.Duration // a claim not settled by then is ambiguous; default ClaimTimeoutDefault
@@ -84,6 +87,9 @@ func (c *LeaderConfig) setDefaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.DisplayZone == nil {
+		c.DisplayZone = time.Local
 	}
 	setDefault(&c.BatchSize, BatchSizeDefault)
 	setDefault(&c.ClaimTimeout, ClaimTimeoutDefault)

@@ -34,6 +34,7 @@ type node struct {
 	raft  *cluster.Node
 	rules *rules.Set
 	host  *host.Host
+	zone  *time.Location // display_timezone
 	srv   *http.Server
 	// peerHTTP asks the other members for their rule set hashes.
 	peerHTTP *http.Client
@@ -72,11 +73,18 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 	}()
 
+	zone, err := engine.LoadZone(cfg.DisplayTimezone)
+	if err != nil {
+		return n, err
+	}
+	n.zone = zone
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cals := calendar.NewRegistry()
 
-	n.rules, err = rules.Load(rules.Config{Dir: cfg.Rules, Logger: log, Registerer: reg, Calendars: cals})
+	// A rule naming a channel this node does not have is refused at load
+	// (broken, last good version kept), not left to expire at its deadline.
+	n.rules, err = rules.Load(rules.Config{Dir: cfg.Rules, Logger: log, Registerer: reg, Calendars: cals, Channels: cfg.channelNames()})
 	if err != nil {
 		return n, fmt.Errorf("rules: %w", err)
 	}
@@ -116,6 +124,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
+			DisplayZone: zone,
 		}),
 		// A slow client holds a connection no longer than this.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -134,7 +143,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	leader, err := engine.NewLeader(engine.LeaderConfig{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
-		ScheduleFunc: scheduleFunc,
+		ScheduleFunc: scheduleFunc, DisplayZone: zone,
 	})
 	if err != nil {
 		return n, err
@@ -177,7 +186,7 @@ func (n *node) status() api.Status {
 	cs := n.raft.Status()
 	st := api.Status{
 		NodeID: cs.NodeID, LeaderID: cs.LeaderID, State: cs.State, Term: cs.Term,
-		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(),
+		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(), DisplayTimezone: n.zone.String(),
 		Members: []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{},
 	}
 	for _, m := range cs.Members {
