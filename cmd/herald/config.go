@@ -35,6 +35,10 @@ type nodeConfig struct {
 	// DisplayTimezone is the zone of every time the node writes for a
 	// person (alert texts, the dashboard); default the machine's zone.
 	DisplayTimezone string `yaml:"display_timezone"`
+	// PprofAddr, when set, serves Go's profiles (/debug/pprof/) there, on a
+	// listener of its own: for `herald bench --profile` and diagnosis.
+	// Keep it on loopback: profiles show the process's insides.
+	PprofAddr string `yaml:"pprof_addr"`
 	// Channels are the channel instances by name: {plugin: NAME, ...the
 	// plugin's own keys}. Values may reference ${ENV} variables (secrets).
 	Channels map[string]map[string]any `yaml:"channels"`
@@ -57,6 +61,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"plugins", "plugins", "directory of herald-channel-* plugin executables", &c.Plugins, nil},
 		{"log_level", "log-level", "debug, info, warn or error", &c.LogLevel, nil},
 		{"display_timezone", "display-timezone", "zone of the times shown to people: alert texts, dashboard (IANA name; default the machine's zone)", &c.DisplayTimezone, nil},
+		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty", &c.PprofAddr, nil},
 	}
 }
 

@@ -21,7 +21,7 @@ func TestDueAtInDisplayZone(t *testing.T) {
 	n := enginetest.New()
 	b := &apiBundle{node: n, h: api.New(api.Config{
 		FSM: n.FSM, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
-		StatusFunc: func() api.Status { return api.Status{} }, DisplayZone: sh,
+		StatusFunc: func() api.Status { return api.Status{} }, DisplayTimezone: sh.String(),
 	})}
 	code, out := b.do(t, http.MethodPost, "/v1/tasks", `{"key":"k1","rule":"enquiry_timeout","due_at":"2026-12-01 18:00"}`)
 	require.Equal(t, http.StatusCreated, code, out)

@@ -285,12 +285,7 @@ func (s *server) queryTime(v string) (time.Time, error) {
 
 // zone is the node's display zone: where a time typed without an offset
 // is read.
-func (s *server) zone() *time.Location {
-	if s.cfg.DisplayZone != nil {
-		return s.cfg.DisplayZone
-	}
-	return time.Local
-}
+func (s *server) zone() *time.Location { return s.displayZone() }
 
 func encodeCursor(due time.Time, key string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(due.UTC().Format(time.RFC3339Nano) + "\n" + key))
