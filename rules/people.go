@@ -10,9 +10,12 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // ErrPeople is wrapped by every error reading a people file.
@@ -50,6 +53,9 @@ type Person struct {
 	LunarBirthday string // MM-DD, or 闰MM-DD / LMM-DD for a leap month
 	Timezone      string
 	Extra         map[string]any // other columns: strings, numbers, bools, lists
+	// Quiet is the person's own quiet hours (the quiet_hours column,
+	// "22:00-08:00" or "off"); nil: the rule's.
+	Quiet *engine.QuietHours
 
 	solar     monthDay
 	lunar     lunarDay
@@ -70,6 +76,9 @@ type Directory struct {
 	people []*Person
 	byID   map[string]*Person
 	extra  map[string]bool // extra field names present in any entry
+
+	zonesOnce sync.Once
+	zones     []string // the people's own zones, sorted (see Zones)
 }
 
 // Len is the number of people.
@@ -365,6 +374,9 @@ func newPerson(f map[string]any) (*Person, error) {
 		if _, err := loadZone(p.Timezone); err != nil {
 			return nil, fmt.Errorf("timezone %q: %v", p.Timezone, err)
 		}
+	}
+	if err := p.readQuiet(f); err != nil {
+		return nil, err
 	}
 	for k, v := range f {
 		if slices.Contains(knownPersonFields, k) {
