@@ -3,6 +3,7 @@ package cluster
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -35,6 +36,11 @@ type fsm struct {
 	// load any existing snapshots"; New adds this cause to that error.
 	mu         sync.Mutex
 	restoreErr error
+
+	// appliedBytes and appliedEntries count the commands applied since the
+	// node started (herald_raft_applied_bytes_total): what the log carries
+	// is what every member writes, sends and applies.
+	appliedBytes, appliedEntries atomic.Uint64
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -46,6 +52,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	f.appliedBytes.Add(uint64(len(l.Data)))
+	f.appliedEntries.Add(1)
 	return f.sm.Apply(l.Index, l.Term, l.Data)
 }
 

@@ -182,7 +182,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		}
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n.metrics = newMetrics(n, cfg.Registerer)
+	n.metrics = newMetrics(n, rfsm, cfg.Registerer)
 	ok = true
 	return n, nil
 }

@@ -40,6 +40,14 @@ type PreviewResult struct {
 	Reason   string    `json:"reason,omitempty"`   // why nobody would receive anything, when nobody would
 	NextSlot time.Time `json:"next_slot,omitzero"` // when At is not a slot: the schedule's next slot after it
 	Deadline time.Time `json:"deadline,omitzero"`  // messages not sent by then expire
+	// RulesHash and DirectoryHash name the rule set and the directory
+	// snapshot the preview used ("" when no snapshot is in force): a run
+	// records the same two, so a preview whose hashes equal a run's
+	// planned with the same people.
+	RulesHash     string `json:"rules_hash"`
+	DirectoryHash string `json:"directory_hash,omitempty"`
+	// DirectoryPeople is how many people the snapshot holds.
+	DirectoryPeople int `json:"directory_people,omitempty"`
 	// PerRecipient: the rule fires in each recipient's own zone; Zones
 	// says what each zone's run would be at At's wall-clock time.
 	PerRecipient bool          `json:"per_recipient,omitempty"`
@@ -97,6 +105,10 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 	res := PreviewResult{
 		Rule: r.Name, File: c.file, Channel: r.Channel, Priority: r.Priority.String(),
 		Trigger: "api task", At: at, IsSlot: true, Deliveries: []PreviewDelivery{},
+		RulesHash: v.hash, DirectoryHash: v.dirHash,
+	}
+	if v.dir != nil {
+		res.DirectoryPeople = len(v.dir.People)
 	}
 	res.RunKey = engine.TaskRunKey(PreviewTaskKey)
 	if c.sched != nil && r.PerRecipient {

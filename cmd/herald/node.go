@@ -35,6 +35,7 @@ type node struct {
 	rules *rules.Set
 	host  *host.Host
 	srv   *http.Server
+	pprof *http.Server // nil unless pprof_addr is set
 	// peerHTTP asks the other members for their rule set hashes.
 	peerHTTP *http.Client
 
@@ -72,6 +73,11 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 	}()
 
+	if cfg.PprofAddr != "" {
+		if n.pprof, err = startPprof(cfg.PprofAddr, log); err != nil {
+			return n, err
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cals := calendar.NewRegistry()
@@ -116,6 +122,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
+			People: n.rules,
 		}),
 		// A slow client holds a connection no longer than this.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -131,10 +138,20 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return n, err
 	}
 
+	planSeconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "herald_plan_seconds",
+		Help:    "Time this node, as leader, took to plan a run: phase evaluate (the rule) or replicate (its deliveries through Raft).",
+		Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"phase"})
+	reg.MustRegister(planSeconds)
 	leader, err := engine.NewLeader(engine.LeaderConfig{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
 		ScheduleFunc: scheduleFunc,
+		PlanObserver: func(t engine.PlanTiming) {
+			planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
+			planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
+		},
 	})
 	if err != nil {
 		return n, err
@@ -160,6 +177,9 @@ func (n *node) stop() {
 		cancel()
 	}
 	n.wg.Wait()
+	if n.pprof != nil {
+		_ = n.pprof.Close()
+	}
 	if n.raft != nil {
 		if err := n.raft.Shutdown(); err != nil {
 			n.log.Warn("raft shutdown", "err", err)

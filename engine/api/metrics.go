@@ -50,7 +50,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			if byRule[rule] == nil {
 				byRule[rule] = &engine.DayStats{}
 			}
-			byRule[rule] = addStats(byRule[rule], s)
+			byRule[rule] = addCounters(byRule[rule], s)
 		}
 	}
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {

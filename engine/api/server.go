@@ -97,6 +97,24 @@ type Config struct {
 	// that is not one of the schedule's is refused: its run key would
 	// differ from the scheduler's, and the slot meant would fire as well.
 	ScheduleFunc func(engine.Rule) (engine.Schedule, error)
+	// People, when set, gives display names for userids (every delivery
+	// carries recipient_name) and lets GET /v1/deliveries?recipient= find
+	// a person by name.
+	People People
+	// DisplayTimezone is the IANA zone people read times in (the
+	// dashboard's default and GET /v1/stats's default date); empty means
+	// DefaultDisplayTimezone.
+	DisplayTimezone string
+}
+
+// People resolves the people data of the rules directory for display.
+// Implementations must be safe for concurrent use.
+type People interface {
+	// DisplayName is the person's name, "" when unknown.
+	DisplayName(userid string) string
+	// Find returns the userids whose userid or name equals query
+	// (case-insensitively), at most limit of them.
+	Find(query string, limit int) []string
 }
 
 // New returns the API handler.
@@ -180,35 +198,13 @@ func (s *server) status(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.cfg.StatusFunc())
 }
 
-func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	rule, run, state := q.Get("rule"), q.Get("run"), q.Get("state")
-	limit, err := intParam(q.Get("limit"), 100, 10000)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "limit: "+err.Error())
-		return
-	}
-	if state != "" && !validState(state) {
-		writeError(w, http.StatusBadRequest, "state: want pending, claimed, sent, failed, expired or cancelled")
-		return
-	}
-	ds := s.cfg.FSM.Deliveries(func(d *engine.Delivery) bool {
-		return (rule == "" || d.Rule == rule) && (run == "" || d.RunKey == run) && (state == "" || d.State.String() == state)
-	})
-	total := len(ds)
-	if len(ds) > limit {
-		ds = ds[len(ds)-limit:] // the newest
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"total": total, "deliveries": deliveryViews(ds)})
-}
-
 func (s *server) delivery(w http.ResponseWriter, r *http.Request) {
 	d, ok := s.cfg.FSM.Delivery(r.PathValue("id"))
 	if !ok {
 		writeError(w, http.StatusNotFound, "no delivery "+r.PathValue("id"))
 		return
 	}
-	writeJSON(w, http.StatusOK, deliveryViews([]*engine.Delivery{d})[0])
+	writeJSON(w, http.StatusOK, s.deliveryViews([]*engine.Delivery{d})[0])
 }
 
 func (s *server) runs(w http.ResponseWriter, r *http.Request) {
@@ -260,20 +256,6 @@ func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "acked": true})
 	}
-}
-
-type deliveryView struct {
-	*engine.Delivery
-	State    string `json:"state"`
-	Priority string `json:"priority"`
-}
-
-func deliveryViews(ds []*engine.Delivery) []deliveryView {
-	out := make([]deliveryView, len(ds))
-	for i, d := range ds {
-		out[i] = deliveryView{d, d.State.String(), d.Priority.String()}
-	}
-	return out
 }
 
 func validState(s string) bool {
