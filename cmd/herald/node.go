@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,6 +35,7 @@ type node struct {
 	raft  *cluster.Node
 	rules *rules.Set
 	host  *host.Host
+	zone  *time.Location // display_timezone
 	srv   *http.Server
 	pprof *http.Server // nil unless pprof_addr is set
 	// peerHTTP asks the other members for their rule set hashes.
@@ -70,7 +72,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return nil, fmt.Errorf("http address %s: %w", cfg.HTTPAddr, unwrapInUse(err))
 	}
 	nctx, cancel := context.WithCancel(context.Background())
-	n = &node{cfg: cfg, log: log, fsm: engine.NewFSM(), cancel: cancel, peerHTTP: &http.Client{Transport: &http.Transport{}}}
+	n = &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: &http.Transport{}}}
 	defer func() {
 		if err != nil {
 			_ = ln.Close()
@@ -78,6 +80,11 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 	}()
 
+	zone, err := engine.LoadZone(cfg.DisplayTimezone)
+	if err != nil {
+		return n, err
+	}
+	n.zone = zone
 	if cfg.PprofAddr != "" {
 		if n.pprof, err = startPprof(cfg.PprofAddr, log); err != nil {
 			return n, err
@@ -87,7 +94,9 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cals := calendar.NewRegistry()
 
-	n.rules, err = rules.Load(rules.Config{Dir: cfg.Rules, Logger: log, Registerer: reg, Calendars: cals})
+	// A rule naming a channel this node does not have is refused at load
+	// (broken, last good version kept), not left to expire at its deadline.
+	n.rules, err = rules.Load(rules.Config{Dir: cfg.Rules, Logger: log, Registerer: reg, Calendars: cals, Channels: cfg.channelNames()})
 	if err != nil {
 		return n, fmt.Errorf("rules: %w", err)
 	}
@@ -128,7 +137,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
-			People: n.rules, Tokens: cfg.apiTokens,
+			People: n.rules, DisplayTimezone: zone.String(), Tokens: cfg.apiTokens,
 		}),
 		// A slow client holds a connection no longer than this.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -153,7 +162,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	leader, err := engine.NewLeader(engine.LeaderConfig{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
-		ScheduleFunc: scheduleFunc,
+		ScheduleFunc: scheduleFunc, DisplayZone: zone,
 		PlanObserver: func(t engine.PlanTiming) {
 			planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
 			planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
@@ -203,14 +212,16 @@ func (n *node) status() api.Status {
 	cs := n.raft.Status()
 	st := api.Status{
 		NodeID: cs.NodeID, LeaderID: cs.LeaderID, State: cs.State, Term: cs.Term,
-		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(),
+		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(), FSMVersion: cs.FSMVersion, Build: cs.Build,
+		DisplayTimezone: n.zone.String(),
 		Members: []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{},
 	}
 	for _, m := range cs.Members {
-		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader})
+		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader,
+			FSMVersion: m.FSMVersion, Build: m.Build})
 	}
 	n.peerRulesHashes(st.Members)
-	st.Warnings = calendarWarnings(n.rules.Rules(), time.Now())
+	st.Warnings = append(calendarWarnings(n.rules.Rules(), time.Now()), upgradeWarnings(st.Members)...)
 	for _, m := range st.Members {
 		if m.RulesHash != "" && m.RulesHash != st.RulesHash {
 			st.RulesMismatch = true
@@ -227,6 +238,22 @@ func (n *node) status() api.Status {
 		st.Channels = append(st.Channels, api.ChannelStatus{Name: c.Name, Plugin: c.Plugin, Healthy: c.Healthy, Error: c.Error})
 	}
 	return st
+}
+
+// upgradeWarnings says that a rolling upgrade is under way: commands that
+// an older member could not apply wait until it runs this build.
+func upgradeWarnings(members []api.MemberStatus) []string {
+	var behind []string
+	for _, m := range members {
+		if m.FSMVersion < engine.FSMVersion {
+			behind = append(behind, fmt.Sprintf("%s (FSM version %d)", m.ID, m.FSMVersion))
+		}
+	}
+	if len(behind) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("rolling upgrade under way: %s run an older build; writes that need FSM version %d wait until every member is upgraded",
+		strings.Join(behind, ", "), engine.FSMVersion)}
 }
 
 // calendarWarnings warns, from two months before it happens, that the

@@ -1,4 +1,4 @@
-package api
+package browsertest
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/enginetest"
 )
 
@@ -24,8 +25,8 @@ func TestDashboardAsksForToken(t *testing.T) {
 	rep := enginetest.New()
 	f := &fixture{fsm: rep.FSM, rep: rep}
 	const readSecret, operateSecret = "dash-read-secret-000111", "dash-operate-secret-000222"
-	f.api = New(Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus, Tokens: []Token{
-		{Name: "wall", Role: RoleRead, Secret: readSecret}, {Name: "ops", Role: RoleOperate, Secret: operateSecret}}})
+	f.api = api.New(api.Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus, Tokens: []api.Token{
+		{Name: "wall", Role: api.RoleRead, Secret: readSecret}, {Name: "ops", Role: api.RoleOperate, Secret: operateSecret}}})
 	f.populate(t)
 	srv := httptest.NewServer(f.api)
 	defer srv.Close()
