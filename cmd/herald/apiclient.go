@@ -27,28 +27,19 @@ func (f *apiFlags) register(cmd *cobra.Command) {
 	registerToken(cmd, &f.token)
 }
 
-// registerToken declares --token, whose default is HERALD_TOKEN (so that
-// the secret need not appear in a command line, where ps shows it).
+// registerToken declares --token. Without it, HERALD_TOKEN is used (see
+// apiToken), so that the secret need not appear in a command line, where
+// ps shows it.
 func registerToken(cmd *cobra.Command, token *string) {
 	cmd.PersistentFlags().StringVar(token, "token", "", "API token, sent as Authorization: Bearer (env HERALD_TOKEN)")
-	cmd.PersistentPreRunE = chainPreRun(cmd.PersistentPreRunE, func() error {
-		if *token == "" {
-			*token = os.Getenv("HERALD_TOKEN")
-		}
-		return nil
-	})
 }
 
-// chainPreRun runs prev (if any), then next.
-func chainPreRun(prev func(*cobra.Command, []string) error, next func() error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		if prev != nil {
-			if err := prev(cmd, args); err != nil {
-				return err
-			}
-		}
-		return next()
+// apiToken is the --token given, else HERALD_TOKEN.
+func apiToken(flag string) string {
+	if flag != "" {
+		return flag
 	}
+	return os.Getenv("HERALD_TOKEN")
 }
 
 // call sends one request through cluster.Client (so an unreachable node or
@@ -57,7 +48,7 @@ func chainPreRun(prev func(*cobra.Command, []string) error, next func() error) f
 func (f *apiFlags) call(cmd *cobra.Command, method, path string, in, out any) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
-	c := &cluster.Client{Addr: f.addr, HTTP: &http.Client{Timeout: f.timeout}, Token: f.token}
+	c := &cluster.Client{Addr: f.addr, HTTP: &http.Client{Timeout: f.timeout}, Token: apiToken(f.token)}
 	do := func() error { return c.Do(ctx, method, path, in, out) }
 	if method == http.MethodGet {
 		return do()

@@ -43,7 +43,7 @@ A new node usually joins on its own with "herald agent --join MEMBER".`,
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
 	registerToken(cmd, &token)
 	client := func() *cluster.Client {
-		return &cluster.Client{Addr: addr, HTTP: &http.Client{Timeout: timeout}, Token: token}
+		return &cluster.Client{Addr: addr, HTTP: &http.Client{Timeout: timeout}, Token: apiToken(token)}
 	}
 	withTimeout := func(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 		return context.WithTimeout(cmd.Context(), timeout)
@@ -88,7 +88,7 @@ old entry; the same id at the same address changes nothing.`,
 			}
 			if req.ID == "" || req.RaftAddr == "" {
 				// Ask the new node who it is.
-				st, err := (&cluster.Client{Addr: req.HTTPAddr, HTTP: &http.Client{Timeout: timeout}, Token: token}).Status(ctx)
+				st, err := (&cluster.Client{Addr: req.HTTPAddr, HTTP: &http.Client{Timeout: timeout}, Token: apiToken(token)}).Status(ctx)
 				if err != nil {
 					return fmt.Errorf("give --id and --raft-addr, or start the node first: %w", err)
 				}
