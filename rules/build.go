@@ -29,6 +29,9 @@ type version struct {
 	status      map[string]FileStatus
 	hash        string
 	fingerprint string
+	filePeople  *Directory         // the people file alone, before the merge
+	dir         *DirectorySnapshot // merged into people; nil when none
+	dirHash     string
 }
 
 type calEntry struct {
@@ -50,7 +53,7 @@ func (s *Set) reload() (bool, error) {
 	}
 	prev := s.cur.Load()
 	s.watchDirs = scan.dirs
-	fp := scan.fingerprint()
+	fp := scan.fingerprint() + "\x00directory " + s.dirHash
 	if prev != nil && prev.fingerprint == fp {
 		return false, nil
 	}
@@ -88,6 +91,9 @@ func (s *Set) build(scan *scanResult, prev *version) *version {
 	slices.Sort(files)
 	s.buildCalendars(scan, files, prev, v)
 	s.buildPeople(scan, prev, v)
+	v.dir, v.dirHash = s.dir, s.dirHash
+	v.filePeople = v.people
+	v.people = mergeDirectory(v.people, v.dir)
 	v.env = &env{people: v.people, calendars: s.cfg.Calendars, logger: s.cfg.Logger}
 	v.pool = newPool(v.env, s.cfg.PoolSize)
 	v.pool.hook = s.testHook
@@ -177,15 +183,15 @@ func (s *Set) buildPeople(scan *scanResult, prev, v *version) {
 		switch {
 		case sf.err != nil:
 			err = sf.err
-		case prev.people != nil && prev.people.File == f && prev.peopleHash == sf.hash:
-			dir = prev.people
+		case prev.filePeople != nil && prev.filePeople.File == f && prev.peopleHash == sf.hash:
+			dir = prev.filePeople
 		default:
 			dir, err = parsePeople(f, sf.data)
 		}
 		if err != nil {
 			st.Error, st.Line = errorLine(err)
-			if prev.people != nil { // last good
-				v.people, v.peopleHash = prev.people, prev.peopleHash
+			if prev.filePeople != nil { // last good
+				v.people, v.peopleHash = prev.filePeople, prev.peopleHash
 				st.Hash = prev.peopleHash
 			}
 		} else {

@@ -19,6 +19,7 @@ func (sb *sandbox) openPeople() {
 		"manager_of":   sb.peopleManagerOf,
 		"birthdays_on": sb.peopleBirthdaysOn,
 		"count":        sb.peopleCount,
+		"in_tag":       sb.peopleInTag,
 	})
 }
 
@@ -41,6 +42,16 @@ func (sb *sandbox) personTable(p *Person) *lua.LTable {
 		roles.Append(lua.LString(r))
 	}
 	t.RawSetString(fieldRoles, roles)
+	for _, l := range [...]struct {
+		k string
+		v []string
+	}{{fieldDepartments, p.Departments}, {fieldTags, p.Tags}} {
+		lt := L.CreateTable(len(l.v), 0)
+		for _, x := range l.v {
+			lt.Append(lua.LString(x))
+		}
+		t.RawSetString(l.k, lt)
+	}
 	for _, k := range p.extraKeys {
 		t.RawSetString(k, sb.fromGo(p.Extra[k], 1))
 	}
@@ -120,8 +131,13 @@ func (sb *sandbox) peopleWhere(L *lua.LState) int {
 			sb.errorf("people.where", "want field = value pairs, got a %s key", k.Type())
 		}
 		f := string(field)
-		if f == "role" {
+		switch f {
+		case "role":
 			f = fieldRoles
+		case "tag":
+			f = fieldTags
+		case fieldDepartments:
+			f = fieldDepartment // any of them, as department does
 		}
 		if !slices.Contains(knownPersonFields, f) && (sb.env.people == nil || !sb.env.people.extra[f]) {
 			sb.errorf("people.where", "unknown field %q (fields: role, %v, and the people file's columns)", string(field), knownPersonFields)
@@ -172,7 +188,9 @@ func personHas(p *Person, field string, want map[string]bool) bool {
 	case fieldName:
 		have = []string{p.Name}
 	case fieldDepartment:
-		have = []string{p.Department}
+		have = p.Departments
+	case fieldTags:
+		have = p.Tags
 	case fieldManager:
 		have = []string{p.Manager}
 	case fieldBirthday:
@@ -213,6 +231,22 @@ func anyString(v any) string {
 		return "false"
 	}
 	return ""
+}
+
+// peopleInTag lists the people who carry a tag (WeCom tag members, the
+// members of tagged departments, or a people file's tags column), in
+// directory order. A tag nobody carries is an empty list, not an error:
+// tags come and go in WeCom without the rules changing.
+func (sb *sandbox) peopleInTag(L *lua.LState) int {
+	tag := L.CheckString(1)
+	var out []*Person
+	for _, p := range sb.people() {
+		if slices.Contains(p.Tags, tag) {
+			out = append(out, p)
+		}
+	}
+	L.Push(sb.list(out))
+	return 1
 }
 
 // peopleBirthdaysOn lists the people greeted on a date (see birthday.go for

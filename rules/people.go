@@ -32,12 +32,17 @@ const (
 	fieldBirthday      = "birthday"
 	fieldLunarBirthday = "lunar_birthday"
 	fieldTimezone      = "timezone"
+	fieldDepartments   = "departments" // every department; department is the first
+	fieldTags          = "tags"
 	fieldMissed        = "missed"        // reserved: set on `to`
 	fieldBirthdayKind  = "birthday_kind" // reserved: set by people.birthdays_on
 )
 
 var knownPersonFields = []string{fieldUserID, fieldName, fieldDepartment, fieldRoles, fieldManager,
-	fieldBirthday, fieldLunarBirthday, fieldTimezone}
+	fieldBirthday, fieldLunarBirthday, fieldTimezone, fieldDepartments, fieldTags}
+
+// listFields are the fields that hold lists: `;`-separated in a CSV file.
+var listFields = []string{fieldRoles, fieldDepartments, fieldTags}
 
 // Person is one entry of the directory.
 type Person struct {
@@ -49,7 +54,13 @@ type Person struct {
 	Birthday      string // YYYY-MM-DD or MM-DD
 	LunarBirthday string // MM-DD, or 闰MM-DD / LMM-DD for a leap month
 	Timezone      string
-	Extra         map[string]any // other columns: strings, numbers, bools, lists
+	// Departments are every department the person is in, Department
+	// first; people.where { department = … } matches any of them.
+	Departments []string
+	// Tags are the person's tags (WeCom tags, or a people file's tags
+	// column): people.in_tag and people.where { tag = … } read them.
+	Tags  []string
+	Extra map[string]any // other columns: strings, numbers, bools, lists
 
 	solar     monthDay
 	lunar     lunarDay
@@ -184,14 +195,14 @@ func peopleCSV(data []byte) ([]personRow, error) {
 			if v == "" {
 				continue
 			}
-			if header[i] == fieldRoles {
-				var roles []any
-				for _, role := range strings.Split(v, ";") {
-					if role = strings.TrimSpace(role); role != "" {
-						roles = append(roles, role)
+			if slices.Contains(listFields, header[i]) {
+				var items []any
+				for _, item := range strings.Split(v, ";") {
+					if item = strings.TrimSpace(item); item != "" {
+						items = append(items, item)
 					}
 				}
-				fields[fieldRoles] = roles
+				fields[header[i]] = items
 				continue
 			}
 			fields[header[i]] = v
@@ -332,24 +343,19 @@ func newPerson(f map[string]any) (*Person, error) {
 	if p.UserID == "" {
 		return nil, errors.New("userid is missing")
 	}
-	switch v := f[fieldRoles].(type) {
-	case nil:
-	case string:
-		for _, r := range strings.Split(v, ";") {
-			if r = strings.TrimSpace(r); r != "" {
-				p.Roles = append(p.Roles, r)
-			}
+	for _, l := range []struct {
+		key string
+		dst *[]string
+	}{{fieldRoles, &p.Roles}, {fieldDepartments, &p.Departments}, {fieldTags, &p.Tags}} {
+		if *l.dst, err = listField(l.key, f[l.key]); err != nil {
+			return nil, err
 		}
-	case []any:
-		for _, r := range v {
-			s, ok := r.(string)
-			if !ok {
-				return nil, fmt.Errorf("roles: want a list of names, got %T", r)
-			}
-			p.Roles = append(p.Roles, s)
-		}
-	default:
-		return nil, fmt.Errorf("roles: want a list, got %T", v)
+	}
+	if p.Department == "" && len(p.Departments) > 0 {
+		p.Department = p.Departments[0]
+	}
+	if p.Department != "" && !slices.Contains(p.Departments, p.Department) {
+		p.Departments = append([]string{p.Department}, p.Departments...)
 	}
 	if p.Birthday != "" {
 		if p.solar, err = parseSolarBirthday(p.Birthday); err != nil {
@@ -389,6 +395,34 @@ func newPerson(f map[string]any) (*Person, error) {
 	}
 	slices.Sort(p.extraKeys)
 	return p, nil
+}
+
+// listField reads a list field: a list of names, or one text of
+// `;`-separated names.
+func listField(key string, v any) ([]string, error) {
+	var out []string
+	switch v := v.(type) {
+	case nil:
+	case string:
+		for _, r := range strings.Split(v, ";") {
+			if r = strings.TrimSpace(r); r != "" {
+				out = append(out, r)
+			}
+		}
+	case []any:
+		for _, r := range v {
+			s, ok := r.(string)
+			if !ok {
+				return nil, fmt.Errorf("%s: want a list of names, got %T", key, r)
+			}
+			if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("%s: want a list, got %T", key, v)
+	}
+	return out, nil
 }
 
 // parseSolarBirthday reads YYYY-MM-DD or MM-DD. 02-29 is allowed without a

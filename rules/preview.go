@@ -28,18 +28,26 @@ const noDataHint = "fires by API tasks: preview it with a task's data (--data '{
 // PreviewResult is a dry run of a rule at one instant: who would receive
 // what, and when. Nothing is sent or written.
 type PreviewResult struct {
-	Rule       string            `json:"rule"`
-	File       string            `json:"file"`
-	Channel    string            `json:"channel"`
-	Priority   string            `json:"priority"`
-	Trigger    string            `json:"trigger"` // the schedule, or "api task"
-	At         time.Time         `json:"at"`      // the instant asked about, in the rule's zone
-	RunKey     string            `json:"run_key,omitempty"`
-	IsSlot     bool              `json:"is_slot"`            // At is a slot of the schedule (always true for API-task rules)
-	Reason     string            `json:"reason,omitempty"`   // why nobody would receive anything, when nobody would
-	NextSlot   time.Time         `json:"next_slot,omitzero"` // when At is not a slot: the schedule's next slot after it
-	Deadline   time.Time         `json:"deadline,omitzero"`  // messages not sent by then expire
-	Deliveries []PreviewDelivery `json:"deliveries"`
+	Rule     string    `json:"rule"`
+	File     string    `json:"file"`
+	Channel  string    `json:"channel"`
+	Priority string    `json:"priority"`
+	Trigger  string    `json:"trigger"` // the schedule, or "api task"
+	At       time.Time `json:"at"`      // the instant asked about, in the rule's zone
+	RunKey   string    `json:"run_key,omitempty"`
+	IsSlot   bool      `json:"is_slot"`            // At is a slot of the schedule (always true for API-task rules)
+	Reason   string    `json:"reason,omitempty"`   // why nobody would receive anything, when nobody would
+	NextSlot time.Time `json:"next_slot,omitzero"` // when At is not a slot: the schedule's next slot after it
+	Deadline time.Time `json:"deadline,omitzero"`  // messages not sent by then expire
+	// RulesHash and DirectoryHash name the rule set and the directory
+	// snapshot the preview used ("" when no snapshot is in force): a run
+	// records the same two, so a preview whose hashes equal a run's
+	// planned with the same people.
+	RulesHash     string `json:"rules_hash"`
+	DirectoryHash string `json:"directory_hash,omitempty"`
+	// DirectoryPeople is how many people the snapshot holds.
+	DirectoryPeople int               `json:"directory_people,omitempty"`
+	Deliveries      []PreviewDelivery `json:"deliveries"`
 }
 
 // PreviewDelivery is one recipient's message.
@@ -76,6 +84,10 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 	res := PreviewResult{
 		Rule: r.Name, File: c.file, Channel: r.Channel, Priority: r.Priority.String(),
 		Trigger: "api task", At: at, IsSlot: true, Deliveries: []PreviewDelivery{},
+		RulesHash: v.hash, DirectoryHash: v.dirHash,
+	}
+	if v.dir != nil {
+		res.DirectoryPeople = len(v.dir.People)
 	}
 	res.RunKey = engine.TaskRunKey(PreviewTaskKey)
 	if c.sched != nil {

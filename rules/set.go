@@ -116,6 +116,8 @@ type Set struct {
 	reloadMu  sync.Mutex        // one build at a time; guards the fields below
 	logged    map[string]string // file -> error last logged
 	watchDirs []string          // directories found by the last scan
+	dir       *DirectorySnapshot
+	dirHash   string
 
 	testHook func(*sandbox) // tests add functions to every new state
 }

@@ -266,6 +266,9 @@ func printPreview(w io.Writer, res rules.PreviewResult) {
 	fmt.Fprintf(w, "rule %s (%s): channel %s, priority %s\n", res.Rule, res.File, res.Channel, res.Priority)
 	fmt.Fprintf(w, "trigger: %s\n", res.Trigger)
 	fmt.Fprintf(w, "at: %s\n", res.At.Format(time.RFC3339))
+	if res.DirectoryHash != "" {
+		fmt.Fprintf(w, "directory: %s (%d people from WeCom, merged with the people file)\n", res.DirectoryHash, res.DirectoryPeople)
+	}
 	if !res.IsSlot {
 		fmt.Fprintf(w, "nobody: %s\n", res.Reason)
 		if !res.NextSlot.IsZero() {

@@ -23,6 +23,8 @@ import (
 //	GET    /messages             every delivered message
 //	GET    /drops                every silent drop
 //	POST   /reset                forget the records
+//	POST   /contacts/move        {"corp_id":"","userid":"u1","departments":[3]}: move a member
+//	POST   /contacts/visible     {"corp_id":"","userid":"u1","visible":false}: a member leaves (or returns to) the apps' visible range
 //
 // Errors are HTTP 4xx with {"error":"…"}.
 func (s *Server) AdminHandler() http.Handler {
@@ -145,6 +147,40 @@ func (s *Server) AdminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /drops", func(w http.ResponseWriter, r *http.Request) {
 		writeAdmin(w, http.StatusOK, nonNil(s.Drops()))
+	})
+	mux.HandleFunc("POST /contacts/move", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			CorpID      string `json:"corp_id"`
+			UserID      string `json:"userid"`
+			Departments []int  `json:"departments"`
+		}
+		if !readAdmin(w, r, &req) {
+			return
+		}
+		if err := s.MoveMember(req.CorpID, req.UserID, req.Departments); err != nil {
+			writeAdminError(w, http.StatusBadRequest, err)
+			return
+		}
+		writeAdmin(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	mux.HandleFunc("POST /contacts/visible", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			CorpID  string `json:"corp_id"`
+			UserID  string `json:"userid"`
+			Visible *bool  `json:"visible"`
+		}
+		if !readAdmin(w, r, &req) {
+			return
+		}
+		if req.Visible == nil {
+			writeAdminError(w, http.StatusBadRequest, errors.New("visible (true or false) is required"))
+			return
+		}
+		if err := s.SetMemberVisible(req.CorpID, req.UserID, *req.Visible); err != nil {
+			writeAdminError(w, http.StatusBadRequest, err)
+			return
+		}
+		writeAdmin(w, http.StatusOK, map[string]bool{"ok": true})
 	})
 	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, r *http.Request) {
 		s.ResetRecords()

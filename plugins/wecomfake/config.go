@@ -149,7 +149,10 @@ type AppConfig struct {
 
 // MemberConfig is one member; userids match case-insensitively.
 type MemberConfig struct {
-	UserID      string `yaml:"userid" json:"userid"`
+	UserID string `yaml:"userid" json:"userid"`
+	// Name is what the contacts endpoints answer as name; default the
+	// userid.
+	Name        string `yaml:"name" json:"name"`
 	Departments []int  `yaml:"departments" json:"departments"`
 	// Hidden members are outside every app's visible range: listed invalid.
 	Hidden bool `yaml:"hidden" json:"hidden"`
@@ -162,6 +165,13 @@ type MemberConfig struct {
 type DepartmentConfig struct {
 	ID   int    `yaml:"id" json:"id"`
 	Name string `yaml:"name" json:"name"`
+	// Parent is the parent department's id; 0 for the root (id 1).
+	Parent int `yaml:"parent" json:"parent"`
+	// Order is the department's order within its parent.
+	Order int `yaml:"order" json:"order"`
+	// Leaders are the userids of the department's leaders
+	// (department_leader).
+	Leaders []string `yaml:"leaders" json:"leaders"`
 }
 
 // TagConfig is a tag and the userids it holds.
@@ -169,6 +179,8 @@ type TagConfig struct {
 	ID      int      `yaml:"id" json:"id"`
 	Name    string   `yaml:"name" json:"name"`
 	UserIDs []string `yaml:"userids" json:"userids"`
+	// Departments are tagged departments (tag/get's partylist).
+	Departments []int `yaml:"departments" json:"departments"`
 }
 
 // RobotConfig is a group robot, addressed by its webhook key.

@@ -2,10 +2,12 @@ package wecomfake
 
 import (
 	"bytes"
+	"cmp"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +50,12 @@ type corp struct {
 	members     map[string]*member // by lower-cased userid
 	departments map[int]bool
 	tags        map[int][]string // lower-cased userids
+	// The contacts view (contacts.go): department details, tag names and
+	// tagged departments.
+	deptInfo map[int]*department
+	tagNames map[int]string
+	tagDepts map[int][]int
+	nameOf   map[string]string // lower-cased userid -> name
 }
 
 type app struct {
@@ -114,6 +122,10 @@ func New(cfg Config) *Server {
 			members:     map[string]*member{},
 			departments: map[int]bool{},
 			tags:        map[int][]string{},
+			deptInfo:    map[int]*department{},
+			tagNames:    map[int]string{},
+			tagDepts:    map[int][]int{},
+			nameOf:      map[string]string{},
 		}
 		s.corps[cc.ID] = c
 		for _, ac := range cc.Apps {
@@ -129,12 +141,16 @@ func New(cfg Config) *Server {
 		}
 		for _, mc := range cc.Members {
 			u := strings.ToLower(mc.UserID)
-			c.members[u] = &member{userID: u, departments: mc.Departments, visible: !mc.Hidden, licensed: !mc.Unlicensed}
+			c.members[u] = &member{userID: u, departments: slices.Clone(mc.Departments), visible: !mc.Hidden, licensed: !mc.Unlicensed}
+			c.nameOf[u] = cmp.Or(mc.Name, mc.UserID)
 		}
 		for _, d := range cc.Departments {
 			c.departments[d.ID] = true
+			c.deptInfo[d.ID] = newDepartment(d)
 		}
 		for _, t := range cc.Tags {
+			c.tagNames[t.ID] = t.Name
+			c.tagDepts[t.ID] = slices.Clone(t.Departments)
 			for _, u := range t.UserIDs {
 				c.tags[t.ID] = append(c.tags[t.ID], strings.ToLower(u))
 			}
@@ -190,7 +206,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		body = nil
 	}
 	ip := clientIP(r)
-	known := r.URL.Path == PathGetToken || r.URL.Path == PathSend || r.URL.Path == PathRecall || r.URL.Path == PathWebhook
+	known := r.URL.Path == PathGetToken || r.URL.Path == PathSend || r.URL.Path == PathRecall || r.URL.Path == PathWebhook ||
+		contactsPaths[r.URL.Path]
 
 	s.mu.Lock()
 	call := s.rec.addCall(Call{
@@ -232,6 +249,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			rep = s.recall(r.URL.Query(), body, ip)
 		case PathWebhook:
 			rep = s.webhook(r.URL.Query(), body)
+		default:
+			rep = s.contacts(r.URL.Path, r.URL.Query(), ip)
 		}
 	}
 	if hit {
