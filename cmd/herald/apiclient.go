@@ -45,11 +45,3 @@ func emitJSON(cmd *cobra.Command, v any) error {
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
-
-// shortTime shows t in the local zone, or "-" when zero.
-func shortTime(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.Local().Format("2006-01-02 15:04:05")
-}

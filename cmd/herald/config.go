@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // nodeConfig is one node's configuration: a YAML file (--config), where
@@ -29,6 +32,9 @@ type nodeConfig struct {
 	Rules       string `yaml:"rules"`
 	Plugins     string `yaml:"plugins"`
 	LogLevel    string `yaml:"log_level"`
+	// DisplayTimezone is the zone of every time the node writes for a
+	// person (alert texts, the dashboard); default the machine's zone.
+	DisplayTimezone string `yaml:"display_timezone"`
 	// PprofAddr, when set, serves Go's profiles (/debug/pprof/) there, on a
 	// listener of its own: for `herald bench --profile` and diagnosis.
 	// Keep it on loopback: profiles show the process's insides.
@@ -54,6 +60,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"rules", "rules", "directory of Lua rule files (watched)", &c.Rules, nil},
 		{"plugins", "plugins", "directory of herald-channel-* plugin executables", &c.Plugins, nil},
 		{"log_level", "log-level", "debug, info, warn or error", &c.LogLevel, nil},
+		{"display_timezone", "display-timezone", "zone of the times shown to people: alert texts, dashboard (IANA name; default the machine's zone)", &c.DisplayTimezone, nil},
 		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty", &c.PprofAddr, nil},
 	}
 }
@@ -81,21 +88,53 @@ func (c *nodeConfig) bindFlags(cmd *cobra.Command) {
 	}
 }
 
+// readFile fills c from the YAML file at path.
+func (c *nodeConfig) readFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("config %s: %s", path, strings.Join(te.Errors, "; "))
+		}
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+// channelNames lists the channel instances a node with this config has:
+// its channels, or the default mock when it names none.
+func (c *nodeConfig) channelNames() []string {
+	if len(c.Channels) == 0 {
+		return []string{"mock"}
+	}
+	names := make([]string, 0, len(c.Channels))
+	for name := range c.Channels {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// configChannels reads a node's config file for its channel names
+// (`herald rules check --config`).
+func configChannels(path string) ([]string, error) {
+	var c nodeConfig
+	if err := c.readFile(path); err != nil {
+		return nil, err
+	}
+	return c.channelNames(), nil
+}
+
 // load fills c from the file, the environment and the flags, in that order.
 func (c *nodeConfig) load(cmd *cobra.Command) error {
 	if path, _ := cmd.Flags().GetString("config"); path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("config: %w", err)
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-			var te *yaml.TypeError
-			if errors.As(err, &te) {
-				return fmt.Errorf("config %s: %s", path, strings.Join(te.Errors, "; "))
-			}
-			return fmt.Errorf("config %s: %w", path, err)
+		if err := c.readFile(path); err != nil {
+			return err
 		}
 	}
 	for _, k := range c.keys() {
@@ -148,6 +187,9 @@ func (c *nodeConfig) validate() error {
 		if d, err := time.ParseDuration(c.JoinTimeout); err != nil || d <= 0 {
 			return fmt.Errorf("config: join_timeout %q: want a positive duration such as 1m", c.JoinTimeout)
 		}
+	}
+	if _, err := engine.LoadZone(c.DisplayTimezone); err != nil {
+		return fmt.Errorf("config: display_timezone: %w", err)
 	}
 	switch c.LogLevel {
 	case "", "debug", "info", "warn", "error":

@@ -35,6 +35,7 @@ type node struct {
 	raft  *cluster.Node
 	rules *rules.Set
 	host  *host.Host
+	zone  *time.Location // display_timezone
 	srv   *http.Server
 	pprof *http.Server // nil unless pprof_addr is set
 	// peerHTTP asks the other members for their rule set hashes.
@@ -74,6 +75,11 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 	}()
 
+	zone, err := engine.LoadZone(cfg.DisplayTimezone)
+	if err != nil {
+		return n, err
+	}
+	n.zone = zone
 	if cfg.PprofAddr != "" {
 		if n.pprof, err = startPprof(cfg.PprofAddr, log); err != nil {
 			return n, err
@@ -83,7 +89,9 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cals := calendar.NewRegistry()
 
-	n.rules, err = rules.Load(rules.Config{Dir: cfg.Rules, Logger: log, Registerer: reg, Calendars: cals})
+	// A rule naming a channel this node does not have is refused at load
+	// (broken, last good version kept), not left to expire at its deadline.
+	n.rules, err = rules.Load(rules.Config{Dir: cfg.Rules, Logger: log, Registerer: reg, Calendars: cals, Channels: cfg.channelNames()})
 	if err != nil {
 		return n, fmt.Errorf("rules: %w", err)
 	}
@@ -123,7 +131,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
-			People: n.rules,
+			People: n.rules, DisplayTimezone: zone.String(),
 		}),
 		// A slow client holds a connection no longer than this.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -148,7 +156,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	leader, err := engine.NewLeader(engine.LeaderConfig{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
-		ScheduleFunc: scheduleFunc,
+		ScheduleFunc: scheduleFunc, DisplayZone: zone,
 		PlanObserver: func(t engine.PlanTiming) {
 			planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
 			planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
@@ -199,6 +207,7 @@ func (n *node) status() api.Status {
 	st := api.Status{
 		NodeID: cs.NodeID, LeaderID: cs.LeaderID, State: cs.State, Term: cs.Term,
 		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(), FSMVersion: cs.FSMVersion, Build: cs.Build,
+		DisplayTimezone: n.zone.String(),
 		Members: []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{},
 	}
 	for _, m := range cs.Members {
