@@ -48,7 +48,7 @@ func TestThreeNodeReplicationAndForwarding(t *testing.T) {
 	})
 
 	t.Run("an error response is returned as the error", func(t *testing.T) {
-		cmd, err := engine.Encode(cmdFail, struct{}{})
+		cmd, err := encodeTest(cmdFail, struct{}{})
 		require.NoError(t, err)
 		_, err = leader.node.Apply(ctx, cmd)
 		require.ErrorIs(t, err, errRefused)

@@ -25,6 +25,11 @@ type StateMachine interface {
 	Restore(r io.Reader) error
 	// Members lists the replicated member records.
 	Members() []engine.Member
+	// Admit checks a command before the leader proposes it: it returns the
+	// command to propose (possibly written as an older body version) or an
+	// error when some member's build could not apply it
+	// (engine.ErrMembersBehind), so a rolling upgrade never stops a node.
+	Admit(cmd []byte) ([]byte, error)
 }
 
 // fsm adapts a StateMachine to raft.FSM.

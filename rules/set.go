@@ -149,6 +149,9 @@ func (s *Set) Rules() []engine.Rule {
 	for _, c := range v.order {
 		r := c.rule
 		r.Retry = slices.Clone(c.rule.Retry) // keeps nil (default) apart from {} (no retries)
+		if r.PerRecipient {
+			r.Zones = ruleZones(r, v.people)
+		}
 		out = append(out, r)
 	}
 	return out

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -65,7 +66,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return nil, fmt.Errorf("http address %s: %w", cfg.HTTPAddr, unwrapInUse(err))
 	}
 	nctx, cancel := context.WithCancel(context.Background())
-	n = &node{cfg: cfg, log: log, fsm: engine.NewFSM(), cancel: cancel, peerHTTP: &http.Client{Transport: &http.Transport{}}}
+	n = &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: &http.Transport{}}}
 	defer func() {
 		if err != nil {
 			_ = ln.Close()
@@ -197,14 +198,15 @@ func (n *node) status() api.Status {
 	cs := n.raft.Status()
 	st := api.Status{
 		NodeID: cs.NodeID, LeaderID: cs.LeaderID, State: cs.State, Term: cs.Term,
-		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(),
+		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(), FSMVersion: cs.FSMVersion, Build: cs.Build,
 		Members: []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{},
 	}
 	for _, m := range cs.Members {
-		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader})
+		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader,
+			FSMVersion: m.FSMVersion, Build: m.Build})
 	}
 	n.peerRulesHashes(st.Members)
-	st.Warnings = calendarWarnings(n.rules.Rules(), time.Now())
+	st.Warnings = append(calendarWarnings(n.rules.Rules(), time.Now()), upgradeWarnings(st.Members)...)
 	for _, m := range st.Members {
 		if m.RulesHash != "" && m.RulesHash != st.RulesHash {
 			st.RulesMismatch = true
@@ -221,6 +223,22 @@ func (n *node) status() api.Status {
 		st.Channels = append(st.Channels, api.ChannelStatus{Name: c.Name, Plugin: c.Plugin, Healthy: c.Healthy, Error: c.Error})
 	}
 	return st
+}
+
+// upgradeWarnings says that a rolling upgrade is under way: commands that
+// an older member could not apply wait until it runs this build.
+func upgradeWarnings(members []api.MemberStatus) []string {
+	var behind []string
+	for _, m := range members {
+		if m.FSMVersion < engine.FSMVersion {
+			behind = append(behind, fmt.Sprintf("%s (FSM version %d)", m.ID, m.FSMVersion))
+		}
+	}
+	if len(behind) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("rolling upgrade under way: %s run an older build; writes that need FSM version %d wait until every member is upgraded",
+		strings.Join(behind, ", "), engine.FSMVersion)}
 }
 
 // calendarWarnings warns, from two months before it happens, that the

@@ -269,6 +269,16 @@ func printPreview(w io.Writer, res rules.PreviewResult) {
 	if res.DirectoryHash != "" {
 		fmt.Fprintf(w, "directory: %s (%d people from WeCom, merged with the people file)\n", res.DirectoryHash, res.DirectoryPeople)
 	}
+	if res.Digest > 0 {
+		fmt.Fprintf(w, "digest: %s windows; several messages to one person in a window go as one\n", res.Digest)
+	}
+	for _, z := range res.Zones {
+		if z.IsSlot {
+			fmt.Fprintf(w, "zone %s: %s, run %s, %d recipient(s)\n", z.Zone, z.Slot.Format("2006-01-02 15:04 MST (-07:00)"), z.RunKey, z.Recipients)
+		} else {
+			fmt.Fprintf(w, "zone %s: %s, no run: %s\n", z.Zone, z.Slot.Format("2006-01-02 15:04 MST (-07:00)"), z.Reason)
+		}
+	}
 	if !res.IsSlot {
 		fmt.Fprintf(w, "nobody: %s\n", res.Reason)
 		if !res.NextSlot.IsZero() {
@@ -276,7 +286,9 @@ func printPreview(w io.Writer, res rules.PreviewResult) {
 		}
 		return
 	}
-	fmt.Fprintf(w, "run key: %s; deadline %s\n", res.RunKey, res.Deadline.Format(time.RFC3339))
+	if res.RunKey != "" {
+		fmt.Fprintf(w, "run key: %s; deadline %s\n", res.RunKey, res.Deadline.Format(time.RFC3339))
+	}
 	if len(res.Deliveries) == 0 {
 		fmt.Fprintf(w, "nobody: %s\n", res.Reason)
 		return
@@ -288,7 +300,15 @@ func printPreview(w io.Writer, res rules.PreviewResult) {
 		if d.Name != "" {
 			who += " (" + d.Name + ")"
 		}
-		fmt.Fprintf(tw, "  %s\t+%s\t%s\t%s\n", d.At.Format("2006-01-02 15:04:05"), d.Offset.Round(time.Millisecond), who, d.Payload)
+		note := ""
+		switch {
+		case d.Expires:
+			note = "  [held past its deadline: would expire, alerted; " + d.Held + "]"
+		case d.Held != "":
+			note = "  [held: " + d.Held + "]"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t+%s\t%s\t%s%s\n", d.At.Format("2006-01-02 15:04:05 MST -07:00"), d.Zone,
+			d.Offset.Round(time.Millisecond), who, d.Payload, note)
 	}
 	_ = tw.Flush()
 }

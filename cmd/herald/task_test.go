@@ -360,7 +360,7 @@ func TestPreviewTaskRuleCmd(t *testing.T) {
 	require.Contains(t, out, "trigger: api task\n")
 	require.Contains(t, out, "run key: task:preview; deadline 2026-12-01T10:45:00+08:00\n")
 	require.Contains(t, out, "2 recipient(s):\n")
-	require.Regexp(t, `2026-12-01 10:15:00\s+\+0s\s+liuyang \(刘洋\)\s+\{"content":"客户咨询 #8812（华东机电）已 30m 无人回复`, out)
+	require.Regexp(t, `2026-12-01 10:15:00 CST \+08:00\s+Asia/Shanghai\s+\+0s\s+liuyang \(刘洋\)\s+\{"content":"客户咨询 #8812（华东机电）已 30m 无人回复`, out)
 	require.Regexp(t, `lina \(李娜\)\s+\{"content":"【升级 L2】`, out)
 
 	out, err = runHerald(t, "rules", "preview", "enquiry_timeout", "--dir", examplesDir)

@@ -22,14 +22,17 @@ import (
 
 // Status is the body of GET /v1/status.
 type Status struct {
-	NodeID       string         `json:"node_id"`
-	LeaderID     string         `json:"leader_id"`
-	State        string         `json:"state"`
-	Term         uint64         `json:"term"`
-	AppliedIndex uint64         `json:"applied_index"`
-	Members      []MemberStatus `json:"members"`
-	Rules        []RuleStatus   `json:"rules"`
-	RulesHash    string         `json:"rules_hash"`
+	NodeID       string `json:"node_id"`
+	LeaderID     string `json:"leader_id"`
+	State        string `json:"state"`
+	Term         uint64 `json:"term"`
+	AppliedIndex uint64 `json:"applied_index"`
+	// FSMVersion and Build are this node's own (see engine.FSMVersion).
+	FSMVersion uint16         `json:"fsm_version"`
+	Build      string         `json:"build"`
+	Members    []MemberStatus `json:"members"`
+	Rules      []RuleStatus   `json:"rules"`
+	RulesHash  string         `json:"rules_hash"`
 	// RulesMismatch is true when members answered with different rule set
 	// hashes: their rules directories differ (a deploy half done?).
 	RulesMismatch bool `json:"rules_mismatch"`
@@ -49,6 +52,10 @@ type MemberStatus struct {
 	// RulesHash is the hash of the rule set the member runs, as it answered
 	// just now; empty when it did not answer.
 	RulesHash string `json:"rules_hash,omitempty"`
+	// FSMVersion is the replicated-log version the member's build applies
+	// (1 for builds from before versions); Build names that build.
+	FSMVersion uint16 `json:"herald_fsm_version"`
+	Build      string `json:"build,omitempty"`
 }
 
 // RuleStatus is one rule file in Status; Error is set while the file's
