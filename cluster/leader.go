@@ -158,7 +158,19 @@ func (n *Node) lead(ctx context.Context, work func(ctx context.Context)) {
 	if !n.retry(ctx, "record own member", func() error { return n.upsertSelf(ctx) }) {
 		return
 	}
-	n.bg.Go(func() { n.recordVersions(ctx) })
+	// recordVersions belongs to this term: lead waits for it, so that it
+	// never outlives the leadership (nor starts after Shutdown's wait for
+	// background work, which adding to n.bg from here could).
+	vctx, stopVersions := context.WithCancel(ctx)
+	versions := make(chan struct{})
+	go func() {
+		defer close(versions)
+		n.recordVersions(vctx)
+	}()
+	defer func() {
+		stopVersions()
+		<-versions
+	}()
 	n.log.Info("leader work started")
 	work(ctx)
 }
