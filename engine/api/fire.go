@@ -51,9 +51,9 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
 	slot := now.Truncate(time.Second)
 	if req.Slot != "" {
-		t, err := time.Parse(time.RFC3339, req.Slot)
+		t, err := engine.ParseTime(req.Slot, s.zone())
 		if err != nil {
-			writeFieldError(w, &FieldError{"slot", "want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00"})
+			writeFieldError(w, &FieldError{"slot", "want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00, or \"2026-12-01 09:00\" in " + s.zone().String()})
 			return
 		}
 		if t.After(now) {
