@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/cluster"
+	"github.com/heraldhq/herald/engine"
 )
 
 // upgradeFrom is the commit the rolling upgrade starts from: the build users
@@ -311,6 +312,12 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		return true
 	})
+	// Done as the README says: every member reports this build's version.
+	want := fmt.Sprintf("n1=%d n2=%d n3=%d", engine.FSMVersion, engine.FSMVersion, engine.FSMVersion)
+	for _, n := range c.nodes {
+		eventually(t, 30*time.Second, n.id+" reports every member on FSM version "+fmt.Sprint(engine.FSMVersion),
+			func() bool { return memberVersions(n.http) == want })
+	}
 	t.Logf("after the upgrade: %s", memberVersions(n1.http))
 	c.stopAll()
 
