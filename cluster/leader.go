@@ -158,18 +158,16 @@ func (n *Node) lead(ctx context.Context, work func(ctx context.Context)) {
 	if !n.retry(ctx, "record own member", func() error { return n.upsertSelf(ctx) }) {
 		return
 	}
-	// recordVersions belongs to this term: lead waits for it, so that it
-	// never outlives the leadership (nor starts after Shutdown's wait for
-	// background work, which adding to n.bg from here could).
-	vctx, stopVersions := context.WithCancel(ctx)
-	versions := make(chan struct{})
+	// Tied to this term, and waited for, so nothing outlives the lead.
+	vctx, vcancel := context.WithCancel(ctx)
+	vdone := make(chan struct{})
 	go func() {
-		defer close(versions)
+		defer close(vdone)
 		n.recordVersions(vctx)
 	}()
 	defer func() {
-		stopVersions()
-		<-versions
+		vcancel()
+		<-vdone
 	}()
 	n.log.Info("leader work started")
 	work(ctx)
