@@ -21,6 +21,17 @@ type Client struct {
 	HTTP *http.Client
 	// Token, when set, is sent as "Authorization: Bearer TOKEN".
 	Token string
+	// Scheme is used when Addr has none: "http" (default) or "https".
+	Scheme string
+	// Secret is the cluster secret. When set, node-to-node writes (join,
+	// announce) carry an HMAC proving it, and their answers must prove it
+	// too; see PeerAuthHeader.
+	Secret string
+}
+
+// peerEndpoints are the node-to-node writes: signed when a secret is set.
+var peerEndpoints = map[string]bool{
+	clusterPrefix + "join": true,
 }
 
 // JoinRequest is the body of POST /v1/cluster/join.
@@ -86,12 +97,16 @@ func retryable(err error) bool {
 	return false
 }
 
-// baseURL turns host:port into http://host:port; a URL is kept as is.
-func baseURL(addr string) string {
+// baseURLScheme turns host:port into scheme://host:port (http when scheme
+// is empty); a URL is kept as is.
+func baseURLScheme(addr, scheme string) string {
 	if strings.Contains(addr, "://") {
 		return strings.TrimSuffix(addr, "/")
 	}
-	return "http://" + addr
+	if scheme == "" {
+		scheme = "http"
+	}
+	return scheme + "://" + addr
 }
 
 // Status fetches the node's view of the cluster.
@@ -121,15 +136,18 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 // node's API use it too, so every CLI reports an unreachable node or an
 // API error the same way.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var (
+		body io.Reader
+		raw  []byte
+	)
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		body, raw = bytes.NewReader(b), b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, baseURL(c.Addr)+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, baseURLScheme(c.Addr, c.Scheme)+path, body)
 	if err != nil {
 		return fmt.Errorf("node address %q: %w", c.Addr, err)
 	}
@@ -138,6 +156,16 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	var (
+		pa    *peerAuth
+		nonce string
+	)
+	if c.Secret != "" && method == http.MethodPost && peerEndpoints[path] {
+		pa = newPeerAuth(c.Secret)
+		if nonce, err = pa.sign(req, raw); err != nil {
+			return err
+		}
 	}
 	hc := c.HTTP
 	if hc == nil {
@@ -155,6 +183,14 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		return &UnreachableError{Addr: c.Addr, Err: err}
 	}
+	if pa != nil && resp.StatusCode/100 == 2 {
+		// Success counts only from a node that holds the secret: a node
+		// must not join a cluster that cannot prove it. Refusals are
+		// reported as they are (nothing is done on them).
+		if err := pa.checkReply(nonce, resp, b); err != nil {
+			return fmt.Errorf("%s: %w", c.Addr, err)
+		}
+	}
 	if resp.StatusCode/100 != 2 {
 		var e struct {
 			Error string `json:"error"`
@@ -164,6 +200,9 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		}
 		if e.Error == "" {
 			e.Error = http.StatusText(resp.StatusCode)
+		}
+		if resp.StatusCode == http.StatusBadRequest && strings.Contains(e.Error, "HTTP request to an HTTPS server") {
+			e.Error += " Use https://" + strings.TrimPrefix(c.Addr, "http://") + ", or give the CA with --ca (HERALD_CA)."
 		}
 		return &APIError{Addr: c.Addr, Status: resp.StatusCode, Message: e.Error}
 	}

@@ -69,6 +69,10 @@ type Token struct {
 // node's own machine.
 const ActorLoopback = "loopback"
 
+// ActorPeer is the actor of a node-to-node join accepted, without tokens,
+// by its proof of the cluster secret.
+const ActorPeer = "peer"
+
 // ActorAnonymous is the actor of a read served without a token (no tokens
 // configured, or a public path).
 const ActorAnonymous = "anonymous"
@@ -134,7 +138,8 @@ func RouteRole(r *http.Request) Role {
 
 // authenticator checks every request against the node's tokens.
 type authenticator struct {
-	tokens []tokenHash
+	tokens     []tokenHash
+	peerSigned func(*http.Request) bool
 }
 
 type tokenHash struct {
@@ -185,7 +190,14 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 			// fake (headers can be), and it is what `herald dev` and a
 			// single-machine install need.
 			if need > RoleRead {
-				if !isLoopback(r.RemoteAddr) {
+				switch {
+				case isLoopback(r.RemoteAddr):
+					id.Actor, id.Role = ActorLoopback, RoleAdmin
+				case a.peerSigned != nil && a.peerSigned(r):
+					// A join proving the cluster secret: the cluster
+					// handler checks the proof and refuses a wrong one.
+					id.Actor, id.Role = ActorPeer, RoleAdmin
+				default:
 					w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
 					writeAuthError(w, http.StatusUnauthorized, authLoopback, fmt.Sprintf(
 						"%s %s: this node has no API tokens, so it accepts writes from its own machine (loopback) only; "+
@@ -193,7 +205,6 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 						r.Method, r.URL.Path))
 					return
 				}
-				id.Actor, id.Role = ActorLoopback, RoleAdmin
 			} else {
 				id.Role = RoleRead
 			}

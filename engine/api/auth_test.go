@@ -203,3 +203,27 @@ func TestIsLoopbackAddr(t *testing.T) {
 	require.False(t, api.IsLoopbackAddr(":8101"))
 	require.False(t, api.IsLoopbackAddr("10.0.0.1:8101"))
 }
+
+// Without tokens, a join that proves the cluster secret may come from
+// another machine (its handler checks the proof); nothing else may.
+func TestWithoutTokensASignedJoinPasses(t *testing.T) {
+	t.Parallel()
+	n := enginetest.New()
+	cluster := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) })
+	h := api.New(api.Config{FSM: n.FSM, Replicator: n, Rules: taskRules{}, Cluster: cluster,
+		StatusFunc:     func() api.Status { return api.Status{} },
+		PeerSignedFunc: func(r *http.Request) bool { return r.URL.Path == "/v1/cluster/join" && r.Header.Get("X-Proof") != "" }})
+	send := func(path string, proof bool) int {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{}`))
+		req.RemoteAddr = "203.0.113.9:5000"
+		if proof {
+			req.Header.Set("X-Proof", "1")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	require.Equal(t, http.StatusOK, send("/v1/cluster/join", true))
+	require.Equal(t, http.StatusUnauthorized, send("/v1/cluster/join", false))
+	require.Equal(t, http.StatusUnauthorized, send("/v1/cluster/remove", true))
+}

@@ -68,6 +68,12 @@ type RuleStatus struct {
 	File  string `json:"file"`
 	Hash  string `json:"hash"`
 	Error string `json:"error,omitempty"`
+	// Paused is true while the rule is paused (replicated: the same on
+	// every node), with who paused it, when, and why.
+	Paused   bool      `json:"paused"`
+	PausedBy string    `json:"paused_by,omitempty"`
+	PausedAt time.Time `json:"paused_at,omitzero"`
+	Reason   string    `json:"reason,omitempty"`
 }
 
 // ChannelStatus is one channel instance in Status.
@@ -110,6 +116,10 @@ type Config struct {
 	// Tokens are the API tokens (README "Securing Herald"). With none,
 	// anyone may read and only loopback connections may write.
 	Tokens []Token
+	// PeerSignedFunc reports a node-to-node request that its handler
+	// authenticates by the cluster secret (cluster.Node.PeerSigned).
+	// Without tokens such a request may come from another machine.
+	PeerSignedFunc func(*http.Request) bool
 	// People, when set, gives display names for userids (every delivery
 	// carries recipient_name) and lets GET /v1/deliveries?recipient= find
 	// a person by name.
@@ -148,6 +158,10 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET /v1/tasks/{key}", s.getTask)
 	mux.HandleFunc("DELETE /v1/tasks/{key}", s.cancelTask)
 	mux.HandleFunc("POST /v1/rules/{name}/fire", s.fireRule)
+	mux.HandleFunc("POST /v1/rules/{name}/pause", s.pauseRule)
+	mux.HandleFunc("POST /v1/rules/{name}/resume", s.resumeRule)
+	mux.HandleFunc("POST /v1/deliveries/retry", s.retryMany)
+	mux.HandleFunc("POST /v1/deliveries/{id}/retry", s.retryOne)
 	mux.HandleFunc("GET /v1/stats", s.stats)
 	mux.HandleFunc("GET /v1/rules/hash", s.rulesHash)
 	if cfg.Cluster != nil {
@@ -181,7 +195,9 @@ func New(cfg Config) http.Handler {
 	// Who may do what is decided here, once for every route (RouteRole),
 	// and before forwarding: a follower forwards only what the caller may
 	// do, with the caller's own Authorization header.
-	h = newAuthenticator(cfg.Tokens).middleware(h)
+	auth := newAuthenticator(cfg.Tokens)
+	auth.peerSigned = cfg.PeerSignedFunc
+	h = auth.middleware(h)
 	// A node listens where the operator's browser can reach it: without
 	// this, any page open there could fire rules, submit tasks or ack
 	// alerts with a form or a no-cors fetch. Browsers mark cross-site
