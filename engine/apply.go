@@ -83,7 +83,7 @@ func (a applier) addDeliveries(c AddDeliveries) any {
 			ID: nd.ID, RunKey: run.Key, Rule: run.Rule, Slot: run.Slot,
 			Recipient: nd.Recipient, Channel: nd.Channel, Payload: nd.Payload,
 			Priority: nd.Priority, NotBefore: nd.NotBefore, Deadline: nd.Deadline, Retry: nd.Retry,
-			State: StatePending,
+			NoRetry: nd.Retry != nil && len(nd.Retry) == 0, State: StatePending,
 		})
 		added++
 	}

@@ -44,6 +44,12 @@ type LeaderConfig struct {
 	RulesChanged <-chan struct{}
 	NowFunc      func() time.Time
 	Logger       *slog.Logger
+	// DisplayZone is the zone of the times in the alerts handed to the
+	// alert rule (display_timezone); default the machine's zone.
+	DisplayZone *time.Location
+	// PlanObserver, when set, is told how long each run that this leader
+	// planned took to evaluate and to replicate (metrics, herald bench).
+	PlanObserver func(PlanTiming)
 
 	BatchSize    int           // deliveries per Claim and per Send; default BatchSizeDefault
 	ClaimTimeout time.Duration // a claim not settled by then is ambiguous; default ClaimTimeoutDefault
@@ -85,6 +91,9 @@ func (c *LeaderConfig) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.DisplayZone == nil {
+		c.DisplayZone = time.Local
+	}
 	setDefault(&c.BatchSize, BatchSizeDefault)
 	setDefault(&c.ClaimTimeout, ClaimTimeoutDefault)
 	setDefault(&c.PlanChunk, PlanChunkDefault)
@@ -110,6 +119,17 @@ func setDefault[T int | time.Duration](v *T, d T) {
 	if *v <= 0 {
 		*v = d
 	}
+}
+
+// PlanTiming is how long one run took to plan: the rule's evaluation (Lua)
+// and the replication of its deliveries (AddDeliveries chunks and
+// FinishPlan), both on the real clock.
+type PlanTiming struct {
+	Rule       string
+	RunKey     string
+	Deliveries int
+	Evaluate   time.Duration
+	Replicate  time.Duration
 }
 
 // Leader runs the leader-only loops. Build one per node; Run it each time

@@ -82,6 +82,9 @@ type Delivery struct {
 	NotBefore time.Time       `json:"not_before"`
 	Deadline  time.Time       `json:"deadline"`
 	Retry     []time.Duration `json:"retry,omitempty"`
+	// NoRetry: the rule said retry = {} (one attempt only). A field of its
+	// own because a snapshot (gob) cannot tell an empty Retry from none.
+	NoRetry bool `json:"no_retry,omitempty"`
 
 	State      DeliveryState `json:"state"`
 	Attempts   int           `json:"attempts"` // attempts spent (rate limits spend none)
@@ -143,6 +146,9 @@ func (d *Delivery) dueAt() time.Time {
 // false when the attempts are exhausted.
 func (d *Delivery) retryWait(n int) (time.Duration, bool) {
 	waits := d.Retry
+	if d.NoRetry {
+		return 0, false
+	}
 	if waits == nil {
 		waits = DefaultRetry
 	}

@@ -22,14 +22,17 @@ import (
 
 // Status is the body of GET /v1/status.
 type Status struct {
-	NodeID       string         `json:"node_id"`
-	LeaderID     string         `json:"leader_id"`
-	State        string         `json:"state"`
-	Term         uint64         `json:"term"`
-	AppliedIndex uint64         `json:"applied_index"`
-	Members      []MemberStatus `json:"members"`
-	Rules        []RuleStatus   `json:"rules"`
-	RulesHash    string         `json:"rules_hash"`
+	NodeID       string `json:"node_id"`
+	LeaderID     string `json:"leader_id"`
+	State        string `json:"state"`
+	Term         uint64 `json:"term"`
+	AppliedIndex uint64 `json:"applied_index"`
+	// FSMVersion and Build are this node's own (see engine.FSMVersion).
+	FSMVersion uint16         `json:"fsm_version"`
+	Build      string         `json:"build"`
+	Members    []MemberStatus `json:"members"`
+	Rules      []RuleStatus   `json:"rules"`
+	RulesHash  string         `json:"rules_hash"`
 	// RulesMismatch is true when members answered with different rule set
 	// hashes: their rules directories differ (a deploy half done?).
 	RulesMismatch bool `json:"rules_mismatch"`
@@ -37,6 +40,9 @@ type Status struct {
 	// e.g. calendar data about to run out.
 	Warnings []string        `json:"warnings,omitempty"`
 	Channels []ChannelStatus `json:"channels"`
+	// DisplayTimezone is the node's display_timezone (IANA name): the zone
+	// the dashboard shows times in.
+	DisplayTimezone string `json:"display_timezone"`
 }
 
 // MemberStatus is one cluster member in Status.
@@ -49,6 +55,10 @@ type MemberStatus struct {
 	// RulesHash is the hash of the rule set the member runs, as it answered
 	// just now; empty when it did not answer.
 	RulesHash string `json:"rules_hash,omitempty"`
+	// FSMVersion is the replicated-log version the member's build applies
+	// (1 for builds from before versions); Build names that build.
+	FSMVersion uint16 `json:"herald_fsm_version"`
+	Build      string `json:"build,omitempty"`
 }
 
 // RuleStatus is one rule file in Status; Error is set while the file's
@@ -199,12 +209,38 @@ func (s *server) status(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *server) delivery(w http.ResponseWriter, r *http.Request) {
-	d, ok := s.cfg.FSM.Delivery(r.PathValue("id"))
+	d, ok := s.findDelivery(w, r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "no delivery "+r.PathValue("id"))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.deliveryViews([]*engine.Delivery{d})[0])
+}
+
+// findDelivery resolves a delivery id or a unique prefix of at least
+// engine.MinIDPrefix characters, answering 404 (none) or 409 (several)
+// itself.
+func (s *server) findDelivery(w http.ResponseWriter, id string) (*engine.Delivery, bool) {
+	d, err := s.cfg.FSM.FindDelivery(id)
+	if err != nil {
+		writePrefixError(w, "delivery", id, err)
+		return nil, false
+	}
+	return d, true
+}
+
+// writePrefixError answers a failed id lookup: 409 with the candidates
+// when the prefix is ambiguous, else 404.
+func writePrefixError(w http.ResponseWriter, what, id string, err error) {
+	var amb *engine.AmbiguousError
+	if errors.As(err, &amb) {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": amb.Error(), "matches": amb.Matches})
+		return
+	}
+	msg := fmt.Sprintf("no %s %s", what, id)
+	if len(id) < engine.MinIDPrefix {
+		msg += fmt.Sprintf(" (give the full id or at least %d characters of it)", engine.MinIDPrefix)
+	}
+	writeError(w, http.StatusNotFound, msg)
 }
 
 func (s *server) runs(w http.ResponseWriter, r *http.Request) {
@@ -240,6 +276,15 @@ func (s *server) alerts(w http.ResponseWriter, _ *http.Request) {
 
 func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if al, err := s.cfg.FSM.FindAlert(id); err == nil {
+		id = al.ID
+	} else {
+		var amb *engine.AmbiguousError
+		if errors.As(err, &amb) {
+			writePrefixError(w, "alert", id, err)
+			return
+		}
+	}
 	_, err := s.apply(r.Context(), engine.CmdAckAlert, engine.AckAlert{ID: id})
 	// The state machine refuses an unknown id with a plain error; any other
 	// failure (no leader, a timeout) is not the caller's mistake.

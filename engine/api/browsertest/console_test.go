@@ -1,4 +1,4 @@
-package api
+package browsertest
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/calendar"
 	"github.com/heraldhq/herald/engine/schedule"
 )
@@ -165,7 +166,7 @@ func consoleFixture(t *testing.T) (*fixture, *httptest.Server) {
 	f := setup(t)
 	cals := calendar.NewRegistry()
 	now := t0.Add(2*time.Hour + 30*time.Minute) // 11:30 in Shanghai
-	f.api = New(Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus, Rules: consoleRules{},
+	f.api = api.New(api.Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus, Rules: consoleRules{},
 		NowFunc: func() time.Time { return now },
 		People:  consolePeople{"zhangsan": "张三", "lisi": "李四", "wangwu": "王五", "lina": "李娜"},
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
