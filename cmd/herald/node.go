@@ -83,8 +83,10 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	n = &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second}}
 	defer func() {
 		if err != nil {
-			_ = ln.Close()
+			// Stop first: the server's Shutdown closes the listener it
+			// serves, and Serve then reports a clean stop, not an error.
 			n.stop()
+			_ = ln.Close()
 		}
 	}()
 
@@ -201,6 +203,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return n, err
 	}
 	n.wg.Go(func() { n.raft.RunLeader(nctx, leader.Run) })
+	n.startOpsWatch(nctx, reg)
 	n.wg.Go(func() {
 		if err := n.rules.Watch(nctx); err != nil && nctx.Err() == nil {
 			log.Error("rules watcher stopped", "err", err)
@@ -258,6 +261,9 @@ func (n *node) status() api.Status {
 	}
 	for _, f := range n.rules.Status() {
 		rs := api.RuleStatus{Name: f.Name, File: f.File, Hash: f.Hash, Error: f.Error}
+		if p, ok := n.fsm.Paused(f.Name); ok && f.Name != "" {
+			rs.Paused, rs.PausedBy, rs.PausedAt, rs.Reason = true, p.By, p.At, p.Reason
+		}
 		if f.Error != "" && f.Line > 0 {
 			rs.Error = fmt.Sprintf("%s:%d: %s", f.File, f.Line, f.Error)
 		}
