@@ -34,7 +34,7 @@ func (consoleRules) Hash() string { return "9f2c51d0a4b7e3c8" }
 func (consoleRules) Plan(context.Context, string, engine.RunContext) ([]engine.Planned, error) {
 	return nil, nil
 }
-func (consoleRules) OnFailed(context.Context, string, engine.RunContext, engine.FailedDelivery) error {
+func (consoleRules) OnFailed(context.Context, string, engine.RunContext, engine.FailedDelivery, engine.SubmitFunc) error {
 	return nil
 }
 
