@@ -210,6 +210,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return n, err
 	}
 	n.wg.Go(func() { n.raft.RunLeader(nctx, leader.Run) })
+	n.startOpsWatch(nctx, reg)
 	n.wg.Go(func() {
 		if err := n.rules.Watch(nctx); err != nil && nctx.Err() == nil {
 			log.Error("rules watcher stopped", "err", err)

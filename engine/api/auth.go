@@ -189,24 +189,23 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 			// loopback connection is the one thing a remote caller cannot
 			// fake (headers can be), and it is what `herald dev` and a
 			// single-machine install need.
-			if need > RoleRead {
-				switch {
-				case isLoopback(r.RemoteAddr):
-					id.Actor, id.Role = ActorLoopback, RoleAdmin
-				case a.peerSigned != nil && a.peerSigned(r):
-					// A join proving the cluster secret: the cluster
-					// handler checks the proof and refuses a wrong one.
-					id.Actor, id.Role = ActorPeer, RoleAdmin
-				default:
-					w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
-					writeAuthError(w, http.StatusUnauthorized, authLoopback, fmt.Sprintf(
-						"%s %s: this node has no API tokens, so it accepts writes from its own machine (loopback) only; "+
-							"configure `tokens:` (name, role, token) on every node and send Authorization: Bearer TOKEN (herald --token, HERALD_TOKEN)",
-						r.Method, r.URL.Path))
-					return
-				}
-			} else {
+			switch {
+			case isLoopback(r.RemoteAddr):
+				id.Actor, id.Role = ActorLoopback, RoleAdmin
+			case need > RoleRead && a.peerSigned != nil && a.peerSigned(r):
+				// A join proving the cluster secret: the cluster handler
+				// checks the proof and refuses a wrong one.
+				id.Actor, id.Role = ActorPeer, RoleAdmin
+			default:
 				id.Role = RoleRead
+			}
+			if need > id.Role {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+				writeAuthError(w, http.StatusUnauthorized, authLoopback, fmt.Sprintf(
+					"%s %s: this node has no API tokens, so it accepts writes from its own machine (loopback) only; "+
+						"configure `tokens:` (name, role, token) on every node and send Authorization: Bearer TOKEN (herald --token, HERALD_TOKEN)",
+					r.Method, r.URL.Path))
+				return
 			}
 		case need == RolePublic:
 			// Identify the caller if it says who it is; never refuse.

@@ -40,6 +40,9 @@ type Status struct {
 	// e.g. calendar data about to run out.
 	Warnings []string        `json:"warnings,omitempty"`
 	Channels []ChannelStatus `json:"channels"`
+	// Role is what the caller of this request may do (read, operate or
+	// admin), so that a page offers only the actions its token allows.
+	Role string `json:"role,omitempty"`
 	// DisplayTimezone is the node's display_timezone (IANA name): the zone
 	// the dashboard shows times in.
 	DisplayTimezone string `json:"display_timezone"`
@@ -227,8 +230,12 @@ func allowed(mux *http.ServeMux, r *http.Request) []string {
 	return out
 }
 
-func (s *server) status(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.cfg.StatusFunc())
+func (s *server) status(w http.ResponseWriter, r *http.Request) {
+	st := s.cfg.StatusFunc()
+	if id, ok := IdentityFrom(r.Context()); ok && id.Role > RolePublic {
+		st.Role = id.Role.String()
+	}
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *server) delivery(w http.ResponseWriter, r *http.Request) {
@@ -281,8 +288,13 @@ func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 	type view struct {
 		*engine.Run
 		State string `json:"state"`
+		// Nobody: the run is planned and its rule planned no recipient (a
+		// task or fire whose data matched no one): done, but no one told.
+		Nobody bool `json:"planned_nobody"`
 	}
-	items, err := encodeNewest(runs, maxListBytes, func(run *engine.Run) any { return view{run, run.State.String()} })
+	items, err := encodeNewest(runs, maxListBytes, func(run *engine.Run) any {
+		return view{run, run.State.String(), run.State == engine.RunPlanned && run.Planned == 0}
+	})
 	if err != nil {
 		s.writeApplyError(w, err)
 		return
@@ -378,6 +390,10 @@ func writeError(w http.ResponseWriter, code int, reason string) {
 type RulesHashView struct {
 	NodeID    string `json:"node_id"`
 	RulesHash string `json:"rules_hash"`
+	// Broken lists the node's rule files whose newest version does not
+	// load ("file:line: message"; the last good version runs), so the
+	// leader can alert for a broken file on any node.
+	Broken []string `json:"broken,omitempty"`
 }
 
 func (s *server) rulesHash(w http.ResponseWriter, _ *http.Request) {
@@ -385,5 +401,9 @@ func (s *server) rulesHash(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "no rule set on this node")
 		return
 	}
-	writeJSON(w, http.StatusOK, RulesHashView{NodeID: s.cfg.NodeID, RulesHash: s.cfg.Rules.Hash()})
+	v := RulesHashView{NodeID: s.cfg.NodeID, RulesHash: s.cfg.Rules.Hash()}
+	if b, ok := s.cfg.Rules.(interface{ Broken() []string }); ok {
+		v.Broken = b.Broken()
+	}
+	writeJSON(w, http.StatusOK, v)
 }
