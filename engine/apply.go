@@ -40,6 +40,9 @@ func (a applier) startRun(c StartRun) any {
 		Key: c.Key, Rule: c.Rule, Slot: c.Slot, Zone: c.Zone, TaskKey: c.TaskKey, Data: c.Data,
 		State: RunPlanning, Late: c.Late, Manual: c.Manual, Date: c.Date, RulesHash: c.RulesHash, StartedAt: c.Now,
 	}
+	if a.st.Directory != nil {
+		r.DirectoryHash = a.st.Directory.Hash
+	}
 	if c.Skip {
 		r.State = RunSkipped
 		a.st.raise("skipped:"+c.Rule, c.Rule,

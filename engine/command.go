@@ -28,6 +28,11 @@ const (
 	CmdNotifyAlert   CommandType = 14
 	CmdCompensated   CommandType = 15
 	CmdPrune         CommandType = 16
+
+	// The directory (directory.go): 41–44 are the directory's numbers.
+	CmdSetDirectory     CommandType = 41
+	CmdHoldDirectory    CommandType = 42
+	CmdConfirmDirectory CommandType = 43
 )
 
 // CommandVersion is the body encoding version, the second byte of every
@@ -51,6 +56,10 @@ var commandNames = map[CommandType]string{
 	CmdNotifyAlert:   "NotifyAlert",
 	CmdCompensated:   "Compensated",
 	CmdPrune:         "Prune",
+
+	CmdSetDirectory:     "SetDirectory",
+	CmdHoldDirectory:    "HoldDirectory",
+	CmdConfirmDirectory: "ConfirmDirectory",
 }
 
 func (t CommandType) String() string {

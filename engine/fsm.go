@@ -140,6 +140,12 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		return a.compensated(decode[Compensated](index, t, body))
 	case CmdPrune:
 		return a.prune(decode[Prune](index, t, body))
+	case CmdSetDirectory:
+		return a.setDirectory(decode[SetDirectory](index, t, body))
+	case CmdHoldDirectory:
+		return a.holdDirectory(decode[HoldDirectory](index, t, body))
+	case CmdConfirmDirectory:
+		return a.confirmDirectory(decode[ConfirmDirectory](index, t, body))
 	}
 	panic(fmt.Sprintf("herald: log entry %d: unknown command type %d — this binary is older than the cluster; upgrade this node", index, uint8(t)))
 }

@@ -52,10 +52,14 @@ type Run struct {
 	Manual    bool            `json:"manual,omitempty"` // fired by hand (herald rules fire)
 	Date      string          `json:"date,omitempty"`   // slot's date in the rule's zone
 	RulesHash string          `json:"rules_hash,omitempty"`
-	StartedAt time.Time       `json:"started_at"`
-	PlannedAt time.Time       `json:"planned_at,omitzero"`
-	Planned   int             `json:"planned"`
-	Error     string          `json:"error,omitempty"`
+	// DirectoryHash names the directory snapshot in force when the run
+	// started (stamped by Apply from the state, never by the leader): the
+	// rule is planned with exactly that snapshot. "" when none.
+	DirectoryHash string    `json:"directory_hash,omitempty"`
+	StartedAt     time.Time `json:"started_at"`
+	PlannedAt     time.Time `json:"planned_at,omitzero"`
+	Planned       int       `json:"planned"`
+	Error         string    `json:"error,omitempty"`
 }
 
 // Claim is one attempt in flight: who sent it and until when it is theirs.
