@@ -32,6 +32,9 @@ type nodeConfig struct {
 	// Channels are the channel instances by name: {plugin: NAME, ...the
 	// plugin's own keys}. Values may reference ${ENV} variables (secrets).
 	Channels map[string]map[string]any `yaml:"channels"`
+	// Directory, when set, loads people from WeCom's contacts (see
+	// directory.go).
+	Directory *directoryConfig `yaml:"directory"`
 
 	devTimeouts  bool   // `herald dev` and tests: short Raft timeouts
 	raftLogLevel string // "" means the cluster package's default
@@ -142,6 +145,11 @@ func (c *nodeConfig) validate() error {
 	if c.JoinTimeout != "" {
 		if d, err := time.ParseDuration(c.JoinTimeout); err != nil || d <= 0 {
 			return fmt.Errorf("config: join_timeout %q: want a positive duration such as 1m", c.JoinTimeout)
+		}
+	}
+	if c.Directory != nil {
+		if _, err := c.Directory.settings(c.Channels); err != nil {
+			return err
 		}
 	}
 	switch c.LogLevel {

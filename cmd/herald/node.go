@@ -35,8 +35,11 @@ type node struct {
 	rules *rules.Set
 	host  *host.Host
 	srv   *http.Server
-	// peerHTTP asks the other members for their rule set hashes.
+	// peerHTTP asks the other members for their rule set hashes (and
+	// reads WeCom's contacts for the directory).
 	peerHTTP *http.Client
+	// dirRefresh asks the leader's directory refresher for a refresh now.
+	dirRefresh chan struct{}
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -64,7 +67,8 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return nil, fmt.Errorf("http address %s: %w", cfg.HTTPAddr, unwrapInUse(err))
 	}
 	nctx, cancel := context.WithCancel(context.Background())
-	n = &node{cfg: cfg, log: log, fsm: engine.NewFSM(), cancel: cancel, peerHTTP: &http.Client{Transport: &http.Transport{}}}
+	n = &node{cfg: cfg, log: log, fsm: engine.NewFSM(), cancel: cancel, peerHTTP: &http.Client{Transport: &http.Transport{}},
+		dirRefresh: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
 			_ = ln.Close()
@@ -116,6 +120,15 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
+			Directory: &api.DirectoryConfig{
+				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
+				Refresh: func() {
+					select {
+					case n.dirRefresh <- struct{}{}:
+					default:
+					}
+				},
+			},
 		}),
 		// A slow client holds a connection no longer than this.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -131,14 +144,26 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return n, err
 	}
 
-	leader, err := engine.NewLeader(engine.LeaderConfig{
+	lcfg := engine.LeaderConfig{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
-		ScheduleFunc: scheduleFunc,
-	})
+		ScheduleFunc: scheduleFunc, DirectoryRefresh: n.dirRefresh,
+	}
+	if cfg.Directory != nil {
+		ds, err := cfg.Directory.settings(cfg.Channels)
+		if err != nil {
+			return n, err
+		}
+		if lcfg.Directory, err = newWecomDirectory(ds, n.peerHTTP); err != nil {
+			return n, err
+		}
+		lcfg.DirectoryInterval, lcfg.DirectoryMaxRemoval = ds.interval, ds.maxRemoval
+	}
+	leader, err := engine.NewLeader(lcfg)
 	if err != nil {
 		return n, err
 	}
+	n.wg.Go(func() { n.syncDirectory(nctx) })
 	n.wg.Go(func() { n.raft.RunLeader(nctx, leader.Run) })
 	n.wg.Go(func() {
 		if err := n.rules.Watch(nctx); err != nil && nctx.Err() == nil {

@@ -145,9 +145,10 @@ func newRulesListCmd(dirArg func([]string) string) *cobra.Command {
 
 func newRulesPreviewCmd(dir *string) *cobra.Command {
 	var (
-		at     string
-		data   string
-		asJSON bool
+		at        string
+		data      string
+		directory string
+		asJSON    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "preview NAME",
@@ -159,7 +160,10 @@ is listed and the reason is given.
 
 --at is RFC 3339, or "YYYY-MM-DD HH:MM[:SS]" in the rule's time zone; without
 it, the rule's next slot (or now, for a rule triggered by API tasks).
---data is an API task's data, as JSON or @file.`,
+--data is an API task's data, as JSON or @file.
+--directory merges a WeCom directory snapshot with the people file, as the
+nodes do: a node's HTTP address (the snapshot in force there, the one its
+plans use) or @file (GET /v1/directory/snapshot saved to a file).`,
 		Example: `  herald rules preview daily_report --dir ./rules --at 2026-12-01T09:00:00+08:00
   herald rules preview follow_up --at "2026-12-01 15:00" --data '{"owner":"wangfang","customer":"华东机电","overdue":true}'`,
 		Args: cobra.ExactArgs(1),
@@ -167,6 +171,15 @@ it, the rule's next slot (or now, for a rule triggered by API tasks).
 			s, err := loadRules(cmd, *dir)
 			if err != nil {
 				return err
+			}
+			if directory != "" {
+				snap, err := fetchDirectorySnapshot(cmd.Context(), directory, 30*time.Second)
+				if err != nil {
+					return err
+				}
+				if err := s.SetDirectory(snap); err != nil {
+					return fmt.Errorf("--directory: %w", err)
+				}
 			}
 			name := args[0]
 			when, err := previewTime(s, name, at)
@@ -194,6 +207,7 @@ it, the rule's next slot (or now, for a rule triggered by API tasks).
 	}
 	cmd.Flags().StringVar(&at, "at", "", "instant to preview (RFC 3339, or local to the rule's zone)")
 	cmd.Flags().StringVar(&data, "data", "", "API task data: JSON, or @file")
+	cmd.Flags().StringVar(&directory, "directory", "", "WeCom directory snapshot to merge: a node's HTTP address, or @file")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -97,6 +97,9 @@ type Config struct {
 	// that is not one of the schedule's is refused: its run key would
 	// differ from the scheduler's, and the slot meant would fire as well.
 	ScheduleFunc func(engine.Rule) (engine.Schedule, error)
+	// Directory serves /v1/directory (the snapshot in force and the held
+	// refresh are read from FSM either way).
+	Directory *DirectoryConfig
 }
 
 // New returns the API handler.
@@ -119,6 +122,10 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("POST /v1/rules/{name}/fire", s.fireRule)
 	mux.HandleFunc("GET /v1/stats", s.stats)
 	mux.HandleFunc("GET /v1/rules/hash", s.rulesHash)
+	mux.HandleFunc("GET /v1/directory", s.getDirectory)
+	mux.HandleFunc("GET /v1/directory/snapshot", s.getDirectorySnapshot)
+	mux.HandleFunc("POST /v1/directory/confirm", s.confirmDirectory)
+	mux.HandleFunc("POST /v1/directory/refresh", s.refreshDirectory)
 	if cfg.Cluster != nil {
 		mux.Handle("/v1/cluster/", cfg.Cluster)
 	}
