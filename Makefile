@@ -7,7 +7,12 @@ LINT_VER  ?= v2.6.2
 PROTOC_GEN_GO_VER      ?= v1.36.12
 PROTOC_GEN_GO_GRPC_VER ?= v1.6.2
 
-.PHONY: help build test test-short lint generate generate-check bench
+# Nested test modules: tests whose heavy dependencies (a browser driver, a
+# third-party WeCom client) stay out of the product's go.mod. Each builds
+# against this repository's Herald module through a replace directive.
+TEST_MODULES ?= engine/api/browsertest plugins/wecomfake/fidelity
+
+.PHONY: help build test test-short lint generate generate-check bench tidy
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -15,12 +20,21 @@ help: ## list the targets
 build: ## build bin/herald
 	$(GO) build -o $(BIN) ./cmd/herald
 
-test: ## run every test with the race detector (what CI runs)
+test: ## run every test with the race detector, nested test modules included (what CI runs)
 	$(GO) vet ./...
 	$(GO) test -race -timeout 20m ./...
+	@set -e; for m in $(TEST_MODULES); do \
+		echo "== $$m"; \
+		(cd $$m && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...); \
+	done
 
 test-short: ## the quick tests only (no multi-process cluster tests)
 	$(GO) test -short ./...
+	@set -e; for m in $(TEST_MODULES); do (cd $$m && $(GO) test -short ./...); done
+
+tidy: ## go mod tidy the product module and every nested test module
+	$(GO) mod tidy
+	@set -e; for m in $(TEST_MODULES); do (cd $$m && $(GO) mod tidy); done
 
 # Tools `go install` puts in GOPATH/bin, which need not be on PATH.
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
@@ -29,6 +43,7 @@ LINTER    := $(or $(shell command -v golangci-lint 2>/dev/null),$(GOBIN_DIR)/gol
 lint: ## golangci-lint with the repo's .golangci.yml
 	@test -x $(LINTER) || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(LINT_VER)
 	$(LINTER) run ./...
+	@set -e; for m in $(TEST_MODULES); do (cd $$m && $(LINTER) run ./...); done
 
 generate: ## regenerate the channel protocol's Go code from its .proto (needs protoc)
 	@command -v protoc-gen-go >/dev/null 2>&1 || $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VER)

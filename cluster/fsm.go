@@ -3,6 +3,7 @@ package cluster
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -24,6 +25,11 @@ type StateMachine interface {
 	Restore(r io.Reader) error
 	// Members lists the replicated member records.
 	Members() []engine.Member
+	// Admit checks a command before the leader proposes it: it returns the
+	// command to propose (possibly written as an older body version) or an
+	// error when some member's build could not apply it
+	// (engine.ErrMembersBehind), so a rolling upgrade never stops a node.
+	Admit(cmd []byte) ([]byte, error)
 }
 
 // fsm adapts a StateMachine to raft.FSM.
@@ -35,6 +41,11 @@ type fsm struct {
 	// load any existing snapshots"; New adds this cause to that error.
 	mu         sync.Mutex
 	restoreErr error
+
+	// appliedBytes and appliedEntries count the commands applied since the
+	// node started (herald_raft_applied_bytes_total): what the log carries
+	// is what every member writes, sends and applies.
+	appliedBytes, appliedEntries atomic.Uint64
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -46,6 +57,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	f.appliedBytes.Add(uint64(len(l.Data)))
+	f.appliedEntries.Add(1)
 	return f.sm.Apply(l.Index, l.Term, l.Data)
 }
 

@@ -240,7 +240,7 @@ func waitConverged(t *testing.T, nodes []*testNode) {
 			}
 			for _, other := range nodes {
 				want := engine.Member{ID: other.id, RaftAddr: other.raftAddr, HTTPAddr: other.httpAddr()}
-				if tn.sm.member(other.id) != want {
+				if !sameAddrs(tn.sm.member(other.id), want) {
 					return false
 				}
 			}

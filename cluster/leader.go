@@ -158,6 +158,7 @@ func (n *Node) lead(ctx context.Context, work func(ctx context.Context)) {
 	if !n.retry(ctx, "record own member", func() error { return n.upsertSelf(ctx) }) {
 		return
 	}
+	n.bg.Go(func() { n.recordVersions(ctx) })
 	n.log.Info("leader work started")
 	work(ctx)
 }
@@ -165,7 +166,7 @@ func (n *Node) lead(ctx context.Context, work func(ctx context.Context)) {
 // upsertSelf proposes this node's member record unless it is already
 // current (so elections do not grow the log).
 func (n *Node) upsertSelf(ctx context.Context) error {
-	self := engine.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
+	self := n.selfMember()
 	if slices.Contains(n.sm.Members(), self) {
 		return nil
 	}

@@ -131,6 +131,11 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 		n.log.Info("added voter", "id", req.ID, "raft_addr", req.RaftAddr)
 	}
 	m := engine.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr}
+	for _, old := range n.sm.Members() {
+		if old.ID == m.ID {
+			m.FSMVersion, m.Build = old.FSMVersion, old.Build // until recordVersions asks again
+		}
+	}
 	if slices.Contains(n.sm.Members(), m) {
 		return nil
 	}
@@ -264,7 +269,7 @@ func (n *Node) transferLeadership(ctx context.Context) error {
 // it ends at the first check once the state machine has caught up. A node
 // whose record is gone (it was removed) is re-added only with --join.
 func (n *Node) reconcileSelf(ctx context.Context) {
-	self := engine.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
+	self := n.selfMember()
 	t := time.NewTicker(n.cfg.ReconcileInterval)
 	defer t.Stop()
 	for {
@@ -275,7 +280,7 @@ func (n *Node) reconcileSelf(ctx context.Context) {
 		}
 		i := slices.IndexFunc(n.sm.Members(), func(m engine.Member) bool { return m.ID == self.ID })
 		switch {
-		case i >= 0 && n.sm.Members()[i] == self:
+		case i >= 0 && sameAddrs(n.sm.Members()[i], self):
 			n.log.Debug("member record is current")
 			return
 		case i < 0 && n.cfg.Join == "":

@@ -27,7 +27,7 @@ func raftStateValue(s raft.RaftState) float64 {
 	return 3 // shutdown
 }
 
-func newMetrics(n *Node, reg prometheus.Registerer) *metrics {
+func newMetrics(n *Node, f *fsm, reg prometheus.Registerer) *metrics {
 	m := &metrics{reg: reg}
 	if reg == nil {
 		return m
@@ -55,6 +55,15 @@ func newMetrics(n *Node, reg prometheus.Registerer) *metrics {
 			}
 			return time.Since(last).Seconds()
 		})
+	counter := func(name, help string, f func() float64) {
+		m.collectors = append(m.collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: name, Help: help, ConstLabels: labels,
+		}, f))
+	}
+	counter("herald_raft_applied_bytes_total", "Bytes of commands applied to the state machine since this node started.",
+		func() float64 { return float64(f.appliedBytes.Load()) })
+	counter("herald_raft_applied_entries_total", "Commands applied to the state machine since this node started.",
+		func() float64 { return float64(f.appliedEntries.Load()) })
 	for i, c := range m.collectors {
 		if err := reg.Register(c); err != nil {
 			n.log.Warn("cannot register raft metrics", "err", err)

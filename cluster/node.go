@@ -182,7 +182,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		}
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n.metrics = newMetrics(n, cfg.Registerer)
+	n.metrics = newMetrics(n, rfsm, cfg.Registerer)
 	ok = true
 	return n, nil
 }
@@ -289,6 +289,11 @@ func (n *Node) Apply(ctx context.Context, cmd []byte) (any, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err // not proposed: the caller knows it did not happen
+	}
+	cmd, err := n.sm.Admit(cmd)
+	if err != nil {
+		n.log.Warn("write held back for a rolling upgrade", "err", err)
+		return nil, err // not proposed: a member could not apply it
 	}
 	f := n.raft.Apply(cmd, n.timeout(ctx))
 	if err := wait(ctx, f); err != nil {
@@ -397,14 +402,18 @@ func (n *Node) memberHTTP(id string) string {
 type Status struct {
 	NodeID string `json:"node_id"`
 	// ClusterID tells clusters apart; "" until this node has learnt it.
-	ClusterID    string         `json:"cluster_id,omitempty"`
-	RaftAddr     string         `json:"raft_addr"`
-	HTTPAddr     string         `json:"http_addr"`
-	LeaderID     string         `json:"leader_id"`
-	State        string         `json:"state"`
-	Term         uint64         `json:"term"`
-	AppliedIndex uint64         `json:"applied_index"`
-	Members      []MemberStatus `json:"members"`
+	ClusterID    string `json:"cluster_id,omitempty"`
+	RaftAddr     string `json:"raft_addr"`
+	HTTPAddr     string `json:"http_addr"`
+	LeaderID     string `json:"leader_id"`
+	State        string `json:"state"`
+	Term         uint64 `json:"term"`
+	AppliedIndex uint64 `json:"applied_index"`
+	// FSMVersion and Build are this node's build (see engine.FSMVersion):
+	// the leader reads them to know what every member can apply.
+	FSMVersion uint16         `json:"fsm_version"`
+	Build      string         `json:"build"`
+	Members    []MemberStatus `json:"members"`
 }
 
 // MemberStatus is one server of the Raft configuration.
@@ -414,6 +423,10 @@ type MemberStatus struct {
 	HTTPAddr string `json:"http_addr"`
 	Voter    bool   `json:"voter"`
 	Leader   bool   `json:"leader"`
+	// FSMVersion is the FSM version the member's build applies, as the
+	// replicated record has it (1 for builds before FSM versions).
+	FSMVersion uint16 `json:"fsm_version"`
+	Build      string `json:"build,omitempty"`
 }
 
 // Status reports this node's view of the cluster. Members come from the
@@ -429,24 +442,29 @@ func (n *Node) Status() Status {
 		State:        strings.ToLower(n.raft.State().String()),
 		Term:         n.raft.CurrentTerm(),
 		AppliedIndex: n.raft.AppliedIndex(),
+		FSMVersion:   engine.FSMVersion,
+		Build:        engine.Build,
 		Members:      []MemberStatus{},
 	}
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
 		return st
 	}
-	httpOf := map[string]string{}
+	records := map[string]engine.Member{}
 	for _, m := range n.sm.Members() {
-		httpOf[m.ID] = m.HTTPAddr
+		records[m.ID] = m
 	}
-	httpOf[n.cfg.NodeID] = n.cfg.HTTPAddr
+	records[n.cfg.NodeID] = n.selfMember()
 	for _, s := range f.Configuration().Servers {
+		m := records[string(s.ID)]
 		st.Members = append(st.Members, MemberStatus{
-			ID:       string(s.ID),
-			RaftAddr: string(s.Address),
-			HTTPAddr: httpOf[string(s.ID)],
-			Voter:    s.Suffrage == raft.Voter,
-			Leader:   s.ID == leader,
+			ID:         string(s.ID),
+			RaftAddr:   string(s.Address),
+			HTTPAddr:   m.HTTPAddr,
+			Voter:      s.Suffrage == raft.Voter,
+			Leader:     s.ID == leader,
+			FSMVersion: m.AppliesFSM(),
+			Build:      m.Build,
 		})
 	}
 	return st

@@ -23,12 +23,22 @@ type kv struct {
 }
 
 func setCmd(key, value string) []byte {
-	b, err := engine.Encode(cmdSet, kv{key, value})
+	b, err := encodeTest(cmdSet, kv{key, value})
 	if err != nil {
 		panic(err)
 	}
 	return b
 }
+
+// encodeTest frames a test command as engine.Encode frames the engine's:
+// type byte, body version 1, JSON.
+func encodeTest(t engine.CommandType, body any) ([]byte, error) {
+	b, err := json.Marshal(body)
+	return append([]byte{byte(t), 1}, b...), err
+}
+
+// Admit lets every command through: the test state machine has one build.
+func (s *testSM) Admit(cmd []byte) ([]byte, error) { return cmd, nil }
 
 // errRefused is what cmdFail responds with.
 var errRefused = errors.New("refused by the state machine")
@@ -51,7 +61,7 @@ func newTestSM() *testSM {
 }
 
 func (s *testSM) Apply(index, term uint64, cmd []byte) any {
-	if len(cmd) < 2 || cmd[1] != engine.CommandVersion {
+	if len(cmd) < 2 || cmd[1] != 1 {
 		panic(fmt.Sprintf("test sm: bad command %q", cmd))
 	}
 	s.mu.Lock()

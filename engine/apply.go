@@ -86,7 +86,7 @@ func (a applier) addDeliveries(c AddDeliveries) any {
 			ID: nd.ID, RunKey: run.Key, Rule: run.Rule, Slot: run.Slot,
 			Recipient: nd.Recipient, Channel: nd.Channel, Payload: nd.Payload,
 			Priority: nd.Priority, NotBefore: nd.NotBefore, Deadline: nd.Deadline, Retry: nd.Retry,
-			State: StatePending,
+			NoRetry: nd.Retry != nil && len(nd.Retry) == 0, State: StatePending,
 		})
 		added++
 	}
@@ -181,8 +181,10 @@ func (a applier) recordResults(c RecordResults) any {
 		case OutcomeRateLimited:
 			// The provider's limit is not the message's fault: no attempt spent.
 			nd.State, nd.NextAt = StatePending, c.Now.Add(max(r.RetryAfter, time.Second))
+			nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Status: r.Status, Code: r.Code, Error: r.Error})
 		case OutcomeRetryable:
 			nd.Attempts++
+			nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Status: r.Status, Code: r.Code, Error: r.Error})
 			wait, more := nd.retryWait(nd.Attempts)
 			if !more {
 				a.fail(&nd, StateFailed, c.Now, fmt.Sprintf("attempts exhausted after %d tries: %s", nd.Attempts, r.Error))
@@ -191,6 +193,7 @@ func (a applier) recordResults(c RecordResults) any {
 			nd.State, nd.NextAt = StatePending, c.Now.Add(max(wait, r.RetryAfter))
 		case OutcomePermanent, OutcomeConfig:
 			nd.Attempts++
+			nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Status: r.Status, Code: r.Code, Error: r.Error})
 			a.fail(&nd, StateFailed, c.Now, r.Error)
 			if r.Status == OutcomeConfig {
 				a.st.raise("channel-config:"+nd.Channel, nd.Rule,
@@ -260,7 +263,9 @@ func (a applier) expire(c Expire) any {
 		if nd.Claim != nil {
 			nd.Claim = &Claim{Seq: nd.Claim.Seq}
 		}
-		a.fail(&nd, StateExpired, c.Now, "deadline "+d.Deadline.Format(time.RFC3339)+" passed before it was sent")
+		why := "deadline " + d.Deadline.Format(time.RFC3339) + " passed before it was sent"
+		nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Error: why})
+		a.fail(&nd, StateExpired, c.Now, why)
 		a.st.putDelivery(&nd)
 		n++
 	}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -29,65 +28,31 @@ const (
 	CmdCompensated   CommandType = 15
 	CmdPrune         CommandType = 16
 
-	// The directory (directory.go): 41–44 are the directory's numbers.
+	// The directory (directory.go); 41–44 are the directory's numbers.
 	CmdSetDirectory     CommandType = 41
 	CmdHoldDirectory    CommandType = 42
 	CmdConfirmDirectory CommandType = 43
 )
 
-// CommandVersion is the body encoding version, the second byte of every
-// command. A node refuses (stops on) a version it does not know.
-const CommandVersion = 1
-
-var commandNames = map[CommandType]string{
-	CmdStartRun:      "StartRun",
-	CmdAddDeliveries: "AddDeliveries",
-	CmdClaim:         "Claim",
-	CmdRecordResults: "RecordResults",
-	CmdUpsertMember:  "UpsertMember",
-	CmdRemoveMember:  "RemoveMember",
-	CmdInitCursor:    "InitCursor",
-	CmdFinishPlan:    "FinishPlan",
-	CmdExpire:        "Expire",
-	CmdRaiseAlert:    "RaiseAlert",
-	CmdAckAlert:      "AckAlert",
-	CmdSubmitTask:    "SubmitTask",
-	CmdCancelTask:    "CancelTask",
-	CmdNotifyAlert:   "NotifyAlert",
-	CmdCompensated:   "Compensated",
-	CmdPrune:         "Prune",
-
-	CmdSetDirectory:     "SetDirectory",
-	CmdHoldDirectory:    "HoldDirectory",
-	CmdConfirmDirectory: "ConfirmDirectory",
-}
-
-func (t CommandType) String() string {
-	if n, ok := commandNames[t]; ok {
-		return n
-	}
-	return fmt.Sprintf("command(%d)", uint8(t))
-}
-
-// Encode builds a replicated command: type byte, version byte, JSON body.
-func Encode(t CommandType, body any) ([]byte, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", t, err)
-	}
-	out := make([]byte, 0, len(b)+2)
-	out = append(out, byte(t), CommandVersion)
-	return append(out, b...), nil
-}
-
 // Member is a cluster member as the replicated state records it: Raft knows
 // ids and Raft addresses; the HTTP address is what clients and forwarding
 // need.
+//
+// FSMVersion and Build say which build the member last ran. They were added
+// to body version 1 without a new version, deliberately: builds before FSM
+// version 2 decode leniently and drop them, which loses nothing they use.
+// Absent (0) means a build from before FSM versions, which applies FSM
+// version 1.
 type Member struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr"`
+	ID         string `json:"id"`
+	RaftAddr   string `json:"raft_addr"`
+	HTTPAddr   string `json:"http_addr"`
+	FSMVersion uint16 `json:"fsm_version,omitempty"`
+	Build      string `json:"build,omitempty"`
 }
+
+// AppliesFSM is the FSM version the member's build applies.
+func (m Member) AppliesFSM() uint16 { return max(m.FSMVersion, 1) }
 
 // RemoveMember is the body of CmdRemoveMember.
 type RemoveMember struct {
@@ -121,7 +86,39 @@ type NewDelivery struct {
 	Priority  Priority        `json:"priority"`
 	NotBefore time.Time       `json:"not_before"`
 	Deadline  time.Time       `json:"deadline"`
-	Retry     []time.Duration `json:"retry,omitempty"`
+	// Retry is the rule's waits between attempts: null means the default
+	// (DefaultRetry), an empty list means "do not retry". Body version 1
+	// had omitempty here, which wrote both as absent (so both meant the
+	// default); version 2 always writes the field.
+	Retry []time.Duration `json:"retry"`
+}
+
+// upgrade reads a version-1 body as the build that wrote it did: an empty
+// retry list was never written, and absent meant the default.
+func (c *AddDeliveries) upgrade(from uint8) {
+	if from >= 2 {
+		return
+	}
+	for i := range c.Deliveries {
+		if len(c.Deliveries[i].Retry) == 0 {
+			c.Deliveries[i].Retry = nil
+		}
+	}
+}
+
+// downgrade writes c for a cluster whose oldest member applies version 1
+// bodies only: possible unless a delivery says "do not retry", which
+// version 1 cannot express.
+func (c *AddDeliveries) downgrade(to uint8) bool {
+	if to >= 2 {
+		return true
+	}
+	for _, d := range c.Deliveries {
+		if d.Retry != nil && len(d.Retry) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // AddDeliveries replicates a chunk of a run's plan. Ids already present are

@@ -39,6 +39,41 @@ type DayStats struct {
 	LatenessSum time.Duration  `json:"lateness_sum"`
 	Lateness    []uint64       `json:"lateness"`
 	Reasons     map[string]int `json:"reasons,omitempty"` // failures and expiries by reason
+
+	// The same two times, precisely (see Sketch). Nil in aggregates
+	// written by a build that did not keep them; a sketch whose Count is
+	// below Sent began after some sends (a snapshot from such a build):
+	// readers then fall back to the histograms, and say so.
+	SlotToSentSketch *Sketch `json:"slot_to_sent_sketch,omitempty"`
+	LatenessSketch   *Sketch `json:"lateness_sketch,omitempty"`
+	// Minutes counts what ended in each minute (by the leader's clock),
+	// ascending: the day's sends and failures over time.
+	Minutes []MinuteCount `json:"minutes,omitempty"`
+}
+
+// MinuteCount is what ended in one minute of a rule's day.
+type MinuteCount struct {
+	Minute  int64  `json:"minute"` // Unix time / 60
+	Sent    uint32 `json:"sent"`
+	Failed  uint32 `json:"failed"`
+	Expired uint32 `json:"expired"`
+}
+
+// withMinute returns a copy of ms with f applied to the count of the
+// minute of at (added when missing).
+func withMinute(ms []MinuteCount, at time.Time, f func(*MinuteCount)) []MinuteCount {
+	m := at.Unix() / 60
+	if at.Unix() < 0 && at.Unix()%60 != 0 {
+		m-- // floor, not truncation
+	}
+	i, found := slices.BinarySearchFunc(ms, m, func(c MinuteCount, m int64) int { return int(c.Minute - m) })
+	out := make([]MinuteCount, len(ms), len(ms)+1)
+	copy(out, ms)
+	if !found {
+		out = slices.Insert(out, i, MinuteCount{Minute: m})
+	}
+	f(&out[i])
+	return out
 }
 
 // Pending is what is planned and not ended yet.
@@ -80,12 +115,7 @@ func (a applier) dayStats(date, rule string, f func(*DayStats)) {
 }
 
 // runDate is the aggregate date of a delivery's run.
-func (a applier) runDate(d *Delivery) string {
-	if r, ok := a.st.Runs[d.RunKey]; ok {
-		return r.date()
-	}
-	return d.Slot.UTC().Format(time.DateOnly)
-}
+func (a applier) runDate(d *Delivery) string { return a.st.deliveryDate(d) }
 
 // count adds a delivery that just reached a final state to its day.
 func (a applier) count(d *Delivery) {
@@ -99,11 +129,16 @@ func (a applier) count(d *Delivery) {
 			late := max(d.SentAt.Sub(d.NotBefore), 0)
 			s.LatenessSum += late
 			s.Lateness[bucketOf(late)]++
+			s.SlotToSentSketch = s.SlotToSentSketch.withValue(lat)
+			s.LatenessSketch = s.LatenessSketch.withValue(late)
+			s.Minutes = withMinute(s.Minutes, d.SentAt, func(m *MinuteCount) { m.Sent++ })
 		case StateFailed, StateExpired:
 			if d.State == StateFailed {
 				s.Failed++
+				s.Minutes = withMinute(s.Minutes, d.EndedAt, func(m *MinuteCount) { m.Failed++ })
 			} else {
 				s.Expired++
+				s.Minutes = withMinute(s.Minutes, d.EndedAt, func(m *MinuteCount) { m.Expired++ })
 			}
 			if s.Reasons == nil {
 				s.Reasons = map[string]int{}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -26,6 +25,8 @@ type FSM struct {
 
 	subMu sync.Mutex
 	subs  map[chan struct{}]struct{}
+
+	halt func(error) // see SetHalt
 }
 
 // NewFSM returns an empty state machine.
@@ -80,17 +81,37 @@ func (f *FSM) AppliedIndex() uint64 {
 	return f.applied
 }
 
-// Apply applies one command. An unknown command type or version, or a body
-// that does not decode, panics: a node must stop loudly rather than diverge
-// from its peers silently.
+// SetHalt replaces what Apply does with a command it cannot read: by
+// default it panics with the *UnreadableCommandError; cmd/herald logs the
+// error and exits instead, so an operator sees one clear line, not a
+// stack trace from raft's apply loop.
+func (f *FSM) SetHalt(halt func(error)) { f.halt = halt }
+
+// stop is called, with f.mu held, on a command this build cannot apply. It
+// does not return.
+func (f *FSM) stop(index uint64, t CommandType, v uint8, reason string) {
+	e := &UnreadableCommandError{Index: index, Type: t, Version: v, Reason: reason}
+	for _, m := range f.st.Members {
+		if m.AppliesFSM() > e.Newest || (m.AppliesFSM() == e.Newest && m.ID < e.NewestBuild) {
+			e.Newest, e.NewestBuild = m.AppliesFSM(), m.ID
+		}
+	}
+	if m, ok := f.st.Members[e.NewestBuild]; ok && m.Build != "" {
+		e.NewestBuild = m.ID + ", build " + m.Build
+	}
+	halt := f.halt
+	if halt == nil {
+		halt = func(err error) { panic(err) }
+	}
+	halt(e)
+	panic(e) // a halt func that returns must not let the node go on
+}
+
+// Apply applies one command. A command this build cannot read (an unknown
+// type without the ignorable flag, an unknown body version, a body that
+// does not decode) stops the node through its halt func: a node must stop
+// loudly rather than diverge from its peers silently.
 func (f *FSM) Apply(index, term uint64, cmd []byte) any {
-	if len(cmd) < 2 {
-		panic(fmt.Sprintf("herald: log entry %d: command of %d bytes is too short", index, len(cmd)))
-	}
-	t, v, body := CommandType(cmd[0]), cmd[1], cmd[2:]
-	if v != CommandVersion {
-		panic(fmt.Sprintf("herald: log entry %d: %s has version %d; this binary knows %d — upgrade this node", index, t, v, CommandVersion))
-	}
 	f.mu.Lock()
 	tasks := false
 	defer func() {
@@ -101,59 +122,88 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 			signal(f.tasks)
 		}
 	}()
+	if len(cmd) < 2 {
+		f.stop(index, 0, 0, fmt.Sprintf("a command of %d bytes is too short", len(cmd)))
+	}
+	t, v, body := CommandType(cmd[0]), cmd[1], cmd[2:]
+	spec, known := commandSpecs[t&^CmdIgnorable]
+	switch {
+	case !known && t&CmdIgnorable != 0:
+		return nil // a newer build's informational command: skip it
+	case !known:
+		f.stop(index, t, v, "the command type is unknown to this build (written by a newer one)")
+	case v < 1 || v > spec.latest():
+		if t&CmdIgnorable != 0 {
+			return nil
+		}
+		f.stop(index, t, v, fmt.Sprintf("this build reads body versions 1 to %d", spec.latest()))
+	}
 	a := applier{st: f.st, term: term, tasks: &tasks}
-	switch t {
+	d := decoder{f: f, index: index, t: t, v: v, body: body}
+	switch t &^ CmdIgnorable {
 	case CmdStartRun:
-		return a.startRun(decode[StartRun](index, t, body))
+		return a.startRun(decode[StartRun](d))
 	case CmdAddDeliveries:
-		return a.addDeliveries(decode[AddDeliveries](index, t, body))
+		return a.addDeliveries(decode[AddDeliveries](d))
 	case CmdFinishPlan:
-		return a.finishPlan(decode[FinishPlan](index, t, body))
+		return a.finishPlan(decode[FinishPlan](d))
 	case CmdClaim:
-		return a.claim(decode[ClaimDeliveries](index, t, body))
+		return a.claim(decode[ClaimDeliveries](d))
 	case CmdRecordResults:
-		return a.recordResults(decode[RecordResults](index, t, body))
+		return a.recordResults(decode[RecordResults](d))
 	case CmdExpire:
-		return a.expire(decode[Expire](index, t, body))
+		return a.expire(decode[Expire](d))
 	case CmdUpsertMember:
-		m := decode[Member](index, t, body)
+		m := decode[Member](d)
 		f.st.Members[m.ID] = m
 		return nil
 	case CmdRemoveMember:
-		delete(f.st.Members, decode[RemoveMember](index, t, body).ID)
+		delete(f.st.Members, decode[RemoveMember](d).ID)
 		return nil
 	case CmdInitCursor:
-		return a.initCursor(decode[InitCursor](index, t, body))
+		return a.initCursor(decode[InitCursor](d))
 	case CmdRaiseAlert:
-		c := decode[RaiseAlert](index, t, body)
+		c := decode[RaiseAlert](d)
 		f.st.raise(c.Cause, c.Rule, c.Message, c.Now)
 		return nil
 	case CmdAckAlert:
-		return a.ackAlert(decode[AckAlert](index, t, body))
+		return a.ackAlert(decode[AckAlert](d))
 	case CmdSubmitTask:
-		return a.submitTask(decode[SubmitTask](index, t, body))
+		return a.submitTask(decode[SubmitTask](d))
 	case CmdCancelTask:
-		return a.cancelTask(decode[CancelTask](index, t, body))
+		return a.cancelTask(decode[CancelTask](d))
 	case CmdNotifyAlert:
-		return a.notifyAlert(decode[NotifyAlert](index, t, body))
+		return a.notifyAlert(decode[NotifyAlert](d))
 	case CmdCompensated:
-		return a.compensated(decode[Compensated](index, t, body))
+		return a.compensated(decode[Compensated](d))
 	case CmdPrune:
-		return a.prune(decode[Prune](index, t, body))
+		return a.prune(decode[Prune](d))
 	case CmdSetDirectory:
-		return a.setDirectory(decode[SetDirectory](index, t, body))
+		return a.setDirectory(decode[SetDirectory](d))
 	case CmdHoldDirectory:
-		return a.holdDirectory(decode[HoldDirectory](index, t, body))
+		return a.holdDirectory(decode[HoldDirectory](d))
 	case CmdConfirmDirectory:
-		return a.confirmDirectory(decode[ConfirmDirectory](index, t, body))
+		return a.confirmDirectory(decode[ConfirmDirectory](d))
 	}
-	panic(fmt.Sprintf("herald: log entry %d: unknown command type %d — this binary is older than the cluster; upgrade this node", index, uint8(t)))
+	// In the table but not dispatched: a build error, caught by
+	// TestEveryCommandIsDispatched.
+	f.stop(index, t, v, "the command is in the table but this build does not dispatch it")
+	return nil
 }
 
-func decode[T any](index uint64, t CommandType, body []byte) T {
-	var v T
-	if err := json.Unmarshal(body, &v); err != nil {
-		panic(fmt.Sprintf("herald: log entry %d: cannot decode %s: %v", index, t, err))
+// decoder carries what a body's decoding needs to stop the node clearly.
+type decoder struct {
+	f     *FSM
+	index uint64
+	t     CommandType
+	v     uint8
+	body  []byte
+}
+
+func decode[T any](d decoder) T {
+	v, err := decodeBody[T](d.v, d.body)
+	if err != nil {
+		d.f.stop(d.index, d.t, d.v, "the body does not decode: "+err.Error())
 	}
 	return v
 }

@@ -239,16 +239,6 @@ func TestMembersAndCursorsAndAlerts(t *testing.T) {
 	require.Error(t, b.apply(CmdAckAlert, AckAlert{ID: "nope"}).(error))
 }
 
-func TestApplyStopsLoudlyOnBadCommands(t *testing.T) {
-	t.Parallel()
-	f := NewFSM()
-	require.PanicsWithValue(t, "herald: log entry 1: unknown command type 200 — this binary is older than the cluster; upgrade this node",
-		func() { f.Apply(1, 1, []byte{200, CommandVersion, '{', '}'}) })
-	require.Panics(t, func() { f.Apply(2, 1, []byte{byte(CmdStartRun), CommandVersion, '{'}) })
-	require.Panics(t, func() { f.Apply(3, 1, []byte{byte(CmdStartRun), 99, '{', '}'}) })
-	require.Panics(t, func() { f.Apply(4, 1, []byte{1}) })
-}
-
 func TestSnapshotRoundTrip(t *testing.T) {
 	t.Parallel()
 	b := setupFSM(t)

@@ -44,6 +44,9 @@ type LeaderConfig struct {
 	RulesChanged <-chan struct{}
 	NowFunc      func() time.Time
 	Logger       *slog.Logger
+	// PlanObserver, when set, is told how long each run that this leader
+	// planned took to evaluate and to replicate (metrics, herald bench).
+	PlanObserver func(PlanTiming)
 
 	BatchSize    int           // deliveries per Claim and per Send; default BatchSizeDefault
 	ClaimTimeout time.Duration // a claim not settled by then is ambiguous; default ClaimTimeoutDefault
@@ -125,6 +128,17 @@ func setDefault[T int | time.Duration](v *T, d T) {
 	if *v <= 0 {
 		*v = d
 	}
+}
+
+// PlanTiming is how long one run took to plan: the rule's evaluation (Lua)
+// and the replication of its deliveries (AddDeliveries chunks and
+// FinishPlan), both on the real clock.
+type PlanTiming struct {
+	Rule       string
+	RunKey     string
+	Deliveries int
+	Evaluate   time.Duration
+	Replicate  time.Duration
 }
 
 // Leader runs the leader-only loops. Build one per node; Run it each time

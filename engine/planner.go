@@ -26,6 +26,7 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 		Data: run.Data, Missed: l.cfg.FSM.Missed(run.Rule), DirectoryHash: run.DirectoryHash,
 	}
 	pctx, cancel := context.WithTimeout(ctx, l.cfg.PlanTimeout)
+	evalStart := time.Now()
 	planned, perr := l.cfg.Rules.Plan(pctx, rule.Name, rc)
 	if cur, _ := l.cfg.FSM.Directory(); errors.Is(perr, ErrDirectoryPending) && cur != nil && cur.Hash != run.DirectoryHash {
 		// The run's snapshot was replaced in the log and this node no
@@ -36,6 +37,7 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 		rc.DirectoryHash = cur.Hash
 		planned, perr = l.cfg.Rules.Plan(pctx, rule.Name, rc)
 	}
+	evaluate := time.Since(evalStart)
 	cancel()
 	if ctx.Err() != nil {
 		return ctx.Err() // leadership lost: the next leader plans it again
@@ -48,6 +50,7 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 		return err
 	}
 	all := l.deliveries(run, rule, planned)
+	replStart := time.Now()
 	for start := 0; start < len(all); start += l.cfg.PlanChunk {
 		chunk := all[start:min(start+l.cfg.PlanChunk, len(all))]
 		if _, err := l.propose(ctx, CmdAddDeliveries, AddDeliveries{RunKey: run.Key, Deliveries: chunk}); err != nil {
@@ -55,6 +58,10 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 		}
 	}
 	_, err = l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Now: l.now()})
+	if err == nil && l.cfg.PlanObserver != nil {
+		l.cfg.PlanObserver(PlanTiming{Rule: run.Rule, RunKey: run.Key, Deliveries: len(all),
+			Evaluate: evaluate, Replicate: time.Since(replStart)})
+	}
 	return err
 }
 

@@ -86,6 +86,9 @@ type Delivery struct {
 	NotBefore time.Time       `json:"not_before"`
 	Deadline  time.Time       `json:"deadline"`
 	Retry     []time.Duration `json:"retry,omitempty"`
+	// NoRetry: the rule said retry = {} (one attempt only). A field of its
+	// own because a snapshot (gob) cannot tell an empty Retry from none.
+	NoRetry bool `json:"no_retry,omitempty"`
 
 	State      DeliveryState `json:"state"`
 	Attempts   int           `json:"attempts"` // attempts spent (rate limits spend none)
@@ -96,6 +99,36 @@ type Delivery struct {
 	LastError  string        `json:"last_error,omitempty"`
 	SentAt     time.Time     `json:"sent_at,omitzero"`
 	EndedAt    time.Time     `json:"ended_at,omitzero"`
+	// Failures are the attempts that did not send it, oldest first (at
+	// most MaxFailures, the latest kept), so a person's page can say why
+	// each one failed: LastError holds only the last. Nil in records of a
+	// build that did not keep them.
+	Failures []AttemptFailure `json:"failures,omitempty"`
+}
+
+// MaxFailures bounds Delivery.Failures: a delivery rate limited all
+// morning keeps its latest refusals, not hundreds.
+const MaxFailures = 10
+
+// AttemptFailure is one attempt of a delivery that did not send it, or
+// one that ended it (expired).
+type AttemptFailure struct {
+	At      time.Time     `json:"at"`
+	Attempt int           `json:"attempt"` // attempts spent after it (a rate limit spends none)
+	Status  OutcomeStatus `json:"status"`  // 0 for an expiry
+	Code    string        `json:"code,omitempty"`
+	Error   string        `json:"error,omitempty"`
+}
+
+// withFailure returns d's failures with f added, bounded by MaxFailures.
+func (d *Delivery) withFailure(f AttemptFailure) []AttemptFailure {
+	out := make([]AttemptFailure, 0, min(len(d.Failures)+1, MaxFailures))
+	if n := len(d.Failures) + 1 - MaxFailures; n > 0 {
+		out = append(out, d.Failures[n:]...)
+	} else {
+		out = append(out, d.Failures...)
+	}
+	return append(out, f)
 }
 
 // dueAt is when the executor should next look at d: a pending delivery when
@@ -117,6 +150,9 @@ func (d *Delivery) dueAt() time.Time {
 // false when the attempts are exhausted.
 func (d *Delivery) retryWait(n int) (time.Duration, bool) {
 	waits := d.Retry
+	if d.NoRetry {
+		return 0, false
+	}
 	if waits == nil {
 		waits = DefaultRetry
 	}

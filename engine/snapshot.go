@@ -28,6 +28,10 @@ const SnapshotVersion = 2
 type snapshotHeader struct {
 	Version int    `json:"version"`
 	Applied uint64 `json:"applied"`
+	// FSMVersion is the log version of the build that wrote the snapshot
+	// (absent before FSM versions: 1). A build refuses a snapshot from a
+	// newer FSM version: it may hold sections or fields it would drop.
+	FSMVersion uint16 `json:"fsm_version,omitempty"`
 }
 
 // section heads Count records of one part of the state in a version-2
@@ -84,7 +88,7 @@ func (s *fsmSnapshot) Release() {}
 // The same state always gives the same bytes.
 func (s *fsmSnapshot) Persist(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	h, err := json.Marshal(snapshotHeader{Version: SnapshotVersion, Applied: s.applied})
+	h, err := json.Marshal(snapshotHeader{Version: SnapshotVersion, Applied: s.applied, FSMVersion: FSMVersion})
 	if err != nil {
 		return fmt.Errorf("write snapshot header: %w", err)
 	}
@@ -203,6 +207,9 @@ func (f *FSM) Restore(r io.Reader) error {
 	if err := json.Unmarshal(line, &h); err != nil {
 		return fmt.Errorf("read snapshot header: %w", err)
 	}
+	if h.FSMVersion > FSMVersion {
+		return fmt.Errorf("snapshot written by a build that applies FSM version %d; this build (%s) applies %d: upgrade this node to the build the other members run", h.FSMVersion, Build, FSMVersion)
+	}
 	st := newState()
 	switch h.Version {
 	case 1:
@@ -316,9 +323,6 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 	},
 }
 
-// optionalSections may be absent: they are written only when not empty.
-var optionalSections = map[string]bool{"directory": true}
-
 func readRecord[T any](dec *gob.Decoder, put func(*T)) error {
 	v := new(T)
 	if err := dec.Decode(v); err != nil {
@@ -369,10 +373,15 @@ func readVersion2(r io.Reader, st *state) error {
 			}
 		}
 	}
-	for name := range sectionReaders {
-		if !seen[name] && !optionalSections[name] {
+	for _, name := range requiredSections {
+		if !seen[name] {
 			return fmt.Errorf("section %q is missing", name)
 		}
 	}
 	return nil
 }
+
+// requiredSections are the sections every version-2 snapshot has had since
+// FSM version 1. A section added later is optional: a snapshot from before
+// it has none, and its part of the state starts empty.
+var requiredSections = []string{"runs", "deliveries", "cursors", "members", "alerts", "missed", "tasks", "ledger", "compensate", "daily"}

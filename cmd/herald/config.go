@@ -29,6 +29,10 @@ type nodeConfig struct {
 	Rules       string `yaml:"rules"`
 	Plugins     string `yaml:"plugins"`
 	LogLevel    string `yaml:"log_level"`
+	// PprofAddr, when set, serves Go's profiles (/debug/pprof/) there, on a
+	// listener of its own: for `herald bench --profile` and diagnosis.
+	// Keep it on loopback: profiles show the process's insides.
+	PprofAddr string `yaml:"pprof_addr"`
 	// Channels are the channel instances by name: {plugin: NAME, ...the
 	// plugin's own keys}. Values may reference ${ENV} variables (secrets).
 	Channels map[string]map[string]any `yaml:"channels"`
@@ -53,6 +57,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"rules", "rules", "directory of Lua rule files (watched)", &c.Rules, nil},
 		{"plugins", "plugins", "directory of herald-channel-* plugin executables", &c.Plugins, nil},
 		{"log_level", "log-level", "debug, info, warn or error", &c.LogLevel, nil},
+		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty", &c.PprofAddr, nil},
 	}
 }
 

@@ -37,7 +37,7 @@ func newDeliveriesCmd() *cobra.Command {
 	}
 	f.register(cmd)
 
-	var rule, state, run string
+	var rule, state, run, recipient, date string
 	var limit int
 	list := &cobra.Command{
 		Use:   "list",
@@ -45,21 +45,26 @@ func newDeliveriesCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := url.Values{}
-			for k, v := range map[string]string{"rule": rule, "state": state, "run": run} {
+			for k, v := range map[string]string{"rule": rule, "state": state, "run": run, "recipient": recipient, "date": date} {
 				if v != "" {
 					q.Set(k, v)
 				}
 			}
 			q.Set("limit", strconv.Itoa(limit))
 			var out struct {
-				Total      int               `json:"total"`
-				Deliveries []json.RawMessage `json:"deliveries"`
+				Total      int                 `json:"total"`
+				Date       string              `json:"date,omitempty"`
+				Recipients []map[string]string `json:"recipients,omitempty"`
+				Deliveries []json.RawMessage   `json:"deliveries"`
 			}
 			if err := f.call(cmd, http.MethodGet, "/v1/deliveries?"+q.Encode(), nil, &out); err != nil {
 				return err
 			}
 			if f.asJSON {
 				return emitJSON(cmd, out)
+			}
+			if recipient != "" {
+				return printPersonDeliveries(cmd, recipient, out.Date, out.Recipients, out.Deliveries, out.Total)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tRULE\tRECIPIENT\tCHANNEL\tSTATE\tATTEMPTS\tNOT BEFORE\tSENT AT\tERROR")
@@ -81,6 +86,8 @@ func newDeliveriesCmd() *cobra.Command {
 	list.Flags().StringVar(&rule, "rule", "", "only this rule's deliveries")
 	list.Flags().StringVar(&state, "state", "", "only pending, claimed, sent, failed, expired or cancelled")
 	list.Flags().StringVar(&run, "run", "", "only this run's deliveries (run key)")
+	list.Flags().StringVar(&recipient, "recipient", "", "only this person's deliveries (userid, or name from the people file) of --date")
+	list.Flags().StringVar(&date, "date", "", "only deliveries of runs of this date (YYYY-MM-DD, the slot's date in the rule's zone); with --recipient, default today")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many, the newest")
 
 	get := &cobra.Command{

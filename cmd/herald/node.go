@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,6 +36,7 @@ type node struct {
 	rules *rules.Set
 	host  *host.Host
 	srv   *http.Server
+	pprof *http.Server // nil unless pprof_addr is set
 	// peerHTTP asks the other members for their rule set hashes (and
 	// reads WeCom's contacts for the directory).
 	peerHTTP *http.Client
@@ -67,7 +69,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return nil, fmt.Errorf("http address %s: %w", cfg.HTTPAddr, unwrapInUse(err))
 	}
 	nctx, cancel := context.WithCancel(context.Background())
-	n = &node{cfg: cfg, log: log, fsm: engine.NewFSM(), cancel: cancel, peerHTTP: &http.Client{Transport: &http.Transport{}},
+	n = &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: &http.Transport{}},
 		dirRefresh: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
@@ -76,6 +78,11 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 	}()
 
+	if cfg.PprofAddr != "" {
+		if n.pprof, err = startPprof(cfg.PprofAddr, log); err != nil {
+			return n, err
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cals := calendar.NewRegistry()
@@ -120,6 +127,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
+			People: n.rules,
 			Directory: &api.DirectoryConfig{
 				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
 				Refresh: func() {
@@ -144,10 +152,20 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return n, err
 	}
 
+	planSeconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "herald_plan_seconds",
+		Help:    "Time this node, as leader, took to plan a run: phase evaluate (the rule) or replicate (its deliveries through Raft).",
+		Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"phase"})
+	reg.MustRegister(planSeconds)
 	lcfg := engine.LeaderConfig{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
 		ScheduleFunc: scheduleFunc, DirectoryRefresh: n.dirRefresh,
+		PlanObserver: func(t engine.PlanTiming) {
+			planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
+			planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
+		},
 	}
 	if cfg.Directory != nil {
 		ds, err := cfg.Directory.settings(cfg.Channels)
@@ -185,6 +203,9 @@ func (n *node) stop() {
 		cancel()
 	}
 	n.wg.Wait()
+	if n.pprof != nil {
+		_ = n.pprof.Close()
+	}
 	if n.raft != nil {
 		if err := n.raft.Shutdown(); err != nil {
 			n.log.Warn("raft shutdown", "err", err)
@@ -202,14 +223,15 @@ func (n *node) status() api.Status {
 	cs := n.raft.Status()
 	st := api.Status{
 		NodeID: cs.NodeID, LeaderID: cs.LeaderID, State: cs.State, Term: cs.Term,
-		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(),
+		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(), FSMVersion: cs.FSMVersion, Build: cs.Build,
 		Members: []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{},
 	}
 	for _, m := range cs.Members {
-		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader})
+		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader,
+			FSMVersion: m.FSMVersion, Build: m.Build})
 	}
 	n.peerRulesHashes(st.Members)
-	st.Warnings = calendarWarnings(n.rules.Rules(), time.Now())
+	st.Warnings = append(calendarWarnings(n.rules.Rules(), time.Now()), upgradeWarnings(st.Members)...)
 	for _, m := range st.Members {
 		if m.RulesHash != "" && m.RulesHash != st.RulesHash {
 			st.RulesMismatch = true
@@ -226,6 +248,22 @@ func (n *node) status() api.Status {
 		st.Channels = append(st.Channels, api.ChannelStatus{Name: c.Name, Plugin: c.Plugin, Healthy: c.Healthy, Error: c.Error})
 	}
 	return st
+}
+
+// upgradeWarnings says that a rolling upgrade is under way: commands that
+// an older member could not apply wait until it runs this build.
+func upgradeWarnings(members []api.MemberStatus) []string {
+	var behind []string
+	for _, m := range members {
+		if m.FSMVersion < engine.FSMVersion {
+			behind = append(behind, fmt.Sprintf("%s (FSM version %d)", m.ID, m.FSMVersion))
+		}
+	}
+	if len(behind) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("rolling upgrade under way: %s run an older build; writes that need FSM version %d wait until every member is upgraded",
+		strings.Join(behind, ", "), engine.FSMVersion)}
 }
 
 // calendarWarnings warns, from two months before it happens, that the

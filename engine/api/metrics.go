@@ -17,6 +17,7 @@ type collector struct {
 	deliveries, pending, failures, runs *prometheus.Desc
 	slotToSent, lateness, success       *prometheus.Desc
 	tasks, alerts                       *prometheus.Desc
+	fsmVersion                          *prometheus.Desc
 }
 
 func newCollector(fsm *engine.FSM) *collector {
@@ -34,11 +35,12 @@ func newCollector(fsm *engine.FSM) *collector {
 		success:    d("herald_send_success_ratio", "Sent over sent, failed and expired, by rule, over the retained days.", "rule"),
 		tasks:      d("herald_tasks_pending", "API tasks waiting for their due time."),
 		alerts:     d("herald_alerts_open", "Alerts not acknowledged."),
+		fsmVersion: d("herald_fsm_version", "The replicated-log (FSM) version each member's build applies, as recorded by the leader; a rolling upgrade is done when all are equal.", "member"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.deliveries, c.pending, c.failures, c.runs, c.slotToSent, c.lateness, c.success, c.tasks, c.alerts} {
+	for _, d := range []*prometheus.Desc{c.deliveries, c.pending, c.failures, c.runs, c.slotToSent, c.lateness, c.success, c.tasks, c.alerts, c.fsmVersion} {
 		ch <- d
 	}
 }
@@ -50,7 +52,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			if byRule[rule] == nil {
 				byRule[rule] = &engine.DayStats{}
 			}
-			byRule[rule] = addStats(byRule[rule], s)
+			byRule[rule] = addCounters(byRule[rule], s)
 		}
 	}
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
@@ -83,6 +85,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	tasks, alerts := c.fsm.Counts()
 	ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(tasks))
 	ch <- prometheus.MustNewConstMetric(c.alerts, prometheus.GaugeValue, float64(alerts))
+	for _, m := range c.fsm.Members() {
+		ch <- prometheus.MustNewConstMetric(c.fsmVersion, prometheus.GaugeValue, float64(m.AppliesFSM()), m.ID)
+	}
 }
 
 // metricReason keeps a failure reason's label to a bounded set: the

@@ -22,14 +22,17 @@ import (
 
 // Status is the body of GET /v1/status.
 type Status struct {
-	NodeID       string         `json:"node_id"`
-	LeaderID     string         `json:"leader_id"`
-	State        string         `json:"state"`
-	Term         uint64         `json:"term"`
-	AppliedIndex uint64         `json:"applied_index"`
-	Members      []MemberStatus `json:"members"`
-	Rules        []RuleStatus   `json:"rules"`
-	RulesHash    string         `json:"rules_hash"`
+	NodeID       string `json:"node_id"`
+	LeaderID     string `json:"leader_id"`
+	State        string `json:"state"`
+	Term         uint64 `json:"term"`
+	AppliedIndex uint64 `json:"applied_index"`
+	// FSMVersion and Build are this node's own (see engine.FSMVersion).
+	FSMVersion uint16         `json:"fsm_version"`
+	Build      string         `json:"build"`
+	Members    []MemberStatus `json:"members"`
+	Rules      []RuleStatus   `json:"rules"`
+	RulesHash  string         `json:"rules_hash"`
 	// RulesMismatch is true when members answered with different rule set
 	// hashes: their rules directories differ (a deploy half done?).
 	RulesMismatch bool `json:"rules_mismatch"`
@@ -49,6 +52,10 @@ type MemberStatus struct {
 	// RulesHash is the hash of the rule set the member runs, as it answered
 	// just now; empty when it did not answer.
 	RulesHash string `json:"rules_hash,omitempty"`
+	// FSMVersion is the replicated-log version the member's build applies
+	// (1 for builds from before versions); Build names that build.
+	FSMVersion uint16 `json:"herald_fsm_version"`
+	Build      string `json:"build,omitempty"`
 }
 
 // RuleStatus is one rule file in Status; Error is set while the file's
@@ -97,9 +104,27 @@ type Config struct {
 	// that is not one of the schedule's is refused: its run key would
 	// differ from the scheduler's, and the slot meant would fire as well.
 	ScheduleFunc func(engine.Rule) (engine.Schedule, error)
+	// People, when set, gives display names for userids (every delivery
+	// carries recipient_name) and lets GET /v1/deliveries?recipient= find
+	// a person by name.
+	People People
+	// DisplayTimezone is the IANA zone people read times in (the
+	// dashboard's default and GET /v1/stats's default date); empty means
+	// DefaultDisplayTimezone.
+	DisplayTimezone string
 	// Directory serves /v1/directory (the snapshot in force and the held
 	// refresh are read from FSM either way).
 	Directory *DirectoryConfig
+}
+
+// People resolves the people data of the rules directory for display.
+// Implementations must be safe for concurrent use.
+type People interface {
+	// DisplayName is the person's name, "" when unknown.
+	DisplayName(userid string) string
+	// Find returns the userids whose userid or name equals query
+	// (case-insensitively), at most limit of them.
+	Find(query string, limit int) []string
 }
 
 // New returns the API handler.
@@ -187,35 +212,13 @@ func (s *server) status(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.cfg.StatusFunc())
 }
 
-func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	rule, run, state := q.Get("rule"), q.Get("run"), q.Get("state")
-	limit, err := intParam(q.Get("limit"), 100, 10000)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "limit: "+err.Error())
-		return
-	}
-	if state != "" && !validState(state) {
-		writeError(w, http.StatusBadRequest, "state: want pending, claimed, sent, failed, expired or cancelled")
-		return
-	}
-	ds := s.cfg.FSM.Deliveries(func(d *engine.Delivery) bool {
-		return (rule == "" || d.Rule == rule) && (run == "" || d.RunKey == run) && (state == "" || d.State.String() == state)
-	})
-	total := len(ds)
-	if len(ds) > limit {
-		ds = ds[len(ds)-limit:] // the newest
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"total": total, "deliveries": deliveryViews(ds)})
-}
-
 func (s *server) delivery(w http.ResponseWriter, r *http.Request) {
 	d, ok := s.cfg.FSM.Delivery(r.PathValue("id"))
 	if !ok {
 		writeError(w, http.StatusNotFound, "no delivery "+r.PathValue("id"))
 		return
 	}
-	writeJSON(w, http.StatusOK, deliveryViews([]*engine.Delivery{d})[0])
+	writeJSON(w, http.StatusOK, s.deliveryViews([]*engine.Delivery{d})[0])
 }
 
 func (s *server) runs(w http.ResponseWriter, r *http.Request) {
@@ -267,20 +270,6 @@ func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "acked": true})
 	}
-}
-
-type deliveryView struct {
-	*engine.Delivery
-	State    string `json:"state"`
-	Priority string `json:"priority"`
-}
-
-func deliveryViews(ds []*engine.Delivery) []deliveryView {
-	out := make([]deliveryView, len(ds))
-	for i, d := range ds {
-		out[i] = deliveryView{d, d.State.String(), d.Priority.String()}
-	}
-	return out
 }
 
 func validState(s string) bool {

@@ -41,6 +41,10 @@ func (r *Replicator) Apply(_ context.Context, cmd []byte) (any, error) {
 			return nil, engine.ErrNotLeader
 		}
 	}
+	cmd, err := r.FSM.Admit(cmd) // as the cluster's leader does
+	if err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.index++

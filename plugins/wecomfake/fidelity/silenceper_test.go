@@ -1,11 +1,12 @@
-package wecomfake_test
+package fidelity
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/heraldhq/herald/plugins/wecomfake"
 	"github.com/silenceper/wechat/v2/cache"
 	"github.com/silenceper/wechat/v2/util"
 	"github.com/silenceper/wechat/v2/work"
@@ -13,7 +14,25 @@ import (
 	"github.com/silenceper/wechat/v2/work/message"
 	"github.com/silenceper/wechat/v2/work/robot"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/plugins/wecomfake"
 )
+
+type bundle struct {
+	fake *wecomfake.Server
+	api  *httptest.Server
+}
+
+// setup starts the fake on loopback with a fixed clock.
+func setup(t *testing.T, cfg wecomfake.Config) *bundle {
+	t.Helper()
+	epoch := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	cfg.NowFunc = func() time.Time { return epoch }
+	f := wecomfake.New(cfg)
+	b := &bundle{fake: f, api: httptest.NewServer(f.Handler())}
+	t.Cleanup(b.api.Close)
+	return b
+}
 
 // TestSilenceperClient drives a widely used open-source WeCom client through
 // the fake: it fetches a token, sends an app message (with agentid as a

@@ -1,0 +1,68 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// The leader keeps every member's record of its build current, so that it
+// never proposes a command some member's build could not apply (see
+// engine.FSM.Admit). Members report their build in GET /v1/cluster/status;
+// builds from before FSM versions report none and count as FSM version 1.
+// The leader asks rather than the members announcing themselves because an
+// older leader would refuse an announcement it does not know, and a member
+// restarted on a new build must be seen by whichever leader comes next.
+
+// recordVersions runs while this node leads: every ReconcileInterval it
+// asks each other member for its build and records a change.
+func (n *Node) recordVersions(ctx context.Context) {
+	t := time.NewTicker(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		n.refreshVersions(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.shutdownCh:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// refreshVersions records the build of every member that answers.
+func (n *Node) refreshVersions(ctx context.Context) {
+	for _, m := range n.sm.Members() {
+		if m.ID == n.cfg.NodeID || m.HTTPAddr == "" {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, n.cfg.ReconcileInterval)
+		st, err := (&Client{Addr: m.HTTPAddr, HTTP: n.client}).Status(rctx)
+		cancel()
+		if err != nil || st.NodeID != m.ID {
+			continue // down, or someone else now: ask again next time
+		}
+		if st.FSMVersion == m.FSMVersion && st.Build == m.Build {
+			continue
+		}
+		n.log.Info("member runs another build", "id", m.ID, "fsm_version", max(st.FSMVersion, 1), "build", st.Build)
+		m.FSMVersion, m.Build = st.FSMVersion, st.Build
+		if err := n.upsertMember(ctx, m); err != nil {
+			n.log.Warn("recording a member's build failed; will retry", "id", m.ID, "err", err)
+		}
+	}
+}
+
+// selfMember is this node's member record as it should stand.
+func (n *Node) selfMember() engine.Member {
+	return engine.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr,
+		FSMVersion: engine.FSMVersion, Build: engine.Build}
+}
+
+// sameAddrs is true when two records of one member agree on its addresses
+// (the build fields are the leader's to keep current).
+func sameAddrs(a, b engine.Member) bool {
+	return a.ID == b.ID && a.RaftAddr == b.RaftAddr && a.HTTPAddr == b.HTTPAddr
+}

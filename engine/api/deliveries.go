@@ -1,0 +1,130 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// maxPeopleMatched bounds the userids a name search follows: a name
+// shared by more people than this is a search to narrow down.
+const maxPeopleMatched = 20
+
+// deliveryView is a delivery as the API shows it: states by name, and
+// the recipient's display name from the people data.
+type deliveryView struct {
+	*engine.Delivery
+	State         string        `json:"state"`
+	Priority      string        `json:"priority"`
+	RecipientName string        `json:"recipient_name,omitempty"`
+	Failures      []failureView `json:"failures"`
+}
+
+// failureView is one attempt that did not send a delivery.
+type failureView struct {
+	At      time.Time `json:"at"`
+	Attempt int       `json:"attempt"`
+	// Outcome: retryable, rate_limited, permanent, misconfigured, expired.
+	Outcome string `json:"outcome"`
+	Code    string `json:"code,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+func outcomeName(s engine.OutcomeStatus) string {
+	switch s {
+	case engine.OutcomeSent:
+		return "sent"
+	case engine.OutcomeRetryable:
+		return "retryable"
+	case engine.OutcomeRateLimited:
+		return "rate_limited"
+	case engine.OutcomePermanent:
+		return "permanent"
+	case engine.OutcomeConfig:
+		return "misconfigured"
+	case 0:
+		return "expired"
+	}
+	return "unknown"
+}
+
+func (s *server) deliveryViews(ds []*engine.Delivery) []deliveryView {
+	out := make([]deliveryView, len(ds))
+	names := map[string]string{}
+	for i, d := range ds {
+		v := deliveryView{Delivery: d, State: d.State.String(), Priority: d.Priority.String(), Failures: []failureView{}}
+		if s.cfg.People != nil {
+			name, ok := names[d.Recipient]
+			if !ok {
+				name = s.cfg.People.DisplayName(d.Recipient)
+				names[d.Recipient] = name
+			}
+			v.RecipientName = name
+		}
+		for _, f := range d.Failures {
+			v.Failures = append(v.Failures, failureView{At: f.At, Attempt: f.Attempt, Outcome: outcomeName(f.Status), Code: f.Code, Error: f.Error})
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// deliveries serves GET /v1/deliveries. With recipient (a userid, or a
+// name from the people data) it lists that person's deliveries of a day:
+// date, else today in the display zone.
+func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	rule, run, state, recipient, date := q.Get("rule"), q.Get("run"), q.Get("state"), q.Get("recipient"), q.Get("date")
+	limit, err := intParam(q.Get("limit"), 100, 10000)
+	if err != nil {
+		writeFieldError(w, &FieldError{"limit", err.Error()})
+		return
+	}
+	if state != "" && !validState(state) {
+		writeFieldError(w, &FieldError{"state", "want pending, claimed, sent, failed, expired or cancelled"})
+		return
+	}
+	if date != "" {
+		if _, err := time.Parse(time.DateOnly, date); err != nil {
+			writeFieldError(w, &FieldError{"date", "want a date like 2026-12-01"})
+			return
+		}
+	}
+	flt := engine.DeliveryFilter{Date: date, Keep: func(d *engine.Delivery) bool {
+		return (rule == "" || d.Rule == rule) && (run == "" || d.RunKey == run) && (state == "" || d.State.String() == state)
+	}}
+	var matched []string
+	if recipient != "" {
+		if date == "" {
+			flt.Date = s.now().In(s.displayZone()).Format(time.DateOnly)
+		}
+		// The people data decides who is meant; a recipient it does not
+		// know (a group chat, a robot) is taken as a userid.
+		if s.cfg.People != nil {
+			matched = s.cfg.People.Find(recipient, maxPeopleMatched)
+		}
+		if len(matched) == 0 {
+			matched = []string{recipient}
+		}
+		flt.Recipients = matched
+	}
+	ds := s.cfg.FSM.FindDeliveries(flt)
+	total := len(ds)
+	if len(ds) > limit {
+		ds = ds[len(ds)-limit:] // the newest
+	}
+	body := map[string]any{"total": total, "deliveries": s.deliveryViews(ds)}
+	if recipient != "" {
+		people := make([]map[string]string, 0, len(matched))
+		for _, id := range matched {
+			p := map[string]string{"userid": id}
+			if s.cfg.People != nil {
+				p["name"] = s.cfg.People.DisplayName(id)
+			}
+			people = append(people, p)
+		}
+		body["date"], body["recipients"] = flt.Date, people
+	}
+	writeJSON(w, http.StatusOK, body)
+}
