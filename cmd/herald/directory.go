@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -237,23 +238,23 @@ func directoryFromContacts(c *wecom.Contacts, source string) *rules.DirectorySna
 // force in the replicated state, on every node (leader or not), so that
 // previews and plans everywhere use the same people. It runs until ctx
 // ends.
-func (n *node) syncDirectory(ctx context.Context) {
-	changed, unsubscribe := n.fsm.Subscribe()
+func syncDirectory(ctx context.Context, fsm *engine.FSM, set *rules.Set, log *slog.Logger) {
+	changed, unsubscribe := fsm.Subscribe()
 	defer unsubscribe()
 	failed := ""
 	for {
-		cur, _ := n.fsm.Directory()
+		cur, _ := fsm.Directory()
 		want, body := "", []byte(nil)
 		if cur != nil {
 			want, body = cur.Hash, cur.Body
 		}
-		if want != n.rules.DirectoryHash() && want != failed {
-			if err := n.rules.SetDirectory(body); err != nil {
+		if want != set.DirectoryHash() && want != failed {
+			if err := set.SetDirectory(body); err != nil {
 				// The leader encoded it; this build cannot read it.
-				n.log.Error("directory snapshot refused; the previous one stays", "hash", want, "err", err)
+				log.Error("directory snapshot refused; the previous one stays", "hash", want, "err", err)
 				failed = want
 			} else {
-				n.log.Info("directory snapshot in force", "hash", want, "people", n.rules.DirectoryPeople())
+				log.Info("directory snapshot in force", "hash", want, "people", set.DirectoryPeople())
 			}
 		}
 		select {

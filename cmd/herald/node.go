@@ -181,7 +181,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	if err != nil {
 		return n, err
 	}
-	n.wg.Go(func() { n.syncDirectory(nctx) })
+	n.wg.Go(func() { syncDirectory(nctx, n.fsm, n.rules, log) })
 	n.wg.Go(func() { n.raft.RunLeader(nctx, leader.Run) })
 	n.wg.Go(func() {
 		if err := n.rules.Watch(nctx); err != nil && nctx.Err() == nil {
