@@ -54,16 +54,6 @@ func bigCorp(n int) wecomfake.CorpConfig {
 	return c
 }
 
-// dirBundle is one leader with a directory read from the fake WeCom and a
-// rules directory holding the weekly_report example: a node without Raft.
-type dirBundle struct {
-	fake  *wecomfake.Server
-	log   *enginetest.Replicator
-	rules *rules.Set
-	now   func() time.Time
-	clock *testClock
-}
-
 type testClock struct {
 	mu sync.Mutex
 	t  time.Time
