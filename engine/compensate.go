@@ -130,7 +130,7 @@ func (l *Leader) notifyAlerts(ctx context.Context, now time.Time) time.Time {
 				continue
 			}
 		}
-		data, err := json.Marshal(alertData(al))
+		data, err := json.Marshal(alertData(al, l.cfg.DisplayZone))
 		if err != nil {
 			continue
 		}
@@ -147,7 +147,14 @@ func (l *Leader) notifyAlerts(ctx context.Context, now time.Time) time.Time {
 func (l *Leader) reportLateRuns(ctx context.Context, now time.Time) time.Time {
 	wake := time.Time{}
 	for _, r := range l.cfg.FSM.PlanningRuns() {
-		at := r.Slot.Add(l.cfg.LatePlan)
+		// Planning counts from when the run started: a slot fired by hand
+		// days later (a backfill) or a task submitted with a due time in
+		// the past is deliberate, not late.
+		start := r.Slot
+		if r.StartedAt.After(start) {
+			start = r.StartedAt
+		}
+		at := start.Add(l.cfg.LatePlan)
 		if now.Before(at) {
 			if wake.IsZero() || at.Before(wake) {
 				wake = at
@@ -159,7 +166,7 @@ func (l *Leader) reportLateRuns(ctx context.Context, now time.Time) time.Time {
 			continue
 		}
 		l.raise(ctx, RaiseAlert{Cause: cause, Rule: r.Rule,
-			Message: fmt.Sprintf("run %s is still planning %s after its slot", r.Key, now.Sub(r.Slot).Round(time.Second)), Now: now})
+			Message: fmt.Sprintf("run %s is still planning %s after it started", r.Key, now.Sub(start).Round(time.Second)), Now: now})
 	}
 	return wake
 }

@@ -44,6 +44,9 @@ type LeaderConfig struct {
 	RulesChanged <-chan struct{}
 	NowFunc      func() time.Time
 	Logger       *slog.Logger
+	// DisplayZone is the zone of the times in the alerts handed to the
+	// alert rule (display_timezone); default the machine's zone.
+	DisplayZone *time.Location
 	// PlanObserver, when set, is told how long each run that this leader
 	// planned took to evaluate and to replicate (metrics, herald bench).
 	PlanObserver func(PlanTiming)
@@ -98,6 +101,9 @@ func (c *LeaderConfig) setDefaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.DisplayZone == nil {
+		c.DisplayZone = time.Local
 	}
 	setDefault(&c.BatchSize, BatchSizeDefault)
 	setDefault(&c.ClaimTimeout, ClaimTimeoutDefault)

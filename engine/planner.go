@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -17,10 +18,11 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 		_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Error: "rule " + run.Rule + " is not loaded", Now: l.now()})
 		return err
 	}
-	loc, err := time.LoadLocation(rule.Timezone)
-	if err != nil {
-		loc = time.UTC
+	zone := run.Zone
+	if zone == "" {
+		zone = rule.Timezone
 	}
+	loc := location(zone)
 	rc := RunContext{
 		Rule: run.Rule, Key: run.Key, Slot: run.Slot.In(loc), Zone: loc.String(),
 		Data: run.Data, Missed: l.cfg.FSM.Missed(run.Rule), DirectoryHash: run.DirectoryHash,
@@ -49,7 +51,7 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 		_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Error: perr.Error(), Now: l.now()})
 		return err
 	}
-	all := l.deliveries(run, rule, planned)
+	all, doomed := l.deliveries(run, rule, planned)
 	replStart := time.Now()
 	for start := 0; start < len(all); start += l.cfg.PlanChunk {
 		chunk := all[start:min(start+l.cfg.PlanChunk, len(all))]
@@ -57,7 +59,14 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 			return fmt.Errorf("replicate plan of %s: %w", run.Key, err)
 		}
 	}
-	_, err = l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Now: l.now()})
+	if len(doomed) > 0 {
+		// Said now, when it is known, not only when the deadline passes:
+		// the expiry's own alert cannot say why it was held.
+		l.raise(ctx, RaiseAlert{Cause: "quiet-expired:" + run.Key, Rule: run.Rule, Now: l.now(), Message: fmt.Sprintf(
+			"%d message(s) of %s (rule %s) fall in quiet hours that end after their deadline; they will expire unsent at it: %s",
+			len(doomed), run.Key, run.Rule, strings.Join(doomed, "; "))})
+	}
+	_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Now: l.now()})
 	if err == nil && l.cfg.PlanObserver != nil {
 		l.cfg.PlanObserver(PlanTiming{Rule: run.Rule, RunKey: run.Key, Deliveries: len(all),
 			Evaluate: evaluate, Replicate: time.Since(replStart)})
@@ -66,12 +75,10 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 }
 
 // deliveries turns a rule's plan into deliveries: deterministic ids and
-// stagger, the rule's channel, priority, retry policy and deadline.
-func (l *Leader) deliveries(run *Run, rule Rule, planned []Planned) []NewDelivery {
-	deadline := rule.Deadline
-	if deadline <= 0 {
-		deadline = DefaultDeadline
-	}
+// times (stagger, quiet hours, digest window), the rule's channel,
+// priority, retry policy and deadline.
+// doomed describes those held by quiet hours past their deadline.
+func (l *Leader) deliveries(run *Run, rule Rule, planned []Planned) (out []NewDelivery, doomed []string) {
 	// A slot fired by hand after it passed (a backfill) counts its stagger
 	// and deadline from when it was fired: from its slot, every message
 	// would expire at once.
@@ -79,26 +86,45 @@ func (l *Leader) deliveries(run *Run, rule Rule, planned []Planned) []NewDeliver
 	if at := run.StartedAt.Truncate(time.Second); run.Manual && at.After(base) {
 		base = at
 	}
+	zone := cmp.Or(run.Zone, rule.Timezone)
+	idKey := run.Key
+	if rule.PerRecipient && run.TaskKey == "" {
+		idKey = LocalSlotKey(run.Rule, run.Slot, zone)
+	}
 	seen := make(map[string]bool, len(planned))
-	out := make([]NewDelivery, 0, len(planned))
+	out = make([]NewDelivery, 0, len(planned))
 	for i, p := range planned {
 		if p.Recipient == "" || seen[p.Recipient] {
 			continue // one message per person per run
 		}
 		seen[p.Recipient] = true
+		t := rule.Timing(run.Key, base, p, i, len(planned), zone)
+		if t.Held != "" {
+			l.log.Info("held by quiet hours", "run", run.Key, "recipient", p.Recipient, "why", t.Held, "expires", t.Expires)
+		}
+		if t.Expires && len(doomed) < maxDoomedListed {
+			why := "its digest window ends after it"
+			if t.Held != "" {
+				why = t.Held
+			}
+			doomed = append(doomed, fmt.Sprintf("%s (deadline %s, %s)", p.Recipient, t.Deadline.Format(time.RFC3339), why))
+		}
 		out = append(out, NewDelivery{
-			ID:        DeliveryID(run.Key, p.Recipient),
+			ID:        DeliveryID(idKey, p.Recipient),
 			Recipient: p.Recipient,
 			Channel:   rule.Channel,
 			Payload:   p.Payload,
 			Priority:  cmp.Or(rule.Priority, PriorityNormal),
-			NotBefore: base.Add(rule.Stagger.Offset(run.Key, p.Recipient, i, len(planned))),
-			Deadline:  base.Add(deadline),
+			NotBefore: t.NotBefore,
+			Deadline:  t.Deadline,
 			Retry:     rule.Retry,
 		})
 	}
-	return out
+	return out, doomed
 }
+
+// maxDoomedListed bounds the recipients one quiet-expired alert names.
+const maxDoomedListed = 20
 
 func (l *Leader) findRule(name string) (Rule, bool) {
 	for _, r := range l.cfg.Rules.Rules() {

@@ -54,6 +54,20 @@ type Rule struct {
 	Retry    []time.Duration // waits between attempts; nil means DefaultRetry
 	Deadline time.Duration   // 0 means DefaultDeadline
 	Catchup  time.Duration   // 0 means DefaultCatchup
+
+	// PerRecipient (timezone = "recipient"): the schedule fires in each
+	// recipient's own zone, one run per zone of Zones and local slot;
+	// Timezone is then the zone of people who name none.
+	PerRecipient bool
+	// Zones are the zones a PerRecipient rule fires in: every zone a
+	// recipient may be in, sorted. The rule source computes them from its
+	// people directory.
+	Zones []string
+	// QuietStrict: quiet hours hold high priority messages too.
+	QuietStrict bool
+	// Digest folds the rule's deliveries to one person whose send times
+	// fall in one window of this length into one message; 0: no digest.
+	Digest time.Duration
 }
 
 // RunContext is what a rule's functions see as `run` (and `to.missed`).
@@ -81,6 +95,12 @@ var ErrDirectoryPending = errors.New("the run's directory snapshot is not in for
 type Planned struct {
 	Recipient string          // userid (or robot/chat id for group channels)
 	Payload   json.RawMessage // the channel's message body
+	// Zone is the recipient's own zone, in which Quiet is read; "" means
+	// the run's zone.
+	Zone string
+	// Quiet is the recipient's quiet window for this rule (their own, else
+	// the rule's); the zero value is none.
+	Quiet QuietHours
 }
 
 // FailedDelivery describes a delivery that ended failed or expired, as the

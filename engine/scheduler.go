@@ -15,7 +15,7 @@ const maxSlotsPerPass = 1000
 // only while its node leads.
 type scheduler struct {
 	l         *Leader
-	schedules map[string]cachedSchedule // by rule name
+	schedules map[string]cachedSchedule // by rule name and zone
 	planning  map[string]bool           // run keys being planned now
 	mu        sync.Mutex
 	sem       chan struct{}
@@ -126,65 +126,6 @@ func location(zone string) *time.Location {
 	}
 	locations.Store(zone, loc)
 	return loc
-}
-
-// fire starts the runs of rule r's due slots and returns its next slot.
-func (s *scheduler) fire(ctx context.Context, r Rule, hash string, now time.Time) (time.Time, bool) {
-	sched, err := s.schedule(r)
-	if err != nil {
-		s.l.log.Error("rule schedule is invalid", "rule", r.Name, "err", err)
-		return time.Time{}, false
-	}
-	cursor, ok := s.l.cfg.FSM.Cursor(r.Name)
-	if !ok {
-		// First sight of the rule, cluster wide: count slots from now on,
-		// replicated, so a later leader misses nothing in between.
-		if _, err := s.l.propose(ctx, CmdInitCursor, InitCursor{Rule: r.Name, At: now}); err != nil {
-			s.l.log.Warn("cannot start rule's schedule", "rule", r.Name, "err", err)
-			return time.Time{}, false
-		}
-		cursor, _ = s.l.cfg.FSM.Cursor(r.Name)
-	}
-	catchup := r.Catchup
-	if catchup <= 0 {
-		catchup = DefaultCatchup
-	}
-	for range maxSlotsPerPass {
-		slot, ok := sched.Next(cursor)
-		if !ok {
-			return time.Time{}, false
-		}
-		if slot.After(now) {
-			return slot, true
-		}
-		lateBy := now.Sub(slot)
-		c := StartRun{
-			Key: RunKey(r.Name, slot), Rule: r.Name, Slot: slot, Zone: r.Timezone, Date: SlotDate(slot, r.Timezone),
-			Late: lateBy > s.l.cfg.LateAfter, Skip: lateBy > catchup, RulesHash: hash, Now: now,
-		}
-		if _, err := s.l.propose(ctx, CmdStartRun, c); err != nil && !errors.Is(err, ErrRunExists) {
-			s.l.log.Warn("cannot start run", "run", c.Key, "err", err)
-			return now.Add(time.Second), true
-		}
-		switch {
-		case c.Skip:
-			s.l.log.Warn("slot missed beyond catch-up: skipped and alerted", "run", c.Key, "late_by", lateBy)
-		case c.Late:
-			s.l.log.Warn("slot fired late", "run", c.Key, "late_by", lateBy)
-		}
-		cursor = slot
-	}
-	return now, true // more slots to catch up: come back at once
-}
-
-func (s *scheduler) schedule(r Rule) (Schedule, error) {
-	c, ok := s.schedules[r.Name]
-	if ok && c.spec == r.Schedule && c.zone == r.Timezone && c.cal == r.Calendar && c.shift == r.Shift {
-		return c.s, c.err
-	}
-	sched, err := s.l.cfg.ScheduleFunc(r)
-	s.schedules[r.Name] = cachedSchedule{spec: r.Schedule, zone: r.Timezone, cal: r.Calendar, shift: r.Shift, s: sched, err: err}
-	return sched, err
 }
 
 // planPending plans every run still planning — ours, or one an earlier

@@ -20,6 +20,21 @@ func RunKey(rule string, slot time.Time) string {
 	return rule + "@" + slot.UTC().Format(time.RFC3339)
 }
 
+// ZoneRunKey names the run of a per-recipient rule (timezone =
+// "recipient") for the people of zone at slot: a local slot fires once per
+// zone, as a slot of any rule fires once.
+func ZoneRunKey(rule, zone string, slot time.Time) string {
+	return RunKey(rule, slot) + "@" + zone
+}
+
+// LocalSlotKey names a local slot of a per-recipient rule by its wall
+// clock, without zone: the delivery ids of a per-recipient run hash it
+// instead of the run key, so a person whose zone changed on the day still
+// gets 09:00 once.
+func LocalSlotKey(rule string, slot time.Time, zone string) string {
+	return rule + "@local:" + slot.In(location(zone)).Format("2006-01-02T15:04:05")
+}
+
 // TaskRunKey names the run of an API task.
 func TaskRunKey(taskKey string) string { return "task:" + taskKey }
 

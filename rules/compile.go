@@ -75,11 +75,16 @@ const (
 	keyRecipients  = "recipients"
 	keyMessage     = "message"
 	keyOnFailed    = "on_failed"
+	// Since issue 10: people's local time, quiet hours and digests.
+	keyDefaultTimezone = "default_timezone"
+	keyQuietHours      = "quiet_hours"
+	keyQuietStrict     = "quiet_hours_strict"
+	keyDigest          = "digest"
 )
 
 var ruleKeys = []string{keyName, keyDescription, keySchedule, keyTimezone, keyCalendar, keyShift,
 	keyChannel, keyPriority, keyStagger, keyRetry, keyDeadline, keyCatchup, keyRecipients, keyMessage,
-	keyOnFailed}
+	keyOnFailed, keyDefaultTimezone, keyQuietHours, keyQuietStrict, keyDigest}
 
 // utf8BOM is the byte order mark some editors put at the start of a file.
 var utf8BOM = []byte("\uFEFF")
@@ -97,6 +102,10 @@ type compiled struct {
 	sched       *schedule.Schedule // nil for rules triggered by API tasks
 	hasOnFailed bool
 	nameLine    int
+	channelLine int // line of the channel field, for "not configured" errors
+	// quiet is the rule's quiet hours (zero: none); people may have their
+	// own (the quiet_hours column).
+	quiet engine.QuietHours
 }
 
 // contentHash names a file's content (and, joined, a rule set).
@@ -319,8 +328,18 @@ func (c *compiled) readFields(t *lua.LTable, sb *sandbox, lines map[string]int, 
 			return err
 		}
 	}
+	defaultZone, err := str(keyDefaultTimezone, false)
+	if err != nil {
+		return err
+	}
+	if err := c.readRecipientZone(defaultZone, fail); err != nil {
+		return err
+	}
 	if r.Channel, err = str(keyChannel, true); err != nil {
 		return err
+	}
+	if c.channelLine = lines[keyChannel]; c.channelLine == 0 {
+		c.channelLine = retLine
 	}
 	p, err := str(keyPriority, false)
 	if err != nil {
@@ -342,6 +361,12 @@ func (c *compiled) readFields(t *lua.LTable, sb *sandbox, lines map[string]int, 
 		return err
 	}
 	if err := c.readRetry(t.RawGetString(keyRetry), fail); err != nil {
+		return err
+	}
+	if err := c.readQuietHours(t, fail); err != nil {
+		return err
+	}
+	if err := c.readDigest(t.RawGetString(keyDigest), fail); err != nil {
 		return err
 	}
 	for _, key := range []string{keyRecipients, keyMessage, keyOnFailed} {

@@ -54,22 +54,38 @@ func TestExampleDailyReport(t *testing.T) {
 	s := examples(t)
 	ctx := context.Background()
 
+	// 09:00 in each salesperson's own zone: Shanghai, Berlin (chenjing)
+	// and New York (zhaolei) each have their run.
 	at := mustTime(t, "2026-12-01T09:00:00+08:00")
 	res, err := s.Preview(ctx, "daily_report", at, nil)
 	require.NoError(t, err)
 	require.True(t, res.IsSlot)
+	require.True(t, res.PerRecipient)
 	require.ElementsMatch(t, salespeople, recipientsOf(res))
 	require.True(t, slices.IsSortedFunc(res.Deliveries, func(a, b PreviewDelivery) int { return a.At.Compare(b.At) }), "listed in the order they go")
-	require.Equal(t, engine.RunKey("daily_report", at), res.RunKey)
+	require.Len(t, res.Zones, 3)
+	slots := map[string]time.Time{}
+	for _, z := range res.Zones {
+		require.True(t, z.IsSlot, z.Zone)
+		require.Equal(t, "2026-12-01 09:00", z.Slot.Format("2006-01-02 15:04"), z.Zone)
+		require.Equal(t, engine.ZoneRunKey("daily_report", z.Zone, z.Slot), z.RunKey)
+		slots[z.Zone] = z.Slot
+	}
+	require.Equal(t, "2026-12-01T09:00:00+01:00", slots["Europe/Berlin"].Format(time.RFC3339))
+	require.Equal(t, "2026-12-01T09:00:00-05:00", slots["America/New_York"].Format(time.RFC3339))
 	for _, d := range res.Deliveries {
 		p, _ := s.cur.Load().people.Get(d.Recipient)
 		require.Equal(t, "markdown", payload(t, d.Payload)["msgtype"])
 		require.Contains(t, content(t, d.Payload), p.Name)
 		require.Contains(t, content(t, d.Payload), "2026-12-01 日报")
+		require.Contains(t, content(t, d.Payload), d.Zone)
 		require.GreaterOrEqual(t, d.Offset, time.Second)
 		require.Less(t, d.Offset, 5*time.Minute)
-		require.True(t, d.At.Equal(at.Add(d.Offset)))
-		require.Equal(t, engine.DeliveryID(res.RunKey, d.Recipient), d.ID)
+		require.Equal(t, p.Timezone, d.Zone)
+		require.True(t, d.At.Equal(slots[d.Zone].Add(d.Offset)))
+		require.Equal(t, "09:0", d.At.Format("15:04")[:4], "09:00 local (plus stagger) for %s", d.Recipient)
+		require.Empty(t, d.Held, "09:00 is outside quiet hours")
+		require.Equal(t, engine.DeliveryID(engine.LocalSlotKey("daily_report", slots[d.Zone], d.Zone), d.Recipient), d.ID)
 	}
 
 	// National Day: a statutory holiday, so no slot and nobody.

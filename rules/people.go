@@ -10,9 +10,12 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // ErrPeople is wrapped by every error reading a people file.
@@ -61,6 +64,9 @@ type Person struct {
 	// column): people.in_tag and people.where { tag = … } read them.
 	Tags  []string
 	Extra map[string]any // other columns: strings, numbers, bools, lists
+	// Quiet is the person's own quiet hours (the quiet_hours column,
+	// "22:00-08:00" or "off"); nil: the rule's.
+	Quiet *engine.QuietHours
 
 	solar     monthDay
 	lunar     lunarDay
@@ -81,6 +87,9 @@ type Directory struct {
 	people []*Person
 	byID   map[string]*Person
 	extra  map[string]bool // extra field names present in any entry
+
+	zonesOnce sync.Once
+	zones     []string // the people's own zones, sorted (see Zones)
 }
 
 // Len is the number of people.
@@ -371,6 +380,9 @@ func newPerson(f map[string]any) (*Person, error) {
 		if _, err := loadZone(p.Timezone); err != nil {
 			return nil, fmt.Errorf("timezone %q: %v", p.Timezone, err)
 		}
+	}
+	if err := p.readQuiet(f); err != nil {
+		return nil, err
 	}
 	for k, v := range f {
 		if slices.Contains(knownPersonFields, k) {

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,7 +33,7 @@ func (s *Set) Plan(ctx context.Context, rule string, run engine.RunContext) ([]e
 		defer func() { sb.nextPeople = nil }()
 		msgs, err := sb.plan(ctx, c, run, s.cfg.CallTimeout)
 		for _, m := range msgs {
-			out = append(out, engine.Planned{Recipient: m.userid, Payload: m.payload})
+			out = append(out, engine.Planned{Recipient: m.userid, Payload: m.payload, Zone: m.zone, Quiet: m.quiet})
 		}
 		return err
 	})
@@ -132,6 +133,8 @@ type message struct {
 	userid  string
 	name    string
 	payload json.RawMessage
+	zone    string            // the recipient's zone for this rule
+	quiet   engine.QuietHours // the recipient's quiet window for this rule
 }
 
 // begin sets the run up in sb: the run state library functions read, a
@@ -214,9 +217,14 @@ func (sb *sandbox) plan(ctx context.Context, c *compiled, run engine.RunContext,
 	}
 	msgFn := rt.RawGetString(keyMessage)
 	msgs := make([]message, 0, len(recips))
+	runZone := zoneName(cmp.Or(run.Zone, c.rule.Timezone))
 	for _, r := range recips {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		zone := c.personZone(sb.env.people, r.userid)
+		if c.rule.PerRecipient && run.Key != "" && zone != runZone && !isTaskRun(run.Key) {
+			continue // this run is for the people of another zone
 		}
 		missed := sb.L.CreateTable(len(run.Missed[r.userid]), 0)
 		for _, m := range run.Missed[r.userid] {
@@ -234,7 +242,8 @@ func (sb *sandbox) plan(ctx context.Context, c *compiled, run engine.RunContext,
 		if err != nil {
 			return nil, &RuleError{File: c.file, Msg: fmt.Sprintf("message for %s: %v", r.userid, err)}
 		}
-		msgs = append(msgs, message{userid: r.userid, name: luaString(r.to.RawGetString(fieldName)), payload: payload})
+		msgs = append(msgs, message{userid: r.userid, name: luaString(r.to.RawGetString(fieldName)), payload: payload,
+			zone: zone, quiet: c.personQuiet(sb.env.people, r.userid)})
 	}
 	return msgs, nil
 }

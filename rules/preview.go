@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/calendar"
+	"github.com/heraldhq/herald/engine/schedule"
 )
 
 // PreviewTaskKey is the task key a preview of a rule triggered by API tasks
@@ -46,8 +47,25 @@ type PreviewResult struct {
 	RulesHash     string `json:"rules_hash"`
 	DirectoryHash string `json:"directory_hash,omitempty"`
 	// DirectoryPeople is how many people the snapshot holds.
-	DirectoryPeople int               `json:"directory_people,omitempty"`
-	Deliveries      []PreviewDelivery `json:"deliveries"`
+	DirectoryPeople int `json:"directory_people,omitempty"`
+	// PerRecipient: the rule fires in each recipient's own zone; Zones
+	// says what each zone's run would be at At's wall-clock time.
+	PerRecipient bool          `json:"per_recipient,omitempty"`
+	Zones        []PreviewZone `json:"zones,omitempty"`
+	// Digest is the rule's digest window: messages go at the end of their
+	// window, several to one person folded into one.
+	Digest     time.Duration     `json:"digest,omitempty"`
+	Deliveries []PreviewDelivery `json:"deliveries"`
+}
+
+// PreviewZone is one zone's run of a per-recipient rule.
+type PreviewZone struct {
+	Zone       string    `json:"zone"`
+	Slot       time.Time `json:"slot"` // At's wall-clock time in Zone
+	RunKey     string    `json:"run_key,omitempty"`
+	IsSlot     bool      `json:"is_slot"`
+	Reason     string    `json:"reason,omitempty"` // why not, when it is not a slot
+	Recipients int       `json:"recipients"`
 }
 
 // PreviewDelivery is one recipient's message.
@@ -55,8 +73,11 @@ type PreviewDelivery struct {
 	ID        string          `json:"id"`
 	Recipient string          `json:"recipient"`
 	Name      string          `json:"name,omitempty"`
-	At        time.Time       `json:"at"`     // slot + stagger offset
+	Zone      string          `json:"zone"`   // the recipient's zone; At is in it
+	At        time.Time       `json:"at"`     // when it may go: slot + stagger, held past quiet hours, at the end of its digest window
 	Offset    time.Duration   `json:"offset"` // stagger offset
+	Held      string          `json:"held,omitempty"`
+	Expires   bool            `json:"expires,omitempty"` // held past its deadline: it would expire, with an alert
 	Payload   json.RawMessage `json:"payload"`
 }
 
@@ -90,7 +111,12 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 		res.DirectoryPeople = len(v.dir.People)
 	}
 	res.RunKey = engine.TaskRunKey(PreviewTaskKey)
-	if c.sched != nil {
+	if c.sched != nil && r.PerRecipient {
+		res.Trigger = fmt.Sprintf("%q in each recipient's zone (default %s)", r.Schedule, zoneName(r.Timezone))
+		if r.Calendar != "" {
+			res.Trigger += " on " + r.Calendar + " (their local date)"
+		}
+	} else if c.sched != nil {
 		res.Trigger = c.sched.String()
 		next, ok := c.sched.Next(at.Add(-time.Nanosecond))
 		res.IsSlot = ok && next.Equal(at)
@@ -109,35 +135,116 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 		deadline = engine.DefaultDeadline
 	}
 	res.Deadline = at.Add(deadline)
-	var msgs []message
-	err = s.withSandbox(ctx, v, func(sb *sandbox) error {
-		var err error
-		msgs, err = sb.plan(ctx, c, engine.RunContext{Rule: r.Name, Key: res.RunKey, Slot: at, Zone: zoneName(r.Timezone), Data: data}, s.cfg.CallTimeout)
-		return err
-	})
+	res.Digest = r.Digest
 	noData := c.sched == nil && isEmptyData(data)
+	if r.PerRecipient && c.sched != nil {
+		err = s.previewZones(ctx, v, c, at, &res)
+		res.IsSlot = slices.ContainsFunc(res.Zones, func(z PreviewZone) bool { return z.IsSlot })
+		if err == nil && !res.IsSlot {
+			// Every zone has its reason; the default zone's speaks for the
+			// rule, as for any other rule.
+			res.Reason = s.notSlotReason(c, at) + "; no zone has a slot at " + at.Format("2006-01-02 15:04:05") + " local time"
+			if n, ok := c.sched.Next(at); ok {
+				res.NextSlot = n
+			}
+			return res, nil
+		}
+	} else {
+		var ds []PreviewDelivery
+		ds, err = s.previewRun(ctx, v, c, res.RunKey, at, zoneName(r.Timezone), data)
+		res.Deliveries = append(res.Deliveries, ds...)
+	}
 	if err != nil {
 		if noData {
 			err = fmt.Errorf("%w (rule %s %s)", err, r.Name, noDataHint)
 		}
 		return res, err
 	}
-	for i, m := range msgs {
-		off := r.Stagger.Offset(res.RunKey, m.userid, i, len(msgs))
-		res.Deliveries = append(res.Deliveries, PreviewDelivery{
-			ID: engine.DeliveryID(res.RunKey, m.userid), Recipient: m.userid, Name: m.name,
-			At: at.Add(off), Offset: off, Payload: m.payload,
-		})
-	}
 	// In the order they would go.
 	slices.SortStableFunc(res.Deliveries, func(a, b PreviewDelivery) int { return a.At.Compare(b.At) })
-	if len(msgs) == 0 {
+	if len(res.Deliveries) == 0 {
 		res.Reason = "recipients returned nobody (or message returned nil for everyone)"
 		if noData {
 			res.Reason += "; rule " + r.Name + " " + noDataHint
 		}
 	}
 	return res, nil
+}
+
+// previewRun plans one run of c as the leader would, with the times the
+// leader would give each message.
+func (s *Set) previewRun(ctx context.Context, v *version, c *compiled, runKey string, slot time.Time, zone string, data json.RawMessage) ([]PreviewDelivery, error) {
+	r := c.rule
+	var msgs []message
+	err := s.withSandbox(ctx, v, func(sb *sandbox) error {
+		var err error
+		msgs, err = sb.plan(ctx, c, engine.RunContext{Rule: r.Name, Key: runKey, Slot: slot, Zone: zone, Data: data}, s.cfg.CallTimeout)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	idKey := runKey
+	if r.PerRecipient && !isTaskRun(runKey) {
+		idKey = engine.LocalSlotKey(r.Name, slot, zone)
+	}
+	out := make([]PreviewDelivery, 0, len(msgs))
+	for i, m := range msgs {
+		t := r.Timing(runKey, slot, engine.Planned{Recipient: m.userid, Zone: m.zone, Quiet: m.quiet}, i, len(msgs), zone)
+		out = append(out, PreviewDelivery{
+			ID: engine.DeliveryID(idKey, m.userid), Recipient: m.userid, Name: m.name, Zone: m.zone,
+			At: t.NotBefore.In(location(m.zone)), Offset: t.Offset, Held: t.Held, Expires: t.Expires, Payload: m.payload,
+		})
+	}
+	return out, nil
+}
+
+// previewZones previews a per-recipient rule at at's wall-clock time in
+// each of its zones: the run each zone would have, for its people.
+func (s *Set) previewZones(ctx context.Context, v *version, c *compiled, at time.Time, res *PreviewResult) error {
+	r := c.rule
+	res.PerRecipient = true
+	res.RunKey = ""
+	y, mo, d := at.Date()
+	h, mi, sec := at.Clock()
+	for _, zone := range ruleZones(r, v.people) {
+		loc := location(zone)
+		slot := time.Date(y, mo, d, h, mi, sec, at.Nanosecond(), loc)
+		pz := PreviewZone{Zone: zone, Slot: slot}
+		sched, err := schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: zone, Calendar: r.Calendar, Shift: r.Shift}, s.cfg.Calendars)
+		if err != nil {
+			return err
+		}
+		next, ok := sched.Next(slot.Add(-time.Nanosecond))
+		pz.IsSlot = ok && next.Equal(slot)
+		if !pz.IsSlot {
+			pz.Reason = s.notSlotReason(c, slot)
+			if ok {
+				pz.Reason += "; next slot " + next.Format(time.RFC3339)
+			}
+			res.Zones = append(res.Zones, pz)
+			continue
+		}
+		pz.RunKey = engine.ZoneRunKey(r.Name, zone, slot)
+		ds, err := s.previewRun(ctx, v, c, pz.RunKey, slot, zone, nil)
+		if err != nil {
+			return err
+		}
+		pz.Recipients = len(ds)
+		res.Deliveries = append(res.Deliveries, ds...)
+		res.Zones = append(res.Zones, pz)
+	}
+	return nil
+}
+
+// location is zone's *time.Location; zones reaching here were checked
+// when the rule or people file loaded.
+func location(zone string) *time.Location {
+	loc, err := loadZone(zoneName(zone))
+	if err != nil {
+		return time.UTC
+	}
+	return loc
 }
 
 func isEmptyData(data json.RawMessage) bool {

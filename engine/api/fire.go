@@ -20,6 +20,9 @@ type FireResponse struct {
 	Run  string    `json:"run"`
 	Rule string    `json:"rule"`
 	Slot time.Time `json:"slot"`
+	// Runs lists every run started, for a rule that fires in each
+	// recipient's zone (one run per zone); Run is the first of them.
+	Runs []string `json:"runs,omitempty"`
 }
 
 // fireRule fires a slot of a scheduled rule by hand (a backfill). The run
@@ -48,9 +51,9 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
 	slot := now.Truncate(time.Second)
 	if req.Slot != "" {
-		t, err := time.Parse(time.RFC3339, req.Slot)
+		t, err := engine.ParseTime(req.Slot, s.zone())
 		if err != nil {
-			writeFieldError(w, &FieldError{"slot", "want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00"})
+			writeFieldError(w, &FieldError{"slot", "want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00, or \"2026-12-01 09:00\" in " + s.zone().String()})
 			return
 		}
 		if t.After(now) {
@@ -62,11 +65,17 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 				"is more than %d days ago: the ledger forgets fired slots after that, so Herald cannot tell whether it fired", int(horizon.Hours()/24))})
 			return
 		}
-		if err := s.checkSlot(rule, t); err != nil {
-			writeFieldError(w, err)
-			return
+		if !rule.PerRecipient {
+			if err := s.checkSlot(rule, t); err != nil {
+				writeFieldError(w, err)
+				return
+			}
 		}
 		slot = t
+	}
+	if rule.PerRecipient {
+		s.fireZones(w, r, rule, slot, req.Slot == "", now)
+		return
 	}
 	c := engine.StartRun{
 		Key: engine.RunKey(name, slot), Rule: name, Slot: slot, Zone: rule.Timezone, Date: engine.SlotDate(slot, rule.Timezone),

@@ -7,6 +7,15 @@
 --
 -- With "overdue": true the reminder also goes to the owner's manager.
 --
+-- Digest: reminders to one person whose times fall in the same 10-minute
+-- window (windows aligned on the clock: 09:00–09:10, 09:10–09:20, …) go as
+-- one message listing every customer, at the window's end; someone with a
+-- single reminder in the window gets the plain message. 30 customers due
+-- for one owner at 09:00 are one message at 09:10, not 30 pushes.
+--
+-- Quiet hours: a reminder due between 22:00 and 08:00 in the person's zone
+-- waits until 08:00 there (the deadline of 12h leaves room for that).
+--
 -- Compensation: when the owner's reminder finally fails (every retry spent,
 -- or past its deadline), on_failed submits another follow_up task, due 30
 -- minutes after the reminder's time (at once if that has passed), with
@@ -18,7 +27,33 @@ return rule {
   timezone    = "Asia/Shanghai",
   channel     = "wecom_sales",
   priority    = "normal",
-  deadline    = "1h",
+  deadline    = "12h",
+  quiet_hours = { from = "22:00", to = "08:00" },
+
+  digest = {
+    window = "10m",
+    -- items: one per folded reminder, {id, key, slot, zone, data, payload},
+    -- in the order of their times.
+    message = function(to, items)
+      local lines = {}
+      for i, it in ipairs(items) do
+        local d = it.data
+        local line = i .. ". " .. (d.customer or "?") .. "：" .. (d.note or "按约定跟进")
+        if d.undelivered then
+          line = line .. "（代 " .. d.owner .. " 跟进，原提醒未送达）"
+        elseif to.userid ~= d.owner then
+          line = line .. "（" .. d.owner .. " 逾期）"
+        end
+        lines[#lines + 1] = line
+      end
+      return {
+        msgtype = "markdown",
+        content = text.render("**{{name}}，{{n}} 位客户待跟进**\n", {
+          name = to.name or to.userid, n = #items,
+        }) .. table.concat(lines, "\n"),
+      }
+    end,
+  },
 
   recipients = function(run)
     local owner = run.data.owner

@@ -1,0 +1,60 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api"
+	"github.com/heraldhq/herald/engine/enginetest"
+	"github.com/heraldhq/herald/engine/schedule"
+)
+
+// zoneRules has one rule that fires at 09:00 in each recipient's zone.
+type zoneRules struct{ taskRules }
+
+func (zoneRules) Rules() []engine.Rule {
+	return []engine.Rule{{Name: "local", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai", PerRecipient: true,
+		Zones: []string{"America/New_York", "Asia/Shanghai", "Europe/Berlin", "Europe/Paris"}}}
+}
+
+func (zoneRules) Plan(context.Context, string, engine.RunContext) ([]engine.Planned, error) {
+	return nil, nil
+}
+
+// A slot fired by hand for a per-recipient rule starts the zones' runs
+// under the scheduler's keys: the zones whose 09:00 it is, each once.
+func TestFireZonesByHand(t *testing.T) {
+	t.Parallel()
+	n := enginetest.New()
+	b := &apiBundle{node: n, h: api.New(api.Config{
+		FSM: n.FSM, Replicator: n, Rules: zoneRules{}, NowFunc: func() time.Time { return now0 },
+		StatusFunc: func() api.Status { return api.Status{} },
+		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
+			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone}, nil)
+		},
+	})}
+	// 09:00 CET on 30 November: Berlin and Paris, not Shanghai or New York.
+	code, out := b.do(t, http.MethodPost, "/v1/rules/local/fire", `{"slot":"2026-11-30T09:00:00+01:00"}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	slot := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	require.Equal(t, []any{engine.ZoneRunKey("local", "Europe/Berlin", slot), engine.ZoneRunKey("local", "Europe/Paris", slot)}, out["runs"])
+	run, ok := n.FSM.Run(engine.ZoneRunKey("local", "Europe/Berlin", slot))
+	require.True(t, ok)
+	require.Equal(t, "Europe/Berlin", run.Zone)
+	require.Equal(t, "2026-11-30", run.Date)
+	require.True(t, run.Manual)
+
+	code, out = b.do(t, http.MethodPost, "/v1/rules/local/fire", `{"slot":"2026-11-30T09:00:00+01:00"}`)
+	require.Equal(t, http.StatusConflict, code, out)
+	require.Contains(t, out["error"], "already fired in every zone")
+
+	code, out = b.do(t, http.MethodPost, "/v1/rules/local/fire", `{"slot":"2026-11-30T10:00:00+01:00"}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Contains(t, out["reason"], "in any of its zones")
+	require.Len(t, n.FSM.Runs(nil), 2)
+}

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// fire starts the runs of rule r's due slots and returns its next slot.
+//
+// A per-recipient rule (timezone = "recipient") fires its schedule once in
+// each zone of r.Zones, each local slot its own run (ZoneRunKey) planned
+// for the people of that zone only. The zones share the rule's one cursor:
+// their slots are walked as one sequence in UTC order, so the cursor is
+// the latest instant at which every zone's slot was started. Two zones
+// can share an instant (Berlin and Paris); a leader that died between
+// their StartRuns leaves the cursor on that instant, so the walk starts
+// just before the cursor and completes it (runs already known are not
+// proposed again).
+func (s *scheduler) fire(ctx context.Context, r Rule, hash string, now time.Time) (time.Time, bool) {
+	zones := []string{r.Timezone}
+	if r.PerRecipient && len(r.Zones) > 0 {
+		zones = r.Zones
+	}
+	scheds := make([]Schedule, len(zones))
+	for i, z := range zones {
+		rz := r
+		rz.Timezone = z
+		sched, err := s.schedule(rz)
+		if err != nil {
+			s.l.log.Error("rule schedule is invalid", "rule", r.Name, "zone", z, "err", err)
+			return time.Time{}, false
+		}
+		scheds[i] = sched
+	}
+	cursor, ok := s.l.cfg.FSM.Cursor(r.Name)
+	if !ok {
+		// First sight of the rule, cluster wide: count slots from now on,
+		// replicated, so a later leader misses nothing in between.
+		if _, err := s.l.propose(ctx, CmdInitCursor, InitCursor{Rule: r.Name, At: now}); err != nil {
+			s.l.log.Warn("cannot start rule's schedule", "rule", r.Name, "err", err)
+			return time.Time{}, false
+		}
+		cursor, _ = s.l.cfg.FSM.Cursor(r.Name)
+	}
+	catchup := r.Catchup
+	if catchup <= 0 {
+		catchup = DefaultCatchup
+	}
+	after := cursor
+	if r.PerRecipient {
+		after = cursor.Add(-time.Nanosecond)
+	}
+	next := make([]time.Time, len(zones))
+	has := make([]bool, len(zones))
+	for i, sc := range scheds {
+		next[i], has[i] = sc.Next(after)
+	}
+	for range maxSlotsPerPass {
+		slot, found := time.Time{}, false
+		for i := range zones {
+			if has[i] && (!found || next[i].Before(slot)) {
+				slot, found = next[i], true
+			}
+		}
+		if !found {
+			return time.Time{}, false
+		}
+		if slot.After(now) {
+			return slot, true
+		}
+		for i, z := range zones {
+			if !has[i] || !next[i].Equal(slot) {
+				continue
+			}
+			if !s.startSlot(ctx, r, z, slot, hash, now, catchup) {
+				return now.Add(time.Second), true
+			}
+			next[i], has[i] = scheds[i].Next(slot)
+		}
+	}
+	return now, true // more slots to catch up: come back at once
+}
+
+// startSlot proposes the run of rule r's slot (in zone, for a
+// per-recipient rule). It returns false when the log would not take it.
+func (s *scheduler) startSlot(ctx context.Context, r Rule, zone string, slot time.Time, hash string, now time.Time, catchup time.Duration) bool {
+	key := RunKey(r.Name, slot)
+	if r.PerRecipient {
+		key = ZoneRunKey(r.Name, zone, slot)
+		if s.l.cfg.FSM.RunKnown(key) {
+			return true // started by an earlier pass or leader
+		}
+	}
+	lateBy := now.Sub(slot)
+	c := StartRun{
+		Key: key, Rule: r.Name, Slot: slot, Zone: zone, Date: SlotDate(slot, zone),
+		Late: lateBy > s.l.cfg.LateAfter, Skip: lateBy > catchup, RulesHash: hash, Now: now,
+	}
+	if _, err := s.l.propose(ctx, CmdStartRun, c); err != nil && !errors.Is(err, ErrRunExists) {
+		s.l.log.Warn("cannot start run", "run", c.Key, "err", err)
+		return false
+	}
+	switch {
+	case c.Skip:
+		s.l.log.Warn("slot missed beyond catch-up: skipped and alerted", "run", c.Key, "late_by", lateBy)
+	case c.Late:
+		s.l.log.Warn("slot fired late", "run", c.Key, "late_by", lateBy)
+	}
+	return true
+}
+
+func (s *scheduler) schedule(r Rule) (Schedule, error) {
+	id := r.Name + "\x00" + r.Timezone
+	c, ok := s.schedules[id]
+	if ok && c.spec == r.Schedule && c.zone == r.Timezone && c.cal == r.Calendar && c.shift == r.Shift {
+		return c.s, c.err
+	}
+	sched, err := s.l.cfg.ScheduleFunc(r)
+	s.schedules[id] = cachedSchedule{spec: r.Schedule, zone: r.Timezone, cal: r.Calendar, shift: r.Shift, s: sched, err: err}
+	return sched, err
+}
+
+// RunKnown reports whether a run with key exists or existed (its key is
+// in the ledger): StartRun would refuse it.
+func (f *FSM) RunKnown(key string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if _, ok := f.st.Runs[key]; ok {
+		return true
+	}
+	_, ok := f.st.Ledger[key]
+	return ok
+}

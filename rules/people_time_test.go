@@ -1,0 +1,174 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+func TestPeopleTimeFieldErrors(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		fields string
+		want   string
+	}{
+		"default_zone_alone":   {`default_timezone = "Europe/Berlin",`, `default_timezone needs timezone = "recipient"`},
+		"default_zone_bad":     {"timezone = \"recipient\",\n  default_timezone = \"Mars/Base\",", `unknown default_timezone "Mars/Base"`},
+		"quiet_not_table":      {`quiet_hours = "22:00-08:00",`, "quiet_hours: want { from"},
+		"quiet_bad_time":       {`quiet_hours = { from = "22:00", to = "8am" },`, `quiet hours to "8am"`},
+		"quiet_same":           {`quiet_hours = { from = "22:00", to = "22:00" },`, "must differ"},
+		"quiet_missing_to":     {`quiet_hours = { from = "22:00" },`, "both from and to are required"},
+		"quiet_unknown":        {`quiet_hours = { from = "22:00", to = "08:00", zone = "x" },`, `unknown field "zone"`},
+		"strict_not_bool":      {`quiet_hours_strict = "yes",`, "want true or false"},
+		"digest_no_window":     {`digest = { message = function(to, items) return {} end },`, "window is required"},
+		"digest_no_message":    {`digest = { window = "10m" },`, "message is required"},
+		"digest_bad_window":    {`digest = { window = "soon", message = function() end },`, "digest.window"},
+		"digest_past_deadline": {"deadline = \"10m\",\n  digest = { window = \"10m\", message = function() end },", "shorter than the rule's deadline"},
+		"digest_msg_type":      {`digest = { window = "10m", message = "x" },`, "want a function(to, items)"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			errs := Check(newDir(t, map[string]string{"z_bad.lua": ruleWith(c.fields)}))
+			require.Len(t, errs, 1, "%v", errs)
+			require.Equal(t, 3+strings.Count(c.fields, "\n"), errs[0].Line, errs[0].String())
+			require.Contains(t, errs[0].Message, c.want)
+		})
+	}
+	errs := Check(newDir(t, map[string]string{"people.csv": "userid,quiet_hours\nann,22-08\n"}))
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0].String(), "people.csv:2")
+	require.Contains(t, errs[0].Message, "quiet hours")
+}
+
+const zonedPeople = "userid,name,timezone,quiet_hours\n" +
+	"sh,Shanghai,Asia/Shanghai,\n" +
+	"ber,Berlin,Europe/Berlin,\n" +
+	"ny,New York,America/New_York,23:00-07:00\n" +
+	"none,No zone,,off\n"
+
+const localRule = `return rule {
+  name = "local",
+  schedule = "0 9 * * *",
+  timezone = "recipient",
+  default_timezone = "Europe/London",
+  channel = "mock",
+  quiet_hours = { from = "22:00", to = "08:00" },
+  recipients = function(run) return people.all() end,
+  message = function(run, to)
+    return { msgtype = "text", content = to.userid .. " " .. run.slot .. " " .. run.zone }
+  end,
+}
+`
+
+func TestRecipientZones(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{"people.csv": zonedPeople, "local.lua": localRule}))
+	r := ruleNamed(t, s, "local")
+	require.True(t, r.PerRecipient)
+	require.Equal(t, "Europe/London", r.Timezone, "the zone of people who name none")
+	require.Equal(t, []string{"America/New_York", "Asia/Shanghai", "Europe/Berlin", "Europe/London"}, r.Zones)
+
+	// Each zone's run plans the people of that zone only, each with their
+	// zone and quiet window.
+	ctx := context.Background()
+	for zone, want := range map[string]string{
+		"Asia/Shanghai": "sh", "Europe/Berlin": "ber", "America/New_York": "ny", "Europe/London": "none",
+	} {
+		loc := location(zone)
+		slot := time.Date(2026, 12, 1, 9, 0, 0, 0, loc)
+		out, err := s.Plan(ctx, "local", engine.RunContext{Rule: "local", Key: engine.ZoneRunKey("local", zone, slot), Slot: slot, Zone: zone})
+		require.NoError(t, err)
+		require.Len(t, out, 1, zone)
+		require.Equal(t, want, out[0].Recipient)
+		require.Equal(t, zone, out[0].Zone)
+		require.Contains(t, string(out[0].Payload), slot.Format(time.RFC3339)+" "+zone, "run.slot and run.zone are local")
+		switch want {
+		case "ny":
+			require.Equal(t, "23:00–07:00", out[0].Quiet.String(), "their own")
+		case "none":
+			require.True(t, out[0].Quiet.IsZero(), "off")
+		default:
+			require.Equal(t, "22:00–08:00", out[0].Quiet.String(), "the rule's")
+		}
+	}
+
+	res, err := s.Preview(ctx, "local", mustTime(t, "2026-12-01T09:00:00Z"), nil)
+	require.NoError(t, err)
+	require.True(t, res.IsSlot)
+	require.Len(t, res.Zones, 4)
+	got := map[string]string{}
+	for _, d := range res.Deliveries {
+		got[d.Recipient] = d.At.Format(time.RFC3339) + " " + d.Zone
+	}
+	require.Equal(t, map[string]string{
+		"sh":   "2026-12-01T09:00:00+08:00 Asia/Shanghai",
+		"ber":  "2026-12-01T09:00:00+01:00 Europe/Berlin",
+		"ny":   "2026-12-01T09:00:00-05:00 America/New_York",
+		"none": "2026-12-01T09:00:00Z Europe/London",
+	}, got)
+	require.Equal(t, []string{"sh", "ber", "none", "ny"}, recipientsOf(res), "in the order they go")
+}
+
+func TestPreviewShowsQuietHold(t *testing.T) {
+	t.Parallel()
+	rule := strings.Replace(localRule, `schedule = "0 9 * * *"`, "schedule = \"30 23 * * *\",\n  deadline = \"12h\"", 1)
+	s := load(t, newDir(t, map[string]string{"people.csv": zonedPeople, "local.lua": rule}))
+	res, err := s.Preview(context.Background(), "local", mustTime(t, "2026-12-01T23:30:00Z"), nil)
+	require.NoError(t, err)
+	held := map[string]string{}
+	for _, d := range res.Deliveries {
+		held[d.Recipient] = d.At.Format(time.RFC3339) + " " + d.Held
+		require.False(t, d.Expires)
+	}
+	require.Equal(t, "2026-12-02T08:00:00+08:00 quiet hours 22:00–08:00 Asia/Shanghai until 2026-12-02T08:00:00+08:00", held["sh"])
+	require.Equal(t, "2026-12-02T07:00:00-05:00 quiet hours 23:00–07:00 America/New_York until 2026-12-02T07:00:00-05:00", held["ny"])
+	require.Equal(t, "2026-12-01T23:30:00Z ", held["none"], "quiet_hours off")
+
+	// With the default deadline of 2h, the window outlasts it: the
+	// message would expire at its deadline, and preview says so.
+	s = load(t, newDir(t, map[string]string{"people.csv": zonedPeople,
+		"local.lua": strings.Replace(localRule, `schedule = "0 9 * * *"`, `schedule = "30 23 * * *"`, 1)}))
+	res, err = s.Preview(context.Background(), "local", mustTime(t, "2026-12-01T23:30:00Z"), nil)
+	require.NoError(t, err)
+	for _, d := range res.Deliveries {
+		require.Equal(t, d.Recipient != "none", d.Expires, d.Recipient)
+		if d.Expires {
+			require.Equal(t, "01:30", d.At.Format("15:04"), "looked at, and expired, at its deadline")
+		}
+	}
+}
+
+// TestFollowUpDigest: 30 customers due for one owner at 09:00 are one
+// message listing all 30, built by the example's digest.message.
+func TestFollowUpDigest(t *testing.T) {
+	t.Parallel()
+	s := examples(t)
+	r := ruleNamed(t, s, "follow_up")
+	require.Equal(t, 10*time.Minute, r.Digest)
+	nine := mustTime(t, "2026-12-01T09:00:00+08:00")
+	var items []engine.DigestItem
+	for i := range 30 {
+		data := fmt.Sprintf(`{"owner":"wangfang","customer":"客户%02d","note":"确认报价"}`, i+1)
+		out, err := s.Plan(context.Background(), "follow_up", engine.RunContext{Rule: "follow_up", Key: fmt.Sprintf("task:f-%d", i), Slot: nine, Zone: "Asia/Shanghai", Data: []byte(data)})
+		require.NoError(t, err)
+		require.Len(t, out, 1)
+		require.Equal(t, "22:00–08:00", out[0].Quiet.String())
+		items = append(items, engine.DigestItem{ID: fmt.Sprint(i), RunKey: fmt.Sprintf("task:f-%d", i), Slot: nine, Zone: "Asia/Shanghai", Data: []byte(data), Payload: out[0].Payload})
+	}
+	msg, err := s.Digest(context.Background(), "follow_up", "wangfang", items)
+	require.NoError(t, err)
+	c := content(t, msg)
+	require.Contains(t, c, "王芳，30 位客户待跟进")
+	for i := range 30 {
+		require.Contains(t, c, fmt.Sprintf("%d. 客户%02d：确认报价", i+1, i+1))
+	}
+	_, err = s.Digest(context.Background(), "daily_report", "wangfang", items)
+	require.ErrorContains(t, err, "no digest")
+}
