@@ -190,10 +190,3 @@ func TestDirectoryRefresher(t *testing.T) {
 	require.Nil(t, held)
 	require.Equal(t, ids[4:], cur.UserIDs)
 }
-
-func mustEncode(t *testing.T, ct CommandType, body any) []byte {
-	t.Helper()
-	b, err := Encode(ct, body)
-	require.NoError(t, err)
-	return b
-}

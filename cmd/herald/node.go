@@ -283,6 +283,9 @@ func (n *node) status() api.Status {
 	}
 	for _, f := range n.rules.Status() {
 		rs := api.RuleStatus{Name: f.Name, File: f.File, Hash: f.Hash, Error: f.Error}
+		if p, ok := n.fsm.Paused(f.Name); ok && f.Name != "" {
+			rs.Paused, rs.PausedBy, rs.PausedAt, rs.Reason = true, p.By, p.At, p.Reason
+		}
 		if f.Error != "" && f.Line > 0 {
 			rs.Error = fmt.Sprintf("%s:%d: %s", f.File, f.Line, f.Error)
 		}

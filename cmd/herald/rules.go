@@ -67,7 +67,7 @@ fire, pause and resume act on a running cluster (--addr).`,
 		}
 		return findRulesDir(arg, dir)
 	}
-	cmd.AddCommand(newRulesCheckCmd(dirArg), newRulesListCmd(dirArg), newRulesPreviewCmd(dirArg), newRulesFireCmd())
+	cmd.AddCommand(newRulesCheckCmd(dirArg), newRulesListCmd(dirArg), newRulesPreviewCmd(dirArg), newRulesFireCmd(), newRulesPauseCmd(), newRulesResumeCmd())
 	return cmd
 }
 

@@ -68,6 +68,12 @@ type RuleStatus struct {
 	File  string `json:"file"`
 	Hash  string `json:"hash"`
 	Error string `json:"error,omitempty"`
+	// Paused is true while the rule is paused (replicated: the same on
+	// every node), with who paused it, when, and why.
+	Paused   bool      `json:"paused"`
+	PausedBy string    `json:"paused_by,omitempty"`
+	PausedAt time.Time `json:"paused_at,omitzero"`
+	Reason   string    `json:"reason,omitempty"`
 }
 
 // ChannelStatus is one channel instance in Status.
@@ -148,6 +154,10 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET /v1/tasks/{key}", s.getTask)
 	mux.HandleFunc("DELETE /v1/tasks/{key}", s.cancelTask)
 	mux.HandleFunc("POST /v1/rules/{name}/fire", s.fireRule)
+	mux.HandleFunc("POST /v1/rules/{name}/pause", s.pauseRule)
+	mux.HandleFunc("POST /v1/rules/{name}/resume", s.resumeRule)
+	mux.HandleFunc("POST /v1/deliveries/retry", s.retryMany)
+	mux.HandleFunc("POST /v1/deliveries/{id}/retry", s.retryOne)
 	mux.HandleFunc("GET /v1/stats", s.stats)
 	mux.HandleFunc("GET /v1/rules/hash", s.rulesHash)
 	mux.HandleFunc("GET /v1/directory", s.getDirectory)
