@@ -86,8 +86,10 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		dirRefresh: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
-			_ = ln.Close()
+			// Stop first: the server's Shutdown closes the listener it
+			// serves, and Serve then reports a clean stop, not an error.
 			n.stop()
+			_ = ln.Close()
 		}
 	}()
 
@@ -226,6 +228,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	}
 	n.wg.Go(func() { syncDirectory(nctx, n.fsm, n.rules, log) })
 	n.wg.Go(func() { n.raft.RunLeader(nctx, leader.Run) })
+	n.startOpsWatch(nctx, reg)
 	n.wg.Go(func() {
 		if err := n.rules.Watch(nctx); err != nil && nctx.Err() == nil {
 			log.Error("rules watcher stopped", "err", err)
