@@ -93,7 +93,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 	}()
 
-	zone, err := engine.LoadZone(cfg.DisplayTimezone)
+	zone, err := engine.LoadZone(displayZoneName(cfg.DisplayTimezone))
 	if err != nil {
 		return n, err
 	}
@@ -113,7 +113,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	if err != nil {
 		return n, fmt.Errorf("rules: %w", err)
 	}
-	n.host, err = host.New(host.Config{PluginsDir: cfg.Plugins, Channels: channelConfigs(cfg.Channels), Logger: log})
+	n.host, err = host.New(host.Config{PluginsDir: cfg.Plugins, Channels: channelConfigs(cfg.Channels, zone.String()), Logger: log})
 	if err != nil {
 		return n, fmt.Errorf("plugins: %w", err)
 	}
@@ -358,7 +358,9 @@ func (n *node) peerRulesHashes(members []api.MemberStatus) {
 	wg.Wait()
 }
 
-func channelConfigs(in map[string]map[string]any) map[string]host.ChannelConfig {
+// channelConfigs builds the host's channel configs. The mock channel
+// writes its outbox in the node's display zone unless told otherwise.
+func channelConfigs(in map[string]map[string]any, zone string) map[string]host.ChannelConfig {
 	out := make(map[string]host.ChannelConfig, len(in))
 	for name, raw := range in {
 		cfg := map[string]any{}
@@ -368,6 +370,9 @@ func channelConfigs(in map[string]map[string]any) map[string]host.ChannelConfig 
 			}
 		}
 		p, _ := raw["plugin"].(string)
+		if _, set := cfg["timezone"]; p == "mock" && !set && zone != "" {
+			cfg["timezone"] = zone
+		}
 		out[name] = host.ChannelConfig{Plugin: p, Config: cfg}
 	}
 	return out
