@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/engine/backoff"
 )
 
 // plan evaluates a run's rule and replicates its deliveries in chunks,
@@ -148,18 +150,16 @@ func (s *scheduler) startPlanning(ctx context.Context, run *Run) {
 		}()
 		// A plan that failed to replicate is tried again here, after a
 		// backoff: nothing else may wake the scheduler for a minute.
-		for retry := planRetryMin; ; retry = min(2*retry, planRetryMax) {
+		b := backoff.Doubling{Min: planRetryMin, Max: planRetryMax}
+		for {
 			done, err := s.planOnce(ctx, run)
 			if done {
 				return
 			}
+			retry := b.Next()
 			s.l.log.Warn("planning failed; will retry", "run", run.Key, "err", err, "in", retry)
-			t := time.NewTimer(retry)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !backoff.Sleep(ctx, retry, nil) {
 				return
-			case <-t.C:
 			}
 		}
 	})

@@ -184,6 +184,9 @@ type Alert struct {
 	NotifiedAt time.Time `json:"notified_at,omitzero"`
 }
 
+// Day is the date the run's statistics count under (YYYY-MM-DD).
+func (r *Run) Day() string { return r.date() }
+
 // date is the run's date for the daily aggregates: the one the leader
 // stamped (in the rule's zone), else the slot's UTC date.
 func (r *Run) date() string {

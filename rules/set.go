@@ -202,6 +202,18 @@ func (s *Set) Status() []FileStatus {
 	return out
 }
 
+// Broken lists every file whose version on disk is not in force, as
+// "file:line: message", sorted by file.
+func (s *Set) Broken() []string {
+	var out []string
+	for _, st := range s.Status() {
+		if st.Error != "" {
+			out = append(out, CheckError{File: st.File, Line: st.Line, Message: st.Error}.String())
+		}
+	}
+	return out
+}
+
 // signal notes a change without blocking.
 func (s *Set) signal() {
 	select {

@@ -83,8 +83,10 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	n = &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second}}
 	defer func() {
 		if err != nil {
-			_ = ln.Close()
+			// Stop first: the server's Shutdown closes the listener it
+			// serves, and Serve then reports a clean stop, not an error.
 			n.stop()
+			_ = ln.Close()
 		}
 	}()
 
@@ -201,6 +203,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return n, err
 	}
 	n.wg.Go(func() { n.raft.RunLeader(nctx, leader.Run) })
+	n.startOpsWatch(nctx, reg)
 	n.wg.Go(func() {
 		if err := n.rules.Watch(nctx); err != nil && nctx.Err() == nil {
 			log.Error("rules watcher stopped", "err", err)
