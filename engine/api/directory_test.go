@@ -21,7 +21,7 @@ func TestDirectoryAPI(t *testing.T) {
 	b := &apiBundle{node: n, h: api.New(api.Config{
 		FSM: n.FSM, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
-		Directory: &api.DirectoryConfig{Configured: true, Hash: func() string { return nodeHash }, Refresh: func() { refreshed++ }},
+		Directory:  &api.DirectoryConfig{Configured: true, Hash: func() string { return nodeHash }, Refresh: func() { refreshed++ }},
 	})}
 
 	code, out := b.do(t, http.MethodGet, "/v1/directory", "")
