@@ -316,3 +316,16 @@ func TestDirectoryCmd(t *testing.T) {
 	require.Contains(t, out, "directory: "+hash+" (2 people")
 	require.Contains(t, out, `hi 销售, 组长`)
 }
+
+func TestDirectoryWarnings(t *testing.T) {
+	t.Parallel()
+	n := enginetest.New()
+	require.Empty(t, directoryWarnings(n.FSM, ""))
+	n.MustApply(t, engine.CmdSetDirectory, engine.SetDirectory{Hash: "h1", Source: "s", Body: []byte(`{}`), UserIDs: []string{"a", "b"}})
+	require.Empty(t, directoryWarnings(n.FSM, "h1"))
+	require.Len(t, directoryWarnings(n.FSM, ""), 1, "the node lags")
+	n.MustApply(t, engine.CmdHoldDirectory, engine.HoldDirectory{Hash: "h2", Source: "s", Body: []byte(`{}`), Removed: []string{"a", "b"}})
+	w := directoryWarnings(n.FSM, "h1")
+	require.Len(t, w, 1)
+	require.Contains(t, w[0], "herald directory confirm h2")
+}

@@ -97,3 +97,14 @@ func TestDirectoryConfirmWhileMembersBehind(t *testing.T) {
 	code, _ = b.do(t, http.MethodPost, "/v1/directory/refresh", "")
 	require.Equal(t, http.StatusConflict, code, "no directory configured")
 }
+
+func TestDirectoryMetric(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	b.apply(t, engine.CmdSetDirectory, engine.SetDirectory{Hash: "h1", Source: "wecom:x", Body: []byte(`{}`),
+		UserIDs: []string{"a", "b", "c"}, FetchedAt: now0, Now: now0})
+	rec := httptest.NewRecorder()
+	b.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Contains(t, rec.Body.String(), `herald_directory_people{state="in_force"} 3`)
+	require.Contains(t, rec.Body.String(), `herald_directory_people{state="held"} 0`)
+}
