@@ -279,6 +279,7 @@ func (n *node) status() api.Status {
 	}
 	n.peerRulesHashes(st.Members)
 	st.Warnings = append(calendarWarnings(n.rules.Rules(), time.Now()), upgradeWarnings(st.Members)...)
+	st.Warnings = append(st.Warnings, directoryWarnings(n.fsm, n.rules.DirectoryHash())...)
 	for _, m := range st.Members {
 		if m.RulesHash != "" && m.RulesHash != st.RulesHash {
 			st.RulesMismatch = true
