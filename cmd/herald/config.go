@@ -56,6 +56,9 @@ type nodeConfig struct {
 	// Peers are the other members' HTTP addresses, comma separated: asked
 	// before a node with an empty data dir bootstraps.
 	Peers string `yaml:"peers"`
+	// Directory, when set, loads people from WeCom's contacts (see
+	// directory.go).
+	Directory *directoryConfig `yaml:"directory"`
 	// Tokens are the API tokens: {name, role, token: ${ENV}}. File only
 	// (a list, like channels). None: writes from loopback only.
 	Tokens []tokenConfig `yaml:"tokens"`
@@ -222,6 +225,11 @@ func (c *nodeConfig) validate() error {
 	}
 	if _, err := engine.LoadZone(c.DisplayTimezone); err != nil {
 		return fmt.Errorf("config: display_timezone: %w", err)
+	}
+	if c.Directory != nil {
+		if _, err := c.Directory.settings(c.Channels); err != nil {
+			return err
+		}
 	}
 	tokens, err := resolveTokens(c.Tokens, nil)
 	if err != nil {

@@ -131,6 +131,9 @@ type Config struct {
 	// dashboard's default and GET /v1/stats's default date); empty means
 	// DefaultDisplayTimezone.
 	DisplayTimezone string
+	// Directory serves /v1/directory (the snapshot in force and the held
+	// refresh are read from FSM either way).
+	Directory *DirectoryConfig
 }
 
 // People resolves the people data of the rules directory for display.
@@ -167,6 +170,10 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("POST /v1/deliveries/{id}/retry", s.retryOne)
 	mux.HandleFunc("GET /v1/stats", s.stats)
 	mux.HandleFunc("GET /v1/rules/hash", s.rulesHash)
+	mux.HandleFunc("GET /v1/directory", s.getDirectory)
+	mux.HandleFunc("GET /v1/directory/snapshot", s.getDirectorySnapshot)
+	mux.HandleFunc("POST /v1/directory/confirm", s.confirmDirectory)
+	mux.HandleFunc("POST /v1/directory/refresh", s.refreshDirectory)
 	if cfg.Cluster != nil {
 		mux.Handle("/v1/cluster/", cfg.Cluster)
 	}
