@@ -62,6 +62,9 @@ type nodeConfig struct {
 	// Tokens are the API tokens: {name, role, token: ${ENV}}. File only
 	// (a list, like channels). None: writes from loopback only.
 	Tokens []tokenConfig `yaml:"tokens"`
+	// PluginSHA256 allows external plugins: {NAME: hex sha256 of its
+	// executable}. An external plugin not listed is never run.
+	PluginSHA256 map[string]string `yaml:"plugin_sha256"`
 
 	// apiTokens are Tokens resolved by validate.
 	apiTokens []api.Token
@@ -236,6 +239,9 @@ func (c *nodeConfig) validate() error {
 		return err
 	}
 	c.apiTokens = tokens
+	if c.PluginSHA256, err = checkPluginSHA256(c.PluginSHA256); err != nil {
+		return err
+	}
 	switch c.LogLevel {
 	case "", "debug", "info", "warn", "error":
 	default:

@@ -118,7 +118,8 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	if err != nil {
 		return n, fmt.Errorf("rules: %w", err)
 	}
-	n.host, err = host.New(host.Config{PluginsDir: cfg.Plugins, Channels: channelConfigs(cfg.Channels, zone.String()), Logger: log})
+	n.host, err = host.New(host.Config{PluginsDir: cfg.Plugins, Channels: channelConfigs(cfg.Channels, zone.String()), Logger: log,
+		PluginSHA256: cfg.PluginSHA256})
 	if err != nil {
 		return n, fmt.Errorf("plugins: %w", err)
 	}

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hashicorp/go-plugin"
+
 	"github.com/heraldhq/herald/plugins/builtin"
 	"github.com/heraldhq/herald/plugins/sdk"
 )
@@ -83,9 +85,13 @@ func Discover(dir string) ([]External, error) {
 type source struct {
 	name    string
 	path    string // external plugins only
+	sha256  string // external plugins only: the file's, as read
 	builtin bool
-	err     error // a found but unusable external plugin
+	err     error // a found but unusable external plugin (not allowed, not executable)
 	newCmd  func() *exec.Cmd
+	// secure makes go-plugin check the executable's hash as it starts it
+	// (external plugins only).
+	secure *plugin.SecureConfig
 }
 
 // sources maps every plugin name to its source. An external plugin with a
@@ -104,7 +110,11 @@ func sources(cfg Config) (map[string]source, error) {
 		if prev, ok := out[e.Name]; ok && prev.builtin {
 			cfg.Logger.Warn("external plugin overrides the built-in one", "plugin", e.Name, "path", e.Path)
 		}
-		out[e.Name] = source{name: e.Name, path: e.Path, err: e.Err, newCmd: func() *exec.Cmd { return exec.Command(e.Path) }}
+		src := source{name: e.Name, path: e.Path, err: e.Err, newCmd: func() *exec.Cmd { return exec.Command(e.Path) }}
+		if src.err == nil {
+			src.sha256, src.secure, src.err = allow(e.Name, e.Path, cfg.PluginSHA256)
+		}
+		out[e.Name] = src
 	}
 	return out, nil
 }
@@ -117,9 +127,15 @@ type PluginInfo struct {
 	Path      string // empty for a built-in
 	Builtin   bool
 	Overrides bool // an external plugin that replaces the built-in of its name
-	Version   string
-	Limits    []sdk.Limit // as declared before any Configure
-	Error     string      // why it could not be launched or asked
+	// SHA256 is an external plugin's executable's hex SHA-256: what
+	// plugin_sha256 must list for it to run.
+	SHA256 string
+	// Allowed: an external plugin whose SHA-256 is listed (built-ins
+	// always are).
+	Allowed bool
+	Version string
+	Limits  []sdk.Limit // as declared before any Configure
+	Error   string      // why it could not be launched or asked
 }
 
 // List returns every plugin available under cfg (built-ins and the
@@ -139,13 +155,14 @@ func List(ctx context.Context, cfg Config) ([]PluginInfo, error) {
 	}
 	out := make([]PluginInfo, 0, len(srcs))
 	for _, s := range srcs {
-		pi := PluginInfo{Name: s.name, Path: s.path, Builtin: s.builtin, Overrides: !s.builtin && builtins[s.name]}
+		pi := PluginInfo{Name: s.name, Path: s.path, Builtin: s.builtin, Overrides: !s.builtin && builtins[s.name],
+			SHA256: s.sha256, Allowed: s.builtin || s.secure != nil}
 		if s.err != nil {
 			pi.Error = s.err.Error()
 			out = append(out, pi)
 			continue
 		}
-		p, err := launch(ctx, s.newCmd(), newHCLogger(cfg.Logger, nil), cfg.StartTimeout)
+		p, err := launch(ctx, s.newCmd(), s.secure, newHCLogger(cfg.Logger, nil), cfg.StartTimeout)
 		if err != nil {
 			pi.Error = err.Error()
 		} else {

@@ -91,6 +91,11 @@ type Config struct {
 	// buckets are full again are forgotten; while the cache is full of
 	// others, a new recipient waits. Default 100,000.
 	RecipientCache int
+	// PluginSHA256 lists, by plugin name, the hex SHA-256 of each external
+	// plugin allowed to run (config plugin_sha256). An external plugin not
+	// listed, or whose file has another hash, is never run: its channels
+	// are unhealthy with the reason. Built-in plugins need no entry.
+	PluginSHA256 map[string]string
 	// LookupEnvFunc resolves ${NAME} in channel configs. Default
 	// os.LookupEnv.
 	LookupEnvFunc func(name string) (string, bool)

@@ -238,7 +238,7 @@ func TestBadPluginsDoNotKillTheHost(t *testing.T) {
 		"noexec": {Plugin: "noexec"},
 		"quits":  {Plugin: "quits"},
 		"m":      mockChannel(nil),
-	}, func(c *Config) { c.PluginsDir = dir })
+	}, func(c *Config) { c.PluginsDir, c.PluginSHA256 = dir, allowAll(t, dir) })
 
 	require.Contains(t, statusOf(b.h, "v2").Error, "protocol version")
 	require.Contains(t, statusOf(b.h, "noexec").Error, "not executable")
@@ -260,14 +260,16 @@ func TestExternalPlugin(t *testing.T) {
 	path := linkPlugin(t, dir, "ext")
 	linkPlugin(t, dir, "mock")
 
-	list, err := List(context.Background(), Config{PluginsDir: dir, BuiltinCmdFunc: selfCmd})
+	allowed := allowAll(t, dir)
+	list, err := List(context.Background(), Config{PluginsDir: dir, BuiltinCmdFunc: selfCmd, PluginSHA256: allowed})
 	require.NoError(t, err)
 	byName := map[string]PluginInfo{}
 	for _, p := range list {
 		byName[p.Name] = p
 	}
-	require.Equal(t, PluginInfo{Name: "ext", Path: path, Version: mock.Version}, byName["ext"])
-	require.Equal(t, PluginInfo{Name: "mock", Path: filepath.Join(dir, ExternalPrefix+"mock"), Overrides: true, Version: mock.Version}, byName["mock"])
+	require.Equal(t, PluginInfo{Name: "ext", Path: path, Version: mock.Version, SHA256: allowed["ext"], Allowed: true}, byName["ext"])
+	require.Equal(t, PluginInfo{Name: "mock", Path: filepath.Join(dir, ExternalPrefix+"mock"), Overrides: true, Version: mock.Version,
+		SHA256: allowed["mock"], Allowed: true}, byName["mock"])
 	for _, name := range builtin.Names() {
 		if name != "mock" {
 			require.True(t, byName[name].Builtin, name)
@@ -276,7 +278,7 @@ func TestExternalPlugin(t *testing.T) {
 	}
 
 	b := setup(t, map[string]ChannelConfig{"e": {Plugin: "ext", Config: map[string]any{"outbox": "OUTBOX"}}},
-		func(c *Config) { c.PluginsDir = dir })
+		func(c *Config) { c.PluginsDir, c.PluginSHA256 = dir, allowed })
 	batch := outgoing(2, "ext")
 	out, err := b.h.Send(context.Background(), "e", batch)
 	require.NoError(t, err)

@@ -52,10 +52,12 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Plugin, e
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return launch(ctx, cmd, newHCLogger(logger, nil), DefaultStartTimeout)
+	return launch(ctx, cmd, nil, newHCLogger(logger, nil), DefaultStartTimeout)
 }
 
-func launch(ctx context.Context, cmd *exec.Cmd, logger hclog.Logger, timeout time.Duration) (*Plugin, error) {
+// launch starts cmd; with secure, go-plugin first checks that the
+// executable's hash is the one allowed, and refuses to run it otherwise.
+func launch(ctx context.Context, cmd *exec.Cmd, secure *plugin.SecureConfig, logger hclog.Logger, timeout time.Duration) (*Plugin, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -78,6 +80,7 @@ func launch(ctx context.Context, cmd *exec.Cmd, logger hclog.Logger, timeout tim
 		SkipHostEnv:      true,
 		StartTimeout:     timeout,
 		Stderr:           io.Discard,
+		SecureConfig:     secure,
 	})
 	p := &Plugin{client: client, watch: w, stopMax: timeout}
 
