@@ -11,17 +11,19 @@ import (
 
 // Defaults of LeaderConfig.
 const (
-	BatchSizeDefault     = 50
-	ClaimTimeoutDefault  = 30 * time.Second
-	PlanChunkDefault     = 500
-	PlannersDefault      = 4
-	PlanTimeoutDefault   = time.Minute
-	LateAfterDefault     = 5 * time.Second
-	MaxSendsDefault      = 8
-	ProposeTimeout       = 10 * time.Second
-	AlertRuleDefault     = "ops_alert"
-	AlertIntervalDefault = time.Hour
-	LatePlanDefault      = 5 * time.Minute
+	BatchSizeDefault       = 50
+	ClaimTimeoutDefault    = 30 * time.Second
+	PlanChunkDefault       = 500
+	PlannersDefault        = 4
+	PlanTimeoutDefault     = time.Minute
+	LateAfterDefault       = 5 * time.Second
+	MaxSendsDefault        = 8
+	ClaimBatchDefault      = 1000
+	SendConcurrencyDefault = 16
+	ProposeTimeout         = 10 * time.Second
+	AlertRuleDefault       = "ops_alert"
+	AlertIntervalDefault   = time.Hour
+	LatePlanDefault        = 5 * time.Minute
 )
 
 // Schedule yields the slots of a rule's trigger.
@@ -51,13 +53,20 @@ type LeaderConfig struct {
 	// planned took to evaluate and to replicate (metrics, herald bench).
 	PlanObserver func(PlanTiming)
 
-	BatchSize    int           // deliveries per Claim and per Send; default BatchSizeDefault
-	ClaimTimeout time.Duration // a claim not settled by then is ambiguous; default ClaimTimeoutDefault
-	PlanChunk    int           // deliveries per AddDeliveries; default PlanChunkDefault
-	Planners     int           // runs planned at once; default PlannersDefault
-	PlanTimeout  time.Duration // default PlanTimeoutDefault
-	LateAfter    time.Duration // a run started this long after its slot is flagged late
-	MaxSends     int           // batches in flight at once; default MaxSendsDefault
+	BatchSize int // deliveries per Send to a channel; default BatchSizeDefault
+	// ClaimBatch is the most deliveries one Claim entry takes (sent in
+	// batches of BatchSize after one leadership check, their results
+	// recorded in one entry); default ClaimBatchDefault.
+	ClaimBatch int
+	// SendConcurrency bounds the channel batches in flight at once;
+	// default SendConcurrencyDefault.
+	SendConcurrency int
+	ClaimTimeout    time.Duration // a claim not settled by then is ambiguous; default ClaimTimeoutDefault
+	PlanChunk       int           // deliveries per AddDeliveries; default PlanChunkDefault
+	Planners        int           // runs planned at once; default PlannersDefault
+	PlanTimeout     time.Duration // default PlanTimeoutDefault
+	LateAfter       time.Duration // a run started this long after its slot is flagged late
+	MaxSends        int           // claim groups in flight at once; default MaxSendsDefault
 
 	// AlertRule is the rule that delivers Herald's own alerts (as API
 	// tasks); default AlertRuleDefault. Alerts are only listed while it is
@@ -101,6 +110,8 @@ func (c *LeaderConfig) setDefaults() error {
 	setDefault(&c.PlanTimeout, PlanTimeoutDefault)
 	setDefault(&c.LateAfter, LateAfterDefault)
 	setDefault(&c.MaxSends, MaxSendsDefault)
+	setDefault(&c.ClaimBatch, ClaimBatchDefault)
+	setDefault(&c.SendConcurrency, SendConcurrencyDefault)
 	setDefault(&c.AlertInterval, AlertIntervalDefault)
 	setDefault(&c.LatePlan, LatePlanDefault)
 	setDefault(&c.Retention, RetentionDefault)

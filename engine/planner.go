@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -40,11 +41,8 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 	}
 	all, doomed := l.deliveries(run, rule, planned)
 	replStart := time.Now()
-	for start := 0; start < len(all); start += l.cfg.PlanChunk {
-		chunk := all[start:min(start+l.cfg.PlanChunk, len(all))]
-		if _, err := l.propose(ctx, CmdAddDeliveries, AddDeliveries{RunKey: run.Key, Deliveries: chunk}); err != nil {
-			return fmt.Errorf("replicate plan of %s: %w", run.Key, err)
-		}
+	if err := l.replicatePlan(ctx, run.Key, all); err != nil {
+		return err
 	}
 	if len(doomed) > 0 {
 		// Said now, when it is known, not only when the deadline passes:
@@ -120,4 +118,47 @@ func (l *Leader) findRule(name string) (Rule, bool) {
 		}
 	}
 	return Rule{}, false
+}
+
+// planPipeline is how many AddDeliveries chunks of one run are in flight
+// at once. Raft appends and fsyncs the proposals waiting together as one
+// batch, so a large plan costs a few disk round trips, not one per chunk.
+const planPipeline = 8
+
+// replicatePlan proposes a run's deliveries in chunks, up to planPipeline
+// at once. The chunks may commit in any order: AddDeliveries leaves ids
+// already present alone, and FinishPlan comes only after all of them.
+func (l *Leader) replicatePlan(ctx context.Context, runKey string, all []NewDelivery) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slots := make(chan struct{}, planPipeline)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for start := 0; start < len(all); start += l.cfg.PlanChunk {
+		chunk := all[start:min(start+l.cfg.PlanChunk, len(all))]
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if _, err := l.propose(ctx, CmdAddDeliveries, AddDeliveries{RunKey: runKey, Deliveries: chunk}); err != nil {
+				select {
+				case errs <- fmt.Errorf("replicate plan of %s: %w", runKey, err):
+				default:
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	return ctx.Err()
 }

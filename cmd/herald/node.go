@@ -110,6 +110,8 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	if cfg.JoinTimeout != "" {
 		ccfg.JoinTimeout, _ = time.ParseDuration(cfg.JoinTimeout) // validated by load
 	}
+	rt, _ := parseRaftTimeouts(cfg.RaftTimeouts) // validated by load
+	ccfg.HeartbeatTimeout, ccfg.ElectionTimeout, ccfg.LeaderLeaseTimeout = rt.Heartbeat, rt.Election, rt.Lease
 	if cfg.devTimeouts {
 		ccfg = cluster.DevConfig(ccfg)
 	}
