@@ -210,7 +210,7 @@ func (n *node) status() api.Status {
 		NodeID: cs.NodeID, LeaderID: cs.LeaderID, State: cs.State, Term: cs.Term,
 		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(), FSMVersion: cs.FSMVersion, Build: cs.Build,
 		DisplayTimezone: n.zone.String(),
-		Members: []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{},
+		Members:         []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{},
 	}
 	for _, m := range cs.Members {
 		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader,
