@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,9 +48,26 @@ type nodeConfig struct {
 	// Channels are the channel instances by name: {plugin: NAME, ...the
 	// plugin's own keys}. Values may reference ${ENV} variables (secrets).
 	Channels map[string]map[string]any `yaml:"channels"`
+	// TLSCert, TLSKey and TLSCA are PEM files (all three or none): the API
+	// serves HTTPS only, Raft is mutual TLS, nodes talk HTTPS to each
+	// other. Re-read when they change.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	TLSCA   string `yaml:"tls_ca"`
+	// ClusterSecret is a ${ENV} reference to the secret every member
+	// holds; a node joins, and is accepted, only by proving it.
+	ClusterSecret string `yaml:"cluster_secret"`
+	// Peers are the other members' HTTP addresses, comma separated: asked
+	// before a node with an empty data dir bootstraps.
+	Peers string `yaml:"peers"`
 
 	devTimeouts  bool   // `herald dev` and tests: short Raft timeouts
 	raftLogLevel string // "" means the cluster package's default
+	// clusterSecret is ClusterSecret resolved; never logged or shown.
+	clusterSecret string
+	// secretFromEnv: the final ClusterSecret came from HERALD_CLUSTER_SECRET
+	// itself, where the secret may be given literally.
+	secretFromEnv bool
 }
 
 // configKeys lists every scalar key: YAML name, flag, usage, field.
@@ -65,6 +83,11 @@ func (c *nodeConfig) keys() []configKey {
 		{"rules", "rules", "directory of Lua rule files (watched)", &c.Rules, nil},
 		{"plugins", "plugins", "directory of herald-channel-* plugin executables", &c.Plugins, nil},
 		{"log_level", "log-level", "debug, info, warn or error", &c.LogLevel, nil},
+		{"tls_cert", "tls-cert", "PEM certificate of this node (with tls_key and tls_ca: HTTPS API, mutual-TLS Raft)", &c.TLSCert, nil},
+		{"tls_key", "tls-key", "PEM private key of tls_cert", &c.TLSKey, nil},
+		{"tls_ca", "tls-ca", "PEM CA certificate that signs every member's certificate", &c.TLSCA, nil},
+		{"cluster_secret", "cluster-secret", "${ENV} reference to the secret every member must hold to join", &c.ClusterSecret, nil},
+		{"peers", "peers", "the other members' HTTP addresses (comma separated), asked before bootstrapping an empty data dir", &c.Peers, nil},
 		{"display_timezone", "display-timezone", "zone of the times shown to people: alert texts, dashboard (IANA name; default the machine's zone)", &c.DisplayTimezone, nil},
 		{"raft_timeouts", "raft-timeouts", "Raft failure detection: lan (default), wan, or heartbeat=D,election=D,lease=D", &c.RaftTimeouts, nil},
 		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty", &c.PprofAddr, nil},
@@ -148,11 +171,13 @@ func (c *nodeConfig) load(cmd *cobra.Command) error {
 			if err := k.set(v); err != nil {
 				return fmt.Errorf("%s: %w", k.env(), err)
 			}
+			c.secretFromEnv = c.secretFromEnv || k.yaml == "cluster_secret"
 		}
 		if f := cmd.Flags().Lookup(k.flag); f != nil && f.Changed {
 			if err := k.set(f.Value.String()); err != nil {
 				return fmt.Errorf("--%s: %w", k.flag, err)
 			}
+			c.secretFromEnv = c.secretFromEnv && k.yaml != "cluster_secret"
 		}
 	}
 	return c.validate()
@@ -204,6 +229,16 @@ func (c *nodeConfig) validate() error {
 	case "", "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("config: log_level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if set := countSet(c.TLSCert, c.TLSKey, c.TLSCA); set != 0 && set != 3 {
+		return errors.New("config: tls_cert, tls_key and tls_ca go together: give all three (herald tls init writes them)")
+	}
+	if c.ClusterSecret != "" {
+		s, err := resolveSecret("cluster_secret", c.ClusterSecret, c.secretFromEnv)
+		if err != nil {
+			return err
+		}
+		c.clusterSecret = s
 	}
 	return nil
 }
@@ -258,4 +293,48 @@ func parseRaftTimeouts(s string) (raftTimeouts, error) {
 		return t, fmt.Errorf("election %s is below heartbeat %s", t.Election, t.Heartbeat)
 	}
 	return t, nil
+}
+
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// secretRef is a whole-value ${NAME} reference.
+var secretRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+
+// resolveSecret turns a ${NAME} reference into the variable's value. A
+// literal secret is taken only from the key's own HERALD_* variable
+// (literalOK): written in a config file or on a command line, it is
+// readable by whoever reads the file or lists processes. Errors name the
+// key and the variable, never a value.
+func resolveSecret(key, raw string, literalOK bool) (string, error) {
+	m := secretRef.FindStringSubmatch(raw)
+	if m == nil {
+		if literalOK {
+			return raw, nil
+		}
+		return "", fmt.Errorf("config: %s must be a ${ENV} reference such as ${HERALD_SECRET}, not the secret itself", key)
+	}
+	v, ok := os.LookupEnv(m[1])
+	if !ok || v == "" {
+		return "", fmt.Errorf("config: %s refers to ${%s}, which is not set", key, m[1])
+	}
+	return v, nil
+}
+
+// peerList splits the peers key.
+func (c *nodeConfig) peerList() []string {
+	var out []string
+	for _, p := range strings.Split(c.Peers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
