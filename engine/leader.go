@@ -24,6 +24,10 @@ const (
 	AlertRuleDefault       = "ops_alert"
 	AlertIntervalDefault   = time.Hour
 	LatePlanDefault        = 5 * time.Minute
+	// MaxPlanAhead caps LeaderConfig.PlanAhead: the longer ahead, the
+	// longer a planned run's deliveries sit in memory, and the older the
+	// rules they were planned with.
+	MaxPlanAhead = 10 * time.Minute
 )
 
 // Schedule yields the slots of a rule's trigger.
@@ -52,6 +56,16 @@ type LeaderConfig struct {
 	// PlanObserver, when set, is told how long each run that this leader
 	// planned took to evaluate and to replicate (metrics, herald bench).
 	PlanObserver func(PlanTiming)
+
+	// PlanAhead is the most a scheduled slot's run is started before the
+	// slot, so that it is planned and replicated when the slot comes and
+	// its deliveries (held until their send time) leave at once. The lead
+	// is twice what the rule's last run took to plan, plus a second, up to
+	// PlanAhead (all of it for a rule never planned yet). A run is planned
+	// with the rules and data in force when it starts (recorded in
+	// Run.RulesHash): an edit in between applies from the next slot.
+	// Zero: at the slot. At most MaxPlanAhead.
+	PlanAhead time.Duration
 
 	BatchSize int // deliveries per Send to a channel; default BatchSizeDefault
 	// ClaimBatch is the most deliveries one Claim entry takes (sent in
@@ -111,6 +125,7 @@ func (c *LeaderConfig) setDefaults() error {
 	setDefault(&c.LateAfter, LateAfterDefault)
 	setDefault(&c.MaxSends, MaxSendsDefault)
 	setDefault(&c.ClaimBatch, ClaimBatchDefault)
+	c.PlanAhead = min(max(c.PlanAhead, 0), MaxPlanAhead)
 	setDefault(&c.SendConcurrency, SendConcurrencyDefault)
 	setDefault(&c.AlertInterval, AlertIntervalDefault)
 	setDefault(&c.LatePlan, LatePlanDefault)
@@ -148,6 +163,9 @@ type PlanTiming struct {
 type Leader struct {
 	cfg LeaderConfig
 	log *slog.Logger
+	// planTook remembers how long each rule's last run took to plan (rule
+	// name → time.Duration), for the plan-ahead lead.
+	planTook sync.Map
 }
 
 // NewLeader validates cfg and returns a Leader.

@@ -52,6 +52,9 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 			len(doomed), run.Key, run.Rule, strings.Join(doomed, "; "))})
 	}
 	_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Now: l.now()})
+	if err == nil {
+		l.planTook.Store(run.Rule, evaluate+time.Since(replStart))
+	}
 	if err == nil && l.cfg.PlanObserver != nil {
 		l.cfg.PlanObserver(PlanTiming{Rule: run.Rule, RunKey: run.Key, Deliveries: len(all),
 			Evaluate: evaluate, Replicate: time.Since(replStart)})
@@ -161,4 +164,34 @@ func (l *Leader) replicatePlan(ctx context.Context, runKey string, all []NewDeli
 	default:
 	}
 	return ctx.Err()
+}
+
+// planLeadMin is the least lead of a planned-ahead slot: what a small rule
+// needs to be planned and replicated on a busy machine.
+const planLeadMin = time.Second
+
+// planLead is how long before its slot a run of rule is started: twice
+// what its last run took to plan, plus planLeadMin, at most PlanAhead.
+// A rule this leader has not planned yet counts its last planned run in
+// the state; one never planned gets all of PlanAhead.
+func (l *Leader) planLead(rule string) time.Duration {
+	if l.cfg.PlanAhead <= 0 {
+		return 0
+	}
+	took, ok := l.planTook.Load(rule)
+	if !ok {
+		var last *Run
+		for _, r := range l.cfg.FSM.Runs(func(r *Run) bool { return r.Rule == rule && r.State == RunPlanned && !r.PlannedAt.IsZero() }) {
+			last = r
+		}
+		d := time.Duration(-1) // never planned: remembered, so as not to look again each pass
+		if last != nil {
+			d = max(last.PlannedAt.Sub(last.StartedAt), 0)
+		}
+		took, _ = l.planTook.LoadOrStore(rule, d)
+	}
+	if took.(time.Duration) < 0 {
+		return l.cfg.PlanAhead
+	}
+	return min(l.cfg.PlanAhead, 2*took.(time.Duration)+planLeadMin)
 }

@@ -45,6 +45,10 @@ type nodeConfig struct {
 	// apart), or "heartbeat=D,election=D,lease=D" (any of them, the rest
 	// from lan).
 	RaftTimeouts string `yaml:"raft_timeouts"`
+	// PlanAhead: a scheduled slot is planned and replicated this long
+	// before it (default 1m, at most 10m, 0s at the slot), so that its
+	// first message leaves at the slot.
+	PlanAhead string `yaml:"plan_ahead"`
 	// Channels are the channel instances by name: {plugin: NAME, ...the
 	// plugin's own keys}. Values may reference ${ENV} variables (secrets).
 	Channels map[string]map[string]any `yaml:"channels"`
@@ -89,6 +93,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"cluster_secret", "cluster-secret", "${ENV} reference to the secret every member must hold to join", &c.ClusterSecret, nil},
 		{"peers", "peers", "the other members' HTTP addresses (comma separated), asked before bootstrapping an empty data dir", &c.Peers, nil},
 		{"display_timezone", "display-timezone", "zone of the times shown to people: alert texts, dashboard (IANA name; default the machine's zone)", &c.DisplayTimezone, nil},
+		{"plan_ahead", "plan-ahead", "plan and replicate a scheduled slot this long before it (default 1m, at most 10m; 0s: at the slot)", &c.PlanAhead, nil},
 		{"raft_timeouts", "raft-timeouts", "Raft failure detection: lan (default), wan, or heartbeat=D,election=D,lease=D", &c.RaftTimeouts, nil},
 		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty", &c.PprofAddr, nil},
 	}
@@ -222,6 +227,9 @@ func (c *nodeConfig) validate() error {
 	if _, err := engine.LoadZone(c.DisplayTimezone); err != nil {
 		return fmt.Errorf("config: display_timezone: %w", err)
 	}
+	if _, err := parsePlanAhead(c.PlanAhead); err != nil {
+		return fmt.Errorf("config: plan_ahead %q: %w", c.PlanAhead, err)
+	}
 	if _, err := parseRaftTimeouts(c.RaftTimeouts); err != nil {
 		return fmt.Errorf("config: raft_timeouts %q: %w", c.RaftTimeouts, err)
 	}
@@ -337,4 +345,20 @@ func (c *nodeConfig) peerList() []string {
 		}
 	}
 	return out
+}
+
+// planAheadDefault is plan_ahead when it is not set.
+const planAheadDefault = time.Minute
+
+// parsePlanAhead reads plan_ahead: "" is the default, else a duration from
+// 0s (plan at the slot) to engine.MaxPlanAhead.
+func parsePlanAhead(s string) (time.Duration, error) {
+	if s == "" {
+		return planAheadDefault, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > engine.MaxPlanAhead {
+		return 0, fmt.Errorf("want a duration from 0s to %s, such as 1m", engine.MaxPlanAhead)
+	}
+	return d, nil
 }

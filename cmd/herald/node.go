@@ -184,6 +184,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return n, err
 	}
 
+	planAhead, _ := parsePlanAhead(cfg.PlanAhead) // validated by load
 	planSeconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herald_plan_seconds",
 		Help:    "Time this node, as leader, took to plan a run: phase evaluate (the rule) or replicate (its deliveries through Raft).",
@@ -194,6 +195,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
 		ScheduleFunc: scheduleFunc, DisplayZone: zone,
+		PlanAhead: planAhead,
 		PlanObserver: func(t engine.PlanTiming) {
 			planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
 			planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())

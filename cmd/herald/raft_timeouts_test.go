@@ -33,3 +33,15 @@ func TestRaftTimeouts(t *testing.T) {
 	c := nodeConfig{NodeID: "n1", DataDir: "d", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", RaftTimeouts: "wan?"}
 	require.ErrorContains(t, c.validate(), `raft_timeouts "wan?"`)
 }
+
+func TestPlanAheadConfig(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": time.Minute, "0s": 0, "90s": 90 * time.Second, "10m": 10 * time.Minute} {
+		got, err := parsePlanAhead(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"11m", "-1s", "soon"} {
+		_, err := parsePlanAhead(in)
+		require.ErrorContains(t, err, "want a duration from 0s to 10m0s", in)
+	}
+}
