@@ -68,6 +68,14 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdNotifyAlert:   {name: "NotifyAlert", since: []uint16{1}},
 	CmdCompensated:   {name: "Compensated", since: []uint16{1}},
 	CmdPrune:         {name: "Prune", since: []uint16{1}},
+
+	CmdPauseRule:        {name: "PauseRule", since: []uint16{2}},
+	CmdResumeRule:       {name: "ResumeRule", since: []uint16{2}},
+	CmdRetryDeliveries:  {name: "RetryDeliveries", since: []uint16{2}},
+	CmdRefireRun:        {name: "RefireRun", since: []uint16{2}},
+	CmdSetDirectory:     {name: "SetDirectory", since: []uint16{2}},
+	CmdHoldDirectory:    {name: "HoldDirectory", since: []uint16{2}},
+	CmdConfirmDirectory: {name: "ConfirmDirectory", since: []uint16{2}},
 }
 
 func (t CommandType) String() string {

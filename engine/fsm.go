@@ -178,6 +178,20 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		return a.compensated(decode[Compensated](d))
 	case CmdPrune:
 		return a.prune(decode[Prune](d))
+	case CmdPauseRule:
+		return a.pauseRule(decode[PauseRule](d))
+	case CmdResumeRule:
+		return a.resumeRule(decode[ResumeRule](d))
+	case CmdRetryDeliveries:
+		return a.retryDeliveries(decode[RetryDeliveries](d))
+	case CmdRefireRun:
+		return a.refireRun(decode[RefireRun](d))
+	case CmdSetDirectory:
+		return a.setDirectory(decode[SetDirectory](d))
+	case CmdHoldDirectory:
+		return a.holdDirectory(decode[HoldDirectory](d))
+	case CmdConfirmDirectory:
+		return a.confirmDirectory(decode[ConfirmDirectory](d))
 	}
 	// In the table but not dispatched: a build error, caught by
 	// TestEveryCommandIsDispatched.

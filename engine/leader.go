@@ -99,6 +99,17 @@ type LeaderConfig struct {
 	Retention       time.Duration
 	LedgerRetention time.Duration
 	PruneEvery      time.Duration
+
+	// Directory, when set, is read every DirectoryInterval (default
+	// DirectoryIntervalDefault) and replicated (dirsync.go). A refresh
+	// that would remove more than DirectoryMaxRemoval of the people in
+	// force (a share, default DirectoryMaxRemovalDefault; 1 never holds)
+	// is held for an operator. DirectoryRefresh, when set, asks for a
+	// refresh now.
+	Directory           DirectorySource
+	DirectoryInterval   time.Duration
+	DirectoryMaxRemoval float64
+	DirectoryRefresh    <-chan struct{}
 }
 
 func (c *LeaderConfig) setDefaults() error {
@@ -132,6 +143,10 @@ func (c *LeaderConfig) setDefaults() error {
 	setDefault(&c.Retention, RetentionDefault)
 	setDefault(&c.LedgerRetention, LedgerRetentionDefault)
 	setDefault(&c.PruneEvery, PruneEveryDefault)
+	setDefault(&c.DirectoryInterval, DirectoryIntervalDefault)
+	if c.DirectoryMaxRemoval <= 0 {
+		c.DirectoryMaxRemoval = DirectoryMaxRemovalDefault
+	}
 	if c.AlertRule == "" {
 		c.AlertRule = AlertRuleDefault
 	}
@@ -187,6 +202,10 @@ func (l *Leader) Run(ctx context.Context) {
 	wg.Go(func() { s.run(ctx) })
 	wg.Go(func() { x.run(ctx) })
 	wg.Go(func() { h.run(ctx) })
+	if l.cfg.Directory != nil {
+		d := &dirRefresher{l: l}
+		wg.Go(func() { d.run(ctx) })
+	}
 	wg.Wait()
 	l.log.Info("no longer leading: scheduler and executor stopped")
 }
@@ -239,54 +258,4 @@ func wait(ctx context.Context, next time.Time, now time.Time, wake ...<-chan str
 	case <-w1:
 	}
 	return true
-}
-
-// pruneAfterElection is how long a new leader waits before its first prune.
-const pruneAfterElection = 5 * time.Minute
-
-// housekeeper runs the leader's upkeep: the rules' on_failed hooks, alert
-// delivery, late-run reports and retention. It wakes on every change of
-// the state and on its own timers.
-type housekeeper struct {
-	l         *Leader
-	nextPrune time.Time
-}
-
-func newHousekeeper(l *Leader) *housekeeper { return &housekeeper{l: l} }
-
-func (h *housekeeper) run(ctx context.Context) {
-	changed, unsubscribe := h.l.cfg.FSM.Subscribe()
-	defer unsubscribe()
-	for {
-		next := h.runOnce(ctx)
-		if !wait(ctx, next, h.l.now(), changed) {
-			return
-		}
-	}
-}
-
-// runOnce does what is due now and returns when to look again.
-func (h *housekeeper) runOnce(ctx context.Context) time.Time {
-	l := h.l
-	now := l.now()
-	wake := now.Add(time.Minute)
-	earlier := func(t time.Time) {
-		if !t.IsZero() && t.Before(wake) {
-			wake = t
-		}
-	}
-	l.compensate(ctx)
-	earlier(l.notifyAlerts(ctx, now))
-	earlier(l.reportLateRuns(ctx, now))
-	switch {
-	case h.nextPrune.IsZero():
-		// Not at the very start of a term (elections come in bursts), but
-		// soon after: a cluster whose leader moves every hour still prunes.
-		h.nextPrune = now.Add(min(l.cfg.PruneEvery, pruneAfterElection))
-	case !now.Before(h.nextPrune):
-		l.pruneOnce(ctx, now)
-		h.nextPrune = now.Add(l.cfg.PruneEvery)
-	}
-	earlier(h.nextPrune)
-	return wake
 }

@@ -3,10 +3,13 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/heraldhq/herald/engine/backoff"
 )
 
 // plan evaluates a run's rule and replicates its deliveries in chunks,
@@ -25,15 +28,27 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 	loc := location(zone)
 	rc := RunContext{
 		Rule: run.Rule, Key: run.Key, Slot: run.Slot.In(loc), Zone: loc.String(),
-		Data: run.Data, Missed: l.cfg.FSM.Missed(run.Rule),
+		Data: run.Data, Missed: l.cfg.FSM.Missed(run.Rule), DirectoryHash: run.DirectoryHash,
 	}
 	pctx, cancel := context.WithTimeout(ctx, l.cfg.PlanTimeout)
 	evalStart := time.Now()
 	planned, perr := l.cfg.Rules.Plan(pctx, rule.Name, rc)
+	if cur, _ := l.cfg.FSM.Directory(); errors.Is(perr, ErrDirectoryPending) && cur != nil && cur.Hash != run.DirectoryHash {
+		// The run's snapshot was replaced in the log and this node no
+		// longer keeps it (a run re-planned long after it started): the
+		// one in force is the best there is.
+		l.log.Warn("planning with the directory in force: the run's snapshot is gone", "run", run.Key,
+			"run_directory", run.DirectoryHash, "directory", cur.Hash)
+		rc.DirectoryHash = cur.Hash
+		planned, perr = l.cfg.Rules.Plan(pctx, rule.Name, rc)
+	}
 	evaluate := time.Since(evalStart)
 	cancel()
 	if ctx.Err() != nil {
 		return ctx.Err() // leadership lost: the next leader plans it again
+	}
+	if errors.Is(perr, ErrDirectoryPending) {
+		return perr // the scheduler tries again in a moment
 	}
 	if perr != nil {
 		_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Error: perr.Error(), Now: l.now()})
@@ -194,4 +209,69 @@ func (l *Leader) planLead(rule string) time.Duration {
 		return l.cfg.PlanAhead
 	}
 	return min(l.cfg.PlanAhead, 2*took.(time.Duration)+planLeadMin)
+}
+
+// planPending plans every run still planning — ours, or one an earlier
+// leader left half done — each in its own goroutine so that one slow rule
+// does not hold up the others.
+func (s *scheduler) planPending(ctx context.Context) {
+	for _, run := range s.l.cfg.FSM.PlanningRuns() {
+		s.startPlanning(ctx, run)
+	}
+}
+
+// startPlanning plans run in the background unless a planner has it.
+func (s *scheduler) startPlanning(ctx context.Context, run *Run) {
+	s.mu.Lock()
+	busy := s.planning[run.Key]
+	s.planning[run.Key] = true
+	s.mu.Unlock()
+	if busy {
+		return
+	}
+	s.wg.Go(func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.planning, run.Key)
+			s.mu.Unlock()
+		}()
+		// A plan that failed to replicate is tried again here, after a
+		// backoff: nothing else may wake the scheduler for a minute.
+		b := backoff.Doubling{Min: planRetryMin, Max: planRetryMax}
+		for {
+			done, err := s.planOnce(ctx, run)
+			if done {
+				return
+			}
+			retry := b.Next()
+			s.l.log.Warn("planning failed; will retry", "run", run.Key, "err", err, "in", retry)
+			if !backoff.Sleep(ctx, retry, nil) {
+				return
+			}
+		}
+	})
+}
+
+// Backoff between attempts to plan a run whose replication failed.
+const (
+	planRetryMin = time.Second
+	planRetryMax = 30 * time.Second
+)
+
+// planOnce plans run under the planners' bound. done is false when it
+// failed and is worth trying again.
+func (s *scheduler) planOnce(ctx context.Context, run *Run) (done bool, err error) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return true, nil
+	}
+	defer func() { <-s.sem }()
+	// run was read before this planner took it: another one may have
+	// finished it since.
+	if cur, ok := s.l.cfg.FSM.Run(run.Key); !ok || cur.State != RunPlanning {
+		return true, nil
+	}
+	err = s.l.plan(ctx, run)
+	return err == nil || ctx.Err() != nil, err
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"time"
 )
@@ -34,9 +35,15 @@ type RuleSource interface {
 	// Plan evaluates a rule for one run: who receives and what each gets.
 	Plan(ctx context.Context, rule string, run RunContext) ([]Planned, error)
 	// OnFailed runs a rule's on_failed hook after a delivery finally fails.
-	// A rule without the hook returns nil.
-	OnFailed(ctx context.Context, rule string, run RunContext, failed FailedDelivery) error
+	// A rule without the hook returns nil. submit is how the hook may
+	// schedule an API task (task.submit); the leader stamps its Now.
+	OnFailed(ctx context.Context, rule string, run RunContext, failed FailedDelivery, submit SubmitFunc) error
 }
+
+// SubmitFunc schedules an API task: what the leader hands a rule's
+// on_failed (RuleSource.OnFailed) so that it can schedule a follow-up. The
+// leader stamps Now.
+type SubmitFunc func(ctx context.Context, t SubmitTask) (*Task, error)
 
 // Rule is what the engine needs to know of one rule file.
 type Rule struct {
@@ -76,10 +83,19 @@ type RunContext struct {
 	Slot time.Time // in the rule's zone
 	Zone string
 	Data json.RawMessage // an API task's data; nil for scheduled runs
+	// DirectoryHash names the directory snapshot the run was started
+	// with; the rule source plans with exactly that one (or answers
+	// ErrDirectoryPending while it is still catching up).
+	DirectoryHash string
 	// Missed maps a userid to that person's earlier slots of this rule
 	// (RFC 3339) whose delivery finally failed and was not yet made good.
 	Missed map[string][]string
 }
+
+// ErrDirectoryPending is what a RuleSource answers when a run names a
+// directory snapshot it does not have in force yet (it is being applied on
+// this node): the planner tries again shortly.
+var ErrDirectoryPending = errors.New("the run's directory snapshot is not in force on this node yet")
 
 // Planned is one recipient's message as a rule decided it.
 type Planned struct {

@@ -35,27 +35,35 @@ func (s RunState) String() string {
 		return "failed"
 	case RunSkipped:
 		return "skipped"
+	case RunPaused:
+		return "paused"
 	}
 	return "unknown"
 }
 
 // Run is one firing of a rule: a scheduled slot or an API task.
 type Run struct {
-	Key       string          `json:"key"`
-	Rule      string          `json:"rule"`
-	Slot      time.Time       `json:"slot"`
-	Zone      string          `json:"zone,omitempty"`
-	TaskKey   string          `json:"task_key,omitempty"`
-	Data      json.RawMessage `json:"data,omitempty"`
-	State     RunState        `json:"state"`
-	Late      bool            `json:"late,omitempty"`
-	Manual    bool            `json:"manual,omitempty"` // fired by hand (herald rules fire)
-	Date      string          `json:"date,omitempty"`   // slot's date in the rule's zone
-	RulesHash string          `json:"rules_hash,omitempty"`
-	StartedAt time.Time       `json:"started_at"`
-	PlannedAt time.Time       `json:"planned_at,omitzero"`
-	Planned   int             `json:"planned"`
-	Error     string          `json:"error,omitempty"`
+	Key     string          `json:"key"`
+	Rule    string          `json:"rule"`
+	Slot    time.Time       `json:"slot"`
+	Zone    string          `json:"zone,omitempty"`
+	TaskKey string          `json:"task_key,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
+	State   RunState        `json:"state"`
+	Late    bool            `json:"late,omitempty"`
+	Manual  bool            `json:"manual,omitempty"` // fired by hand (herald rules fire)
+	// FiredBy is who fired a skipped or paused slot by hand (RefireRun).
+	FiredBy   string `json:"fired_by,omitempty"`
+	Date      string `json:"date,omitempty"` // slot's date in the rule's zone
+	RulesHash string `json:"rules_hash,omitempty"`
+	// DirectoryHash names the directory snapshot in force when the run
+	// started (stamped by Apply from the state, never by the leader): the
+	// rule is planned with exactly that snapshot. "" when none.
+	DirectoryHash string    `json:"directory_hash,omitempty"`
+	StartedAt     time.Time `json:"started_at"`
+	PlannedAt     time.Time `json:"planned_at,omitzero"`
+	Planned       int       `json:"planned"`
+	Error         string    `json:"error,omitempty"`
 }
 
 // Claim is one attempt in flight: who sent it and until when it is theirs.
@@ -95,6 +103,12 @@ type Delivery struct {
 	LastError  string        `json:"last_error,omitempty"`
 	SentAt     time.Time     `json:"sent_at,omitzero"`
 	EndedAt    time.Time     `json:"ended_at,omitzero"`
+	// Retries counts the times a person sent it again by hand after it
+	// failed or expired (RetryDeliveries); RetriedBy and RetriedAt are the
+	// last of them.
+	Retries   int       `json:"retries,omitempty"`
+	RetriedBy string    `json:"retried_by,omitempty"`
+	RetriedAt time.Time `json:"retried_at,omitzero"`
 	// Failures are the attempts that did not send it, oldest first (at
 	// most MaxFailures, the latest kept), so a person's page can say why
 	// each one failed: LastError holds only the last. Nil in records of a
@@ -173,6 +187,9 @@ type Alert struct {
 	Notified   int       `json:"notified,omitempty"`
 	NotifiedAt time.Time `json:"notified_at,omitzero"`
 }
+
+// Day is the date the run's statistics count under (YYYY-MM-DD).
+func (r *Run) Day() string { return r.date() }
 
 // date is the run's date for the daily aggregates: the one the leader
 // stamped (in the rule's zone), else the slot's UTC date.

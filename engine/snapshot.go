@@ -51,6 +51,11 @@ type (
 		Rule, Recipient string
 		Slots           []string
 	}
+	// dirEntry is the directory in force ("current") or held ("held").
+	dirEntry struct {
+		Kind   string
+		Record DirectoryRecord
+	}
 	// dayEntry carries DayStats as JSON: it holds a map, which gob would
 	// write in random order, and snapshots must be deterministic.
 	dayEntry struct {
@@ -136,12 +141,31 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 		writeSection(enc, "ledger", timeEntries(st.Ledger)),
 		writeSection(enc, "compensate", compensate),
 		writeSection(enc, "daily", daily),
+		writeSection(enc, "paused", sortedValues(st.Paused)),
+		writeDirectory(enc, st),
 		writeSection[int](enc, sectionEnd, nil),
 	)
 	if err != nil {
 		return fmt.Errorf("write snapshot: %w", err)
 	}
 	return bw.Flush()
+}
+
+// writeDirectory writes the directory section only when there is a
+// directory: a cluster that never configured one writes the same
+// snapshots as builds that do not know the section.
+func writeDirectory(enc *gob.Encoder, st *state) error {
+	var entries []dirEntry
+	if st.Directory != nil {
+		entries = append(entries, dirEntry{Kind: "current", Record: *st.Directory})
+	}
+	if st.DirectoryHeld != nil {
+		entries = append(entries, dirEntry{Kind: "held", Record: *st.DirectoryHeld})
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	return writeSection(enc, "directory", entries)
 }
 
 func sortedValues[V any](m map[string]V) []V {
@@ -234,6 +258,9 @@ func readVersion1(r io.Reader, st *state) error {
 	if st.Daily == nil {
 		st.Daily = map[string]map[string]*DayStats{}
 	}
+	if st.Paused == nil {
+		st.Paused = map[string]*Pause{}
+	}
 	return nil
 }
 
@@ -272,6 +299,19 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 	},
 	"compensate": func(dec *gob.Decoder, st *state) error {
 		return readRecord(dec, func(id *string) { st.Compensate[*id] = true })
+	},
+	"paused": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(p *Pause) { st.Paused[p.Rule] = p })
+	},
+	"directory": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(e *dirEntry) {
+			r := e.Record
+			if e.Kind == "held" {
+				st.DirectoryHeld = &r
+			} else {
+				st.Directory = &r
+			}
+		})
 	},
 	"daily": func(dec *gob.Decoder, st *state) error {
 		var e dayEntry

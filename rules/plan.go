@@ -23,8 +23,14 @@ func (s *Set) Plan(ctx context.Context, rule string, run engine.RunContext) ([]e
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownRule, rule)
 	}
+	people, err := s.peopleFor(v, run.DirectoryHash)
+	if err != nil {
+		return nil, err
+	}
 	var out []engine.Planned
-	err := s.withSandbox(ctx, v, func(sb *sandbox) error {
+	err = s.withSandbox(ctx, v, func(sb *sandbox) error {
+		sb.nextPeople = people
+		defer func() { sb.nextPeople = nil }()
 		msgs, err := sb.plan(ctx, c, run, s.cfg.CallTimeout)
 		for _, m := range msgs {
 			out = append(out, engine.Planned{Recipient: m.userid, Payload: m.payload, Zone: m.zone, Quiet: m.quiet})
@@ -40,15 +46,14 @@ func (s *Set) Plan(ctx context.Context, rule string, run engine.RunContext) ([]e
 // OnFailed runs the rule's on_failed(run, delivery) hook, where delivery
 // is {id, recipient, state, attempts, error}. A rule without the hook (or
 // no longer loaded) returns nil. The hook may call task.submit, which
-// submits through engine.SubmitterFrom(ctx).
-func (s *Set) OnFailed(ctx context.Context, rule string, run engine.RunContext, failed engine.FailedDelivery) error {
+// submits through submit (nil: task.submit fails).
+func (s *Set) OnFailed(ctx context.Context, rule string, run engine.RunContext, failed engine.FailedDelivery, submit engine.SubmitFunc) error {
 	v := s.cur.Load()
 	c, ok := v.rules[rule]
 	if !ok || !c.hasOnFailed {
 		return nil
 	}
-	fn, _ := engine.SubmitterFrom(ctx)
-	sub := &submitter{fn: fn, ruleProblem: func(name string) string {
+	sub := &submitter{fn: submit, ruleProblem: func(name string) string {
 		switch r, ok := v.rules[name]; {
 		case !ok:
 			return fmt.Sprintf("rule %q is not loaded", name)
@@ -147,7 +152,7 @@ func (sb *sandbox) begin(ctx context.Context, c *compiled, run engine.RunContext
 		return nil, nil, &RuleError{File: c.file, Msg: fmt.Sprintf("run zone %q: %v", zone, err)}
 	}
 	slot := run.Slot.In(loc)
-	sb.run = &runState{rule: c.rule.Name, file: c.file, calendar: c.rule.Calendar, zone: loc, slot: slot}
+	sb.run = &runState{rule: c.rule.Name, file: c.file, calendar: c.rule.Calendar, zone: loc, slot: slot, people: sb.nextPeople}
 	val, err := sb.evalFile(ctx, c.proto, timeout)
 	if err != nil {
 		return nil, nil, err
@@ -269,7 +274,7 @@ func (sb *sandbox) readRecipients(c *compiled, v lua.LValue) ([]recipient, error
 		switch x := list.RawGetInt(i).(type) {
 		case lua.LString:
 			r.userid = string(x)
-			if p, ok := sb.env.people.Get(r.userid); ok {
+			if p, ok := sb.dir().Get(r.userid); ok {
 				r.to = sb.personTable(p)
 			} else {
 				r.to = sb.L.CreateTable(0, 2)

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/cluster"
+	"github.com/heraldhq/herald/engine/enginetest/poll"
 )
 
 // The multi-process tests run real `herald agent` processes built from
@@ -66,6 +67,7 @@ func freeAddr(t testing.TB) string {
 
 type agentProc struct {
 	id, raft, http, data string
+	bin                  string // "" is heraldBin, this build
 	cmd                  *exec.Cmd
 	log                  *os.File
 }
@@ -112,7 +114,11 @@ func (c *e2eCluster) start(n *agentProc, extra ...string) {
 	c.t.Helper()
 	args := append([]string{"agent", "--config", c.config, "--node-id", n.id, "--data-dir", n.data,
 		"--raft-addr", n.raft, "--http-addr", n.http, "--rules", c.rules, "--log-level", "info"}, extra...)
-	cmd := exec.Command(heraldBin, args...)
+	bin := heraldBin
+	if n.bin != "" {
+		bin = n.bin
+	}
+	cmd := exec.Command(bin, args...)
 	logf, err := os.OpenFile(filepath.Join(c.dir, n.id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	require.NoError(c.t, err)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -191,14 +197,7 @@ func getJSON(addr, path string, out any) error {
 
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling with a deadline
-	}
-	return time.Since(start)
+	return poll.Until(t, within, what, cond)
 }
 
 func (c *e2eCluster) leader(among ...*agentProc) *agentProc {

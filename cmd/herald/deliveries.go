@@ -102,6 +102,6 @@ func newDeliveriesCmd() *cobra.Command {
 			return emitJSON(cmd, d)
 		},
 	}
-	cmd.AddCommand(list, get)
+	cmd.AddCommand(list, get, newDeliveriesRetryCmd(&f))
 	return cmd
 }

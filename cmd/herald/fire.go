@@ -26,7 +26,7 @@ once, whether the scheduler or a person fires it.`,
 		Example: "  herald rules fire daily_report --slot 2026-12-01T09:00:00+08:00",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := api.FireRequest{}
+			req := api.FireRequest{By: whoAmI()}
 			if slot != "" {
 				t, err := parseTime(cmd, "--slot", slot)
 				if err != nil {
@@ -40,6 +40,10 @@ once, whether the scheduler or a person fires it.`,
 			}
 			if f.asJSON {
 				return emitJSON(cmd, out)
+			}
+			if out.Backfilled != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "fired %s slot %s (it was %s): run %s\n", out.Rule, showTime(cmd, out.Slot), out.Backfilled, out.Run)
+				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "fired %s slot %s: run %s\n", out.Rule, showTime(cmd, out.Slot), out.Run)
 			return nil

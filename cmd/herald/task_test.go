@@ -52,7 +52,7 @@ func (cliRules) Hash() string { return "h" }
 func (cliRules) Plan(context.Context, string, engine.RunContext) ([]engine.Planned, error) {
 	return nil, nil
 }
-func (cliRules) OnFailed(context.Context, string, engine.RunContext, engine.FailedDelivery) error {
+func (cliRules) OnFailed(context.Context, string, engine.RunContext, engine.FailedDelivery, engine.SubmitFunc) error {
 	return nil
 }
 

@@ -328,6 +328,8 @@ func (s *server) writeApplyError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, engine.ErrNotLeader):
 		writeError(w, http.StatusServiceUnavailable, "no leader to take the write; try again")
+	case errors.Is(err, engine.ErrMembersBehind):
+		writeError(w, http.StatusServiceUnavailable, err.Error())
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		writeError(w, http.StatusServiceUnavailable, "the write was not confirmed in time; it may still apply — try again (the same request is safe to repeat)")
 	default:
