@@ -71,6 +71,11 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 	}
 	warnInsecure(cfg, log)
+	if len(cfg.apiTokens) == 0 && !api.IsLoopbackAddr(cfg.HTTPAddr) {
+		log.Warn("no API tokens are configured and the HTTP address is reachable from other machines: "+
+			"anyone there can read tasks, deliveries and alerts, and writes are refused unless they come from this machine; "+
+			"configure `tokens:` (see README, Securing Herald)", "http_addr", cfg.HTTPAddr)
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http address %s: %w", cfg.HTTPAddr, unwrapInUse(err))
@@ -125,6 +130,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.HTTPAddr,
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: log, Registerer: reg, RaftLogLevel: cfg.raftLogLevel,
 		ClusterSecret: cfg.clusterSecret, Peers: cfg.peerList(), HTTPClient: n.peerHTTP,
+		Token: nodeToken(cfg.apiTokens),
 	}
 	if certs != nil {
 		ccfg.TLS = certs.RaftConfig()
@@ -157,7 +163,8 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
-			People: n.rules, DisplayTimezone: zone.String(),
+			People: n.rules, DisplayTimezone: zone.String(), Tokens: cfg.apiTokens,
+			PeerSignedFunc: n.raft.PeerSigned,
 			Directory: &api.DirectoryConfig{
 				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
 				Refresh: func() {
@@ -351,7 +358,7 @@ func (n *node) peerRulesHashes(members []api.MemberStatus) {
 		}
 		wg.Go(func() {
 			var v api.RulesHashView
-			if err := (&cluster.Client{Addr: m.HTTPAddr, HTTP: n.peerHTTP}).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
+			if err := (&cluster.Client{Addr: m.HTTPAddr, HTTP: n.peerHTTP, Token: nodeToken(n.cfg.apiTokens)}).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
 				m.RulesHash = v.RulesHash
 			}
 		})
