@@ -113,8 +113,22 @@ func TestSecureCluster(t *testing.T) {
 		st, err := secureStatus(n3.http, ca)
 		return err == nil && len(voters(st)) == 3 && st.LeaderID != ""
 	})
-	st, err := secureStatus(n2.http, ca)
-	require.NoError(t, err)
+	// A member's record (its HTTP address) is replicated just after Raft
+	// adds it as a voter: wait for the records, then check them.
+	var st cluster.Status
+	eventually(t, 30*time.Second, "every member's record", func() bool {
+		var err error
+		st, err = secureStatus(n2.http, ca)
+		if err != nil {
+			return false
+		}
+		for _, m := range st.Members {
+			if m.HTTPAddr == "" {
+				return false
+			}
+		}
+		return true
+	})
 	for _, m := range st.Members {
 		require.True(t, strings.HasPrefix(m.HTTPAddr, "https://"), "member records say https: %+v", m)
 	}
