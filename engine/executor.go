@@ -237,18 +237,18 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 	}
 	if stuck && err != nil {
 		x.l.log.Warn("send stuck past its claim; it will be sent again with the same keys", "channel", channel, "n", len(batch))
-		x.l.raise(ctx, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
-			"a batch of %d on channel %s was still in flight after %s; it will be sent again with the same idempotency keys",
-			len(batch), channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
+		x.l.raise(ctx, NewRaiseAlert(AlertCause{AlertSendStuck, channel}, "", AlertParams{Channel: channel, Count: len(batch), Late: x.l.cfg.ClaimTimeout},
+			fmt.Sprintf("a batch of %d on channel %s was still in flight after %s; it will be sent again with the same idempotency keys",
+				len(batch), channel, x.l.cfg.ClaimTimeout), x.l.now()))
 		return
 	}
 	if stuck {
 		// It outlived its claim, but the channel answered: record that,
 		// rather than send the batch again.
 		x.l.log.Warn("send answered only after its claim ran out", "channel", channel, "n", len(batch))
-		x.l.raise(ctx, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
-			"a batch of %d on channel %s was answered only after %s, when its claim had run out",
-			len(batch), channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
+		x.l.raise(ctx, NewRaiseAlert(AlertCause{AlertSendStuck, channel}, "", AlertParams{Channel: channel, Count: len(batch), Late: x.l.cfg.ClaimTimeout},
+			fmt.Sprintf("a batch of %d on channel %s was answered only after %s, when its claim had run out",
+				len(batch), channel, x.l.cfg.ClaimTimeout), x.l.now()))
 	}
 	byOut := make(map[string]Outcome, len(outs))
 	for _, o := range outs {

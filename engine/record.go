@@ -43,23 +43,23 @@ func (s RunState) String() string {
 
 // Run is one firing of a rule: a scheduled slot or an API task.
 type Run struct {
-	Key       string          `json:"key"`
-	Rule      string          `json:"rule"`
-	Slot      time.Time       `json:"slot"`
-	Zone      string          `json:"zone,omitempty"`
-	TaskKey   string          `json:"task_key,omitempty"`
-	Data      json.RawMessage `json:"data,omitempty"`
-	State     RunState        `json:"state"`
-	Late      bool            `json:"late,omitempty"`
-	Manual    bool            `json:"manual,omitempty"` // fired by hand (herald rules fire)
+	Key     string          `json:"key"`
+	Rule    string          `json:"rule"`
+	Slot    time.Time       `json:"slot"`
+	Zone    string          `json:"zone,omitempty"`
+	TaskKey string          `json:"task_key,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
+	State   RunState        `json:"state"`
+	Late    bool            `json:"late,omitempty"`
+	Manual  bool            `json:"manual,omitempty"` // fired by hand (herald rules fire)
 	// FiredBy is who fired a skipped or paused slot by hand (RefireRun).
-	FiredBy string `json:"fired_by,omitempty"`
-	Date      string          `json:"date,omitempty"`   // slot's date in the rule's zone
-	RulesHash string          `json:"rules_hash,omitempty"`
-	StartedAt time.Time       `json:"started_at"`
-	PlannedAt time.Time       `json:"planned_at,omitzero"`
-	Planned   int             `json:"planned"`
-	Error     string          `json:"error,omitempty"`
+	FiredBy   string    `json:"fired_by,omitempty"`
+	Date      string    `json:"date,omitempty"` // slot's date in the rule's zone
+	RulesHash string    `json:"rules_hash,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	PlannedAt time.Time `json:"planned_at,omitzero"`
+	Planned   int       `json:"planned"`
+	Error     string    `json:"error,omitempty"`
 }
 
 // Claim is one attempt in flight: who sent it and until when it is theirs.
@@ -170,14 +170,19 @@ func (d *Delivery) retryWait(n int) (time.Duration, bool) {
 
 // Alert is an operator-visible problem, deduplicated by cause.
 type Alert struct {
-	ID      string    `json:"id"`
-	Cause   string    `json:"cause"`
-	Rule    string    `json:"rule,omitempty"`
-	Message string    `json:"message"`
-	First   time.Time `json:"first"`
-	Last    time.Time `json:"last"`
-	Count   int       `json:"count"`
-	Acked   bool      `json:"acked"`
+	ID      string `json:"id"`
+	Cause   string `json:"cause"`
+	Rule    string `json:"rule,omitempty"`
+	Message string `json:"message"`
+	// Kind and Params say what it is about, for readers to word it in
+	// their language; nil Params in alerts recorded before they existed
+	// (those are read by their Message, Kind from their cause).
+	Kind   AlertKind    `json:"kind,omitempty"`
+	Params *AlertParams `json:"params,omitempty"`
+	First  time.Time    `json:"first"`
+	Last   time.Time    `json:"last"`
+	Count  int          `json:"count"`
+	Acked  bool         `json:"acked"`
 	// Notified counts the times the alert was handed to the alert rule;
 	// NotifiedAt is the last of them (see NotifyAlert).
 	Notified   int       `json:"notified,omitempty"`

@@ -281,10 +281,11 @@ func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) alerts(w http.ResponseWriter, _ *http.Request) {
 	alerts := s.cfg.FSM.Alerts()
-	if alerts == nil {
-		alerts = []*engine.Alert{} // [] for a client to iterate, not null
+	out := make([]alertView, 0, len(alerts)) // [] for a client to iterate, not null
+	for _, a := range alerts {
+		out = append(out, s.alertView(a))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"alerts": alerts})
+	writeJSON(w, http.StatusOK, map[string]any{"alerts": out})
 }
 
 func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {

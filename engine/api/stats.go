@@ -12,25 +12,25 @@ import (
 
 // RuleStats is one rule's day in GET /v1/stats.
 type RuleStats struct {
-	Rule      string  `json:"rule"`
-	Runs      int     `json:"runs"`
-	Late      int     `json:"late_runs"`
-	Skipped   int     `json:"skipped_runs"`
+	Rule    string `json:"rule"`
+	Runs    int    `json:"runs"`
+	Late    int    `json:"late_runs"`
+	Skipped int    `json:"skipped_runs"`
 	// Paused: slots that came while the rule was paused; Backfilled:
 	// skipped or paused slots fired by hand after all; Nobody: runs (tasks
 	// and fires included) whose rule planned no recipient — done, but no
 	// one was told; Retried: deliveries sent again by hand.
-	Paused     int `json:"paused_runs"`
-	Backfilled int `json:"backfilled_runs"`
-	Nobody     int `json:"planned_nobody_runs"`
-	Retried    int `json:"retried"`
-	Planned   int     `json:"planned"`
-	Pending   int     `json:"pending"`
-	Sent      int     `json:"sent"`
-	Failed    int     `json:"failed"`
-	Expired   int     `json:"expired"`
-	Cancelled int     `json:"cancelled"`
-	Success   float64 `json:"success_rate"` // sent / (sent + failed + expired); 1 with none ended
+	Paused     int     `json:"paused_runs"`
+	Backfilled int     `json:"backfilled_runs"`
+	Nobody     int     `json:"planned_nobody_runs"`
+	Retried    int     `json:"retried"`
+	Planned    int     `json:"planned"`
+	Pending    int     `json:"pending"`
+	Sent       int     `json:"sent"`
+	Failed     int     `json:"failed"`
+	Expired    int     `json:"expired"`
+	Cancelled  int     `json:"cancelled"`
+	Success    float64 `json:"success_rate"` // sent / (sent + failed + expired); 1 with none ended
 	// Seconds from slot to sent: average and 95th percentile, from the
 	// recorded times (see SlotToSent.Precise).
 	SlotToSentAvg float64 `json:"slot_to_sent_avg_seconds"`
