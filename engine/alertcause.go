@@ -25,6 +25,7 @@ const (
 	AlertRulesMismatch     AlertKind = "rules_mismatch"     // rules-mismatch
 	AlertRuleBroken        AlertKind = "rule_broken"        // rule-broken:FILE
 	AlertChannelDown       AlertKind = "channel_down"       // channel-down:CHANNEL
+	AlertDirectory         AlertKind = "directory"          // directory:held, directory:refresh
 )
 
 // causePrefixes maps each kind to the prefix of its cause key.
@@ -33,6 +34,7 @@ var causePrefixes = map[AlertKind]string{
 	AlertChannelConfig: "channel-config", AlertSendStuck: "stuck", AlertRuleError: "rule-error",
 	AlertRunLate: "late-run", AlertCompensationError: "on-failed", AlertQuietExpired: "quiet-expired",
 	AlertRulesMismatch: "rules-mismatch", AlertRuleBroken: "rule-broken", AlertChannelDown: "channel-down",
+	AlertDirectory: "directory",
 }
 
 // AlertCause identifies what an alert is about: one alert per cause.

@@ -26,8 +26,8 @@ import (
 //     every command added with them.
 const FSMVersion uint16 = 2
 
-// CmdIgnorable, set on a command's type byte, tells a build that does not
-// know the type that it may skip the command. It is for commands whose loss
+// CmdIgnorable is the bit of a command's type byte that tells a build that
+// does not know the type that it may skip the command. It is for commands whose loss
 // on an older node changes nothing that node decides (informational
 // records); every other unknown command stops the node.
 const CmdIgnorable CommandType = 0x80
@@ -69,10 +69,13 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdCompensated:   {name: "Compensated", since: []uint16{1}},
 	CmdPrune:         {name: "Prune", since: []uint16{1}},
 
-	CmdPauseRule:       {name: "PauseRule", since: []uint16{2}},
-	CmdResumeRule:      {name: "ResumeRule", since: []uint16{2}},
-	CmdRetryDeliveries: {name: "RetryDeliveries", since: []uint16{2}},
-	CmdRefireRun:       {name: "RefireRun", since: []uint16{2}},
+	CmdPauseRule:        {name: "PauseRule", since: []uint16{2}},
+	CmdResumeRule:       {name: "ResumeRule", since: []uint16{2}},
+	CmdRetryDeliveries:  {name: "RetryDeliveries", since: []uint16{2}},
+	CmdRefireRun:        {name: "RefireRun", since: []uint16{2}},
+	CmdSetDirectory:     {name: "SetDirectory", since: []uint16{2}},
+	CmdHoldDirectory:    {name: "HoldDirectory", since: []uint16{2}},
+	CmdConfirmDirectory: {name: "ConfirmDirectory", since: []uint16{2}},
 }
 
 func (t CommandType) String() string {

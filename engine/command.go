@@ -27,6 +27,11 @@ const (
 	CmdNotifyAlert   CommandType = 14
 	CmdCompensated   CommandType = 15
 	CmdPrune         CommandType = 16
+
+	// The directory (directory.go); 41–44 are the directory's numbers.
+	CmdSetDirectory     CommandType = 41
+	CmdHoldDirectory    CommandType = 42
+	CmdConfirmDirectory CommandType = 43
 )
 
 // Member is a cluster member as the replicated state records it: Raft knows

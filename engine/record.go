@@ -53,13 +53,17 @@ type Run struct {
 	Late    bool            `json:"late,omitempty"`
 	Manual  bool            `json:"manual,omitempty"` // fired by hand (herald rules fire)
 	// FiredBy is who fired a skipped or paused slot by hand (RefireRun).
-	FiredBy   string    `json:"fired_by,omitempty"`
-	Date      string    `json:"date,omitempty"` // slot's date in the rule's zone
-	RulesHash string    `json:"rules_hash,omitempty"`
-	StartedAt time.Time `json:"started_at"`
-	PlannedAt time.Time `json:"planned_at,omitzero"`
-	Planned   int       `json:"planned"`
-	Error     string    `json:"error,omitempty"`
+	FiredBy   string `json:"fired_by,omitempty"`
+	Date      string `json:"date,omitempty"` // slot's date in the rule's zone
+	RulesHash string `json:"rules_hash,omitempty"`
+	// DirectoryHash names the directory snapshot in force when the run
+	// started (stamped by Apply from the state, never by the leader): the
+	// rule is planned with exactly that snapshot. "" when none.
+	DirectoryHash string    `json:"directory_hash,omitempty"`
+	StartedAt     time.Time `json:"started_at"`
+	PlannedAt     time.Time `json:"planned_at,omitzero"`
+	Planned       int       `json:"planned"`
+	Error         string    `json:"error,omitempty"`
 }
 
 // Claim is one attempt in flight: who sent it and until when it is theirs.

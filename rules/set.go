@@ -122,6 +122,10 @@ type Set struct {
 	watchDirs []string          // directories found by the last scan
 	dir       *DirectorySnapshot
 	dirHash   string
+	// recentDirs keeps the last few snapshots before dir, by hash
+	// (recentOrder oldest first), for runs started with them.
+	recentDirs  map[string]*DirectorySnapshot
+	recentOrder []string
 
 	testHook func(*sandbox) // tests add functions to every new state
 }
@@ -138,6 +142,8 @@ func Load(cfg Config) (*Set, error) {
 		cfg:     cfg,
 		changed: make(chan struct{}, 1),
 		logged:  map[string]string{},
+
+		recentDirs: map[string]*DirectorySnapshot{},
 	}
 	s.metrics = newMetrics(cfg.Registerer)
 	if _, err := s.reload(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api"
 )
 
 // nodeConfig is one node's configuration: a YAML file (--config), where
@@ -55,6 +56,15 @@ type nodeConfig struct {
 	// Peers are the other members' HTTP addresses, comma separated: asked
 	// before a node with an empty data dir bootstraps.
 	Peers string `yaml:"peers"`
+	// Directory, when set, loads people from WeCom's contacts (see
+	// directory.go).
+	Directory *directoryConfig `yaml:"directory"`
+	// Tokens are the API tokens: {name, role, token: ${ENV}}. File only
+	// (a list, like channels). None: writes from loopback only.
+	Tokens []tokenConfig `yaml:"tokens"`
+
+	// apiTokens are Tokens resolved by validate.
+	apiTokens []api.Token
 
 	devTimeouts  bool   // `herald dev` and tests: short Raft timeouts
 	raftLogLevel string // "" means the cluster package's default
@@ -216,6 +226,16 @@ func (c *nodeConfig) validate() error {
 	if _, err := engine.LoadZone(c.DisplayTimezone); err != nil {
 		return fmt.Errorf("config: display_timezone: %w", err)
 	}
+	if c.Directory != nil {
+		if _, err := c.Directory.settings(c.Channels); err != nil {
+			return err
+		}
+	}
+	tokens, err := resolveTokens(c.Tokens, nil)
+	if err != nil {
+		return err
+	}
+	c.apiTokens = tokens
 	switch c.LogLevel {
 	case "", "debug", "info", "warn", "error":
 	default:

@@ -40,6 +40,8 @@ type node struct {
 	pprof *http.Server // nil unless pprof_addr is set
 	// peerHTTP asks the other members for their rule set hashes.
 	peerHTTP *http.Client
+	// dirRefresh asks the leader's directory refresher for a refresh now.
+	dirRefresh chan struct{}
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -69,6 +71,11 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 	}
 	warnInsecure(cfg, log)
+	if len(cfg.apiTokens) == 0 && !api.IsLoopbackAddr(cfg.HTTPAddr) {
+		log.Warn("no API tokens are configured and the HTTP address is reachable from other machines: "+
+			"anyone there can read tasks, deliveries and alerts, and writes are refused unless they come from this machine; "+
+			"configure `tokens:` (see README, Securing Herald)", "http_addr", cfg.HTTPAddr)
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http address %s: %w", cfg.HTTPAddr, unwrapInUse(err))
@@ -80,7 +87,8 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	if certs != nil {
 		peerTr.TLSClientConfig = certs.ClientConfig()
 	}
-	n = &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second}}
+	n = &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second},
+		dirRefresh: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
 			// Stop first: the server's Shutdown closes the listener it
@@ -90,7 +98,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 	}()
 
-	zone, err := engine.LoadZone(cfg.DisplayTimezone)
+	zone, err := engine.LoadZone(displayZoneName(cfg.DisplayTimezone))
 	if err != nil {
 		return n, err
 	}
@@ -110,7 +118,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	if err != nil {
 		return n, fmt.Errorf("rules: %w", err)
 	}
-	n.host, err = host.New(host.Config{PluginsDir: cfg.Plugins, Channels: channelConfigs(cfg.Channels), Logger: log})
+	n.host, err = host.New(host.Config{PluginsDir: cfg.Plugins, Channels: channelConfigs(cfg.Channels, zone.String()), Logger: log})
 	if err != nil {
 		return n, fmt.Errorf("plugins: %w", err)
 	}
@@ -122,6 +130,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.HTTPAddr,
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: log, Registerer: reg, RaftLogLevel: cfg.raftLogLevel,
 		ClusterSecret: cfg.clusterSecret, Peers: cfg.peerList(), HTTPClient: n.peerHTTP,
+		Token: nodeToken(cfg.apiTokens),
 	}
 	if certs != nil {
 		ccfg.TLS = certs.RaftConfig()
@@ -154,7 +163,17 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
-			People: n.rules, DisplayTimezone: zone.String(),
+			People: n.rules, DisplayTimezone: zone.String(), Tokens: cfg.apiTokens,
+			PeerSignedFunc: n.raft.PeerSigned,
+			Directory: &api.DirectoryConfig{
+				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
+				Refresh: func() {
+					select {
+					case n.dirRefresh <- struct{}{}:
+					default:
+					}
+				},
+			},
 		}),
 		// TLS handshake failures (a client without the CA, plain HTTP to
 		// the HTTPS port) go to the node's log, not to bare stderr.
@@ -190,18 +209,31 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"phase"})
 	reg.MustRegister(planSeconds)
-	leader, err := engine.NewLeader(engine.LeaderConfig{
+	lcfg := engine.LeaderConfig{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
-		ScheduleFunc: scheduleFunc, DisplayZone: zone,
+		ScheduleFunc: scheduleFunc, DisplayZone: zone, DirectoryRefresh: n.dirRefresh,
 		PlanObserver: func(t engine.PlanTiming) {
 			planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
 			planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
 		},
-	})
+	}
+	if cfg.Directory != nil {
+		ds, err := cfg.Directory.settings(cfg.Channels)
+		if err != nil {
+			return n, err
+		}
+		// WeCom is not a member: its own client, without the cluster's CA.
+		if lcfg.Directory, err = newWecomDirectory(ds, &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}); err != nil {
+			return n, err
+		}
+		lcfg.DirectoryInterval, lcfg.DirectoryMaxRemoval = ds.interval, ds.maxRemoval
+	}
+	leader, err := engine.NewLeader(lcfg)
 	if err != nil {
 		return n, err
 	}
+	n.wg.Go(func() { syncDirectory(nctx, n.fsm, n.rules, log) })
 	n.wg.Go(func() { n.raft.RunLeader(nctx, leader.Run) })
 	n.startOpsWatch(nctx, reg)
 	n.wg.Go(func() {
@@ -254,6 +286,7 @@ func (n *node) status() api.Status {
 	}
 	n.peerRulesHashes(st.Members)
 	st.Warnings = append(calendarWarnings(n.rules.Rules(), time.Now()), upgradeWarnings(st.Members)...)
+	st.Warnings = append(st.Warnings, directoryWarnings(n.fsm, n.rules.DirectoryHash())...)
 	for _, m := range st.Members {
 		if m.RulesHash != "" && m.RulesHash != st.RulesHash {
 			st.RulesMismatch = true
@@ -325,7 +358,7 @@ func (n *node) peerRulesHashes(members []api.MemberStatus) {
 		}
 		wg.Go(func() {
 			var v api.RulesHashView
-			if err := (&cluster.Client{Addr: m.HTTPAddr, HTTP: n.peerHTTP}).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
+			if err := (&cluster.Client{Addr: m.HTTPAddr, HTTP: n.peerHTTP, Token: nodeToken(n.cfg.apiTokens)}).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
 				m.RulesHash = v.RulesHash
 			}
 		})
@@ -333,7 +366,9 @@ func (n *node) peerRulesHashes(members []api.MemberStatus) {
 	wg.Wait()
 }
 
-func channelConfigs(in map[string]map[string]any) map[string]host.ChannelConfig {
+// channelConfigs builds the host's channel configs. The mock channel
+// writes its outbox in the node's display zone unless told otherwise.
+func channelConfigs(in map[string]map[string]any, zone string) map[string]host.ChannelConfig {
 	out := make(map[string]host.ChannelConfig, len(in))
 	for name, raw := range in {
 		cfg := map[string]any{}
@@ -343,6 +378,9 @@ func channelConfigs(in map[string]map[string]any) map[string]host.ChannelConfig 
 			}
 		}
 		p, _ := raw["plugin"].(string)
+		if _, set := cfg["timezone"]; p == "mock" && !set && zone != "" {
+			cfg["timezone"] = zone
+		}
 		out[name] = host.ChannelConfig{Plugin: p, Config: cfg}
 	}
 	return out
