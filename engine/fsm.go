@@ -178,6 +178,8 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		return a.compensated(decode[Compensated](d))
 	case CmdPrune:
 		return a.prune(decode[Prune](d))
+	case CmdFoldDigest:
+		return a.foldDigest(decode[FoldDigest](d))
 	}
 	// In the table but not dispatched: a build error, caught by
 	// TestEveryCommandIsDispatched.
