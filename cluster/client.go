@@ -19,6 +19,17 @@ type Client struct {
 	Addr string
 	// HTTP is the client used; nil means http.DefaultClient.
 	HTTP *http.Client
+	// Scheme is used when Addr has none: "http" (default) or "https".
+	Scheme string
+	// Secret is the cluster secret. When set, node-to-node writes (join,
+	// announce) carry an HMAC proving it, and their answers must prove it
+	// too; see PeerAuthHeader.
+	Secret string
+}
+
+// peerEndpoints are the node-to-node writes: signed when a secret is set.
+var peerEndpoints = map[string]bool{
+	clusterPrefix + "join": true,
 }
 
 // JoinRequest is the body of POST /v1/cluster/join.
@@ -84,12 +95,16 @@ func retryable(err error) bool {
 	return false
 }
 
-// baseURL turns host:port into http://host:port; a URL is kept as is.
-func baseURL(addr string) string {
+// baseURLScheme turns host:port into scheme://host:port (http when scheme
+// is empty); a URL is kept as is.
+func baseURLScheme(addr, scheme string) string {
 	if strings.Contains(addr, "://") {
 		return strings.TrimSuffix(addr, "/")
 	}
-	return "http://" + addr
+	if scheme == "" {
+		scheme = "http"
+	}
+	return scheme + "://" + addr
 }
 
 // Status fetches the node's view of the cluster.
@@ -119,20 +134,33 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 // node's API use it too, so every CLI reports an unreachable node or an
 // API error the same way.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var (
+		body io.Reader
+		raw  []byte
+	)
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		body, raw = bytes.NewReader(b), b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, baseURL(c.Addr)+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, baseURLScheme(c.Addr, c.Scheme)+path, body)
 	if err != nil {
 		return fmt.Errorf("node address %q: %w", c.Addr, err)
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	var (
+		pa    *peerAuth
+		nonce string
+	)
+	if c.Secret != "" && method == http.MethodPost && peerEndpoints[path] {
+		pa = newPeerAuth(c.Secret)
+		if nonce, err = pa.sign(req, raw); err != nil {
+			return err
+		}
 	}
 	hc := c.HTTP
 	if hc == nil {
@@ -150,6 +178,14 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		return &UnreachableError{Addr: c.Addr, Err: err}
 	}
+	if pa != nil && resp.StatusCode/100 == 2 {
+		// Success counts only from a node that holds the secret: a node
+		// must not join a cluster that cannot prove it. Refusals are
+		// reported as they are (nothing is done on them).
+		if err := pa.checkReply(nonce, resp, b); err != nil {
+			return fmt.Errorf("%s: %w", c.Addr, err)
+		}
+	}
 	if resp.StatusCode/100 != 2 {
 		var e struct {
 			Error string `json:"error"`
@@ -159,6 +195,9 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		}
 		if e.Error == "" {
 			e.Error = http.StatusText(resp.StatusCode)
+		}
+		if resp.StatusCode == http.StatusBadRequest && strings.Contains(e.Error, "HTTP request to an HTTPS server") {
+			e.Error += " Use https://" + strings.TrimPrefix(c.Addr, "http://") + ", or give the CA with --ca (HERALD_CA)."
 		}
 		return &APIError{Addr: c.Addr, Status: resp.StatusCode, Message: e.Error}
 	}

@@ -58,7 +58,7 @@ func (n *Node) checkSameCluster(ctx context.Context, addr string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.DialTimeout)
 	defer cancel()
-	st, err := (&Client{Addr: addr, HTTP: n.client}).Status(ctx)
+	st, err := n.clientFor(addr).Status(ctx)
 	if err != nil {
 		n.log.Warn("cannot check which cluster the join address belongs to; starting anyway", "join", addr, "err", err)
 		return nil
@@ -87,7 +87,7 @@ func (n *Node) learnClusterID(ctx context.Context) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, n.cfg.DialTimeout)
-		st, err := (&Client{Addr: addr, HTTP: n.client}).Status(rctx)
+		st, err := n.clientFor(addr).Status(rctx)
 		cancel()
 		switch {
 		case err != nil:

@@ -34,6 +34,10 @@ const (
 	DefaultJoinTimeout        = time.Minute
 	DefaultDialTimeout        = 5 * time.Second
 	DefaultRaftLogLevel       = "warn"
+	// DefaultBootstrapWaitHeartbeats: see Config.BootstrapWait. A leader
+	// heartbeats an unreachable member at least every half heartbeat
+	// timeout (raft's capped backoff), so five leave room for a busy host.
+	DefaultBootstrapWaitHeartbeats = 5
 	// DefaultReconcileInterval is how often a restarted node checks that the
 	// replicated member record still carries its current addresses.
 	DefaultReconcileInterval = 2 * time.Second
@@ -96,6 +100,18 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// JoinTimeout bounds the whole join attempt in Start.
 	JoinTimeout time.Duration
+	// Peers are the HTTP addresses of the other members, asked before a
+	// node with an empty data dir bootstraps: if one answers as a member
+	// of a cluster that lists this node, the node rejoins it instead of
+	// forming a second cluster (its data dir was wiped); if that cluster
+	// does not list it, Start refuses (ErrClusterExists).
+	Peers []string
+	// BootstrapWait is how long a node with an empty data dir listens
+	// before it bootstraps: a live leader that still counts it as a member
+	// contacts it within a few heartbeats, and the node then follows that
+	// cluster instead of forming a new one. Zero means
+	// DefaultBootstrapWaitHeartbeats heartbeat timeouts; negative, none.
+	BootstrapWait time.Duration
 	// DialTimeout bounds one outgoing Raft connection.
 	DialTimeout time.Duration
 	// ReconcileInterval: see DefaultReconcileInterval.
@@ -103,8 +119,17 @@ type Config struct {
 
 	// TLS, when set, secures the Raft transport: it is used both to accept
 	// (server side) and to dial (client side), so for mutual TLS give it
-	// Certificates, RootCAs, ClientCAs and ClientAuth.
+	// Certificates, RootCAs, ClientCAs and ClientAuth, or use
+	// CertStore.RaftConfig (certificates re-read when their files change).
 	TLS *tls.Config
+	// HTTPScheme is used for member HTTP addresses given without one (the
+	// join address, records): "http" (default) or "https".
+	HTTPScheme string
+	// ClusterSecret, when set, is required of every node that joins
+	// through this one, and proven by this node when it joins: an HMAC
+	// over the request, never the secret itself (see PeerAuthHeader). At
+	// least MinSecretLen bytes.
+	ClusterSecret string
 	// HTTPClient is used to join and to forward requests to the leader.
 	// Default: a client with its own transport, closed on Shutdown.
 	HTTPClient *http.Client
@@ -155,6 +180,9 @@ func (c *Config) setDefaults() {
 	if c.SnapshotRetain == 0 {
 		c.SnapshotRetain = DefaultSnapshotRetain
 	}
+	if c.BootstrapWait == 0 {
+		c.BootstrapWait = DefaultBootstrapWaitHeartbeats * c.HeartbeatTimeout
+	}
 	if c.RaftLogLevel == "" {
 		c.RaftLogLevel = DefaultRaftLogLevel
 	}
@@ -192,6 +220,14 @@ func (c *Config) validate() error {
 	if t := c.TLS; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
 		// tls.NewListener accepts such a config; every handshake would fail.
 		return bad("tls: no certificate: the raft transport accepts connections with this config, give it Certificates")
+	}
+	if c.ClusterSecret != "" && len(c.ClusterSecret) < MinSecretLen {
+		return bad("cluster secret is %d bytes, want at least %d (e.g. openssl rand -hex 32)", len(c.ClusterSecret), MinSecretLen)
+	}
+	switch c.HTTPScheme {
+	case "", "http", "https":
+	default:
+		return bad("http scheme %q: want http or https", c.HTTPScheme)
 	}
 	if _, err := parseLevel(c.RaftLogLevel); err != nil {
 		return bad("%v", err)

@@ -37,13 +37,36 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET "+clusterPrefix+"status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, n.Status())
 	})
-	mux.HandleFunc("POST "+clusterPrefix+"join", n.handleJoin)
+	mux.HandleFunc("POST "+clusterPrefix+"join", n.peerOnly(n.handleJoin))
 	mux.HandleFunc("POST "+clusterPrefix+"remove", n.handleRemove)
 	mux.HandleFunc("POST "+clusterPrefix+"leave", n.handleLeave)
 	mux.HandleFunc(clusterPrefix, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no cluster endpoint %s %s", r.Method, r.URL.Path))
 	})
 	return mux
+}
+
+// peerOnly guards a node-to-node write: with a cluster secret, only a
+// request that proves it gets through, and the answer proves it back; with
+// none, a request claiming one is refused (the nodes are misconfigured).
+func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		nonce, err := n.peer.verify(r, 1<<20)
+		if err != nil {
+			// The reason goes back to the requesting node; the log says who
+			// tried. Neither holds the secret or the proof.
+			n.log.Warn("refused a node-to-node request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+			writeErr(w, err)
+			return
+		}
+		if !n.peer.enabled() {
+			h(w, r)
+			return
+		}
+		sr := &signedReply{ResponseWriter: w, pa: n.peer, nonce: nonce}
+		h(sr, r)
+		sr.flush()
+	}
 }
 
 func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
@@ -119,7 +142,7 @@ func (n *Node) leave(ctx context.Context) error {
 }
 
 func (n *Node) clientForLeader() *Client {
-	return &Client{Addr: n.LeaderHTTPAddr(), HTTP: n.client}
+	return n.clientFor(n.LeaderHTTPAddr())
 }
 
 // ForwardWrites wraps next so that, on a follower, requests that change
@@ -156,7 +179,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("leader %s has not recorded its HTTP address yet, retry", leaderID))
 		return
 	}
-	target, err := url.Parse(baseURL(addr))
+	target, err := url.Parse(baseURLScheme(addr, n.cfg.HTTPScheme))
 	if err != nil {
 		writeError(w, http.StatusBadGateway, fmt.Sprintf("leader %s has a bad HTTP address %q", leaderID, addr))
 		return
@@ -193,6 +216,8 @@ func writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrBadRequest):
 		status = http.StatusBadRequest
+	case errors.Is(err, ErrPeerAuth):
+		status = http.StatusForbidden
 	case errors.Is(err, ErrUnknownMember):
 		status = http.StatusNotFound
 	case errors.Is(err, ErrLastVoter), errors.Is(err, ErrMemberConflict), errors.Is(err, ErrForeignCluster):

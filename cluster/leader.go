@@ -158,7 +158,17 @@ func (n *Node) lead(ctx context.Context, work func(ctx context.Context)) {
 	if !n.retry(ctx, "record own member", func() error { return n.upsertSelf(ctx) }) {
 		return
 	}
-	n.bg.Go(func() { n.recordVersions(ctx) })
+	// Tied to this term, and waited for, so nothing outlives the lead.
+	vctx, vcancel := context.WithCancel(ctx)
+	vdone := make(chan struct{})
+	go func() {
+		defer close(vdone)
+		n.recordVersions(vctx)
+	}()
+	defer func() {
+		vcancel()
+		<-vdone
+	}()
 	n.log.Info("leader work started")
 	work(ctx)
 }

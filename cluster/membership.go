@@ -49,7 +49,7 @@ func (r JoinRequest) validate() error {
 func (n *Node) joinVia(ctx context.Context, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.JoinTimeout)
 	defer cancel()
-	c := &Client{Addr: addr, HTTP: n.client}
+	c := n.clientFor(addr)
 	req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
 	backoff := 100 * time.Millisecond
 	var last error // the last real failure: the deadline itself says nothing
@@ -179,7 +179,7 @@ func (n *Node) stillRunning(ctx context.Context, id, raftAddr string) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	st, err := (&Client{Addr: addr, HTTP: n.client}).Status(ctx)
+	st, err := n.clientFor(addr).Status(ctx)
 	return err == nil && st.NodeID == id && st.RaftAddr == raftAddr
 }
 
@@ -298,7 +298,7 @@ func (n *Node) reconcileSelf(ctx context.Context) {
 		if target == "" || target == n.cfg.HTTPAddr {
 			continue
 		}
-		c := &Client{Addr: target, HTTP: n.client}
+		c := n.clientFor(target)
 		req := JoinRequest{ID: self.ID, RaftAddr: self.RaftAddr, HTTPAddr: self.HTTPAddr, ClusterID: n.ClusterID()}
 		if err := c.Join(ctx, req); err != nil {
 			var ae *APIError

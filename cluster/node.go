@@ -36,6 +36,9 @@ const (
 	startJoin      = "join"
 	startExisting  = "existing"
 	startWait      = "wait"
+	// startRejoin: the data dir was empty and --bootstrap given, but the
+	// cluster this node belonged to is alive: it rejoined as the same member.
+	startRejoin = "rejoin"
 )
 
 // Node is one Herald cluster member: a raft.Raft around the engine's state
@@ -50,6 +53,7 @@ type Node struct {
 	stream *streamLayer
 	client *http.Client
 	ownTr  *http.Transport // closed on Shutdown when the client is ours
+	peer   *peerAuth       // checks node-to-node requests
 
 	hasState  bool
 	startMode string
@@ -98,6 +102,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		sm:         sm,
 		shutdownCh: make(chan struct{}),
 		leadership: newLeadership(),
+		peer:       newPeerAuth(cfg.ClusterSecret),
 	}
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.client = cfg.HTTPClient
@@ -222,6 +227,9 @@ func (n *Node) Start(ctx context.Context) error {
 		n.bg.Go(func() { n.learnClusterID(n.bgCtx) })
 		return nil
 	case n.cfg.Bootstrap:
+		if rejoined, err := n.guardBootstrap(ctx); err != nil || rejoined {
+			return err
+		}
 		n.startMode = startBootstrap
 		n.log.Info("bootstrapping a new cluster", "raft_addr", n.cfg.RaftAddr)
 		// Drawn anew if a crash comes before the bootstrap: then the node
@@ -251,6 +259,12 @@ func (n *Node) Start(ctx context.Context) error {
 		n.bg.Go(func() { n.learnClusterID(n.bgCtx) })
 		return nil
 	}
+}
+
+// clientFor is a client for another node's API with this node's HTTP
+// client, scheme and cluster secret.
+func (n *Node) clientFor(addr string) *Client {
+	return &Client{Addr: addr, HTTP: n.client, Scheme: n.cfg.HTTPScheme, Secret: n.cfg.ClusterSecret}
 }
 
 // waitLeader waits until some leader is known.

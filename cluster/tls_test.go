@@ -9,6 +9,9 @@ import (
 	"crypto/x509/pkix"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +84,151 @@ func TestTLSWithoutCertificateIsRefused(t *testing.T) {
 	_, err := New(Config{NodeID: "a", DataDir: t.TempDir(), RaftAddr: freeAddr(t), TLS: conf, Logger: testLogger()}, newTestSM())
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	require.Contains(t, err.Error(), "certificate")
+}
+
+// devTLS writes a CA and certificates for names into a new directory and
+// returns a store per name.
+func devTLS(t *testing.T, names ...string) (string, map[string]*CertStore) {
+	t.Helper()
+	dir := t.TempDir()
+	_, err := InitTLS(dir, names, []string{"127.0.0.1", "localhost"}, time.Now())
+	require.NoError(t, err)
+	stores := map[string]*CertStore{}
+	for _, n := range names {
+		s, err := NewCertStore(TLSFiles{Cert: filepath.Join(dir, n+".pem"), Key: filepath.Join(dir, n+"-key.pem"), CA: filepath.Join(dir, "ca.pem")}, testLogger())
+		require.NoError(t, err)
+		s.CheckInterval = 0 // every handshake looks at the files
+		stores[n] = s
+	}
+	return dir, stores
+}
+
+func TestInitTLSFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	res, err := InitTLS(dir, []string{"n1", "n2"}, []string{"127.0.0.1", "herald.example"}, time.Now())
+	require.NoError(t, err)
+	require.False(t, res.CAReused)
+	for _, f := range []string{"ca.pem", "ca-key.pem", "n1.pem", "n1-key.pem", "n2.pem", "n2-key.pem"} {
+		info, err := os.Stat(filepath.Join(dir, f))
+		require.NoError(t, err, f)
+		if strings.HasSuffix(f, "-key.pem") {
+			require.Equal(t, os.FileMode(0o600), info.Mode().Perm(), f)
+		}
+	}
+	s, err := NewCertStore(TLSFiles{Cert: filepath.Join(dir, "n1.pem"), Key: filepath.Join(dir, "n1-key.pem"), CA: filepath.Join(dir, "ca.pem")}, testLogger())
+	require.NoError(t, err)
+	c := s.Certificate()
+	require.Equal(t, "n1", c.Subject.CommonName)
+	require.ElementsMatch(t, []string{"n1", "herald.example"}, c.DNSNames)
+	require.Len(t, c.IPAddresses, 1)
+	require.ElementsMatch(t, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, c.ExtKeyUsage)
+
+	// Again: the CA is kept, so the new n3 and the old nodes trust each other.
+	ca1, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	require.NoError(t, err)
+	res, err = InitTLS(dir, []string{"n3"}, nil, time.Now())
+	require.NoError(t, err)
+	require.True(t, res.CAReused)
+	ca2, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	require.NoError(t, err)
+	require.Equal(t, ca1, ca2)
+	_, err = NewCertStore(TLSFiles{Cert: filepath.Join(dir, "n3.pem"), Key: filepath.Join(dir, "n3-key.pem"), CA: filepath.Join(dir, "ca.pem")}, testLogger())
+	require.NoError(t, err)
+
+	_, err = InitTLS(dir, []string{"../x"}, nil, time.Now())
+	require.ErrorContains(t, err, "cannot name a file")
+}
+
+// A certificate from another CA, or a key that does not match, is refused
+// at start with the file named and nothing of its contents.
+func TestCertStoreRefusesMismatchedFiles(t *testing.T) {
+	t.Parallel()
+	dirA, _ := devTLS(t, "n1", "n2")
+	dirB, _ := devTLS(t, "n1")
+	_, err := NewCertStore(TLSFiles{Cert: filepath.Join(dirB, "n1.pem"), Key: filepath.Join(dirB, "n1-key.pem"), CA: filepath.Join(dirA, "ca.pem")}, testLogger())
+	require.ErrorIs(t, err, ErrTLSFiles)
+	require.ErrorContains(t, err, "not signed by CA")
+	_, err = NewCertStore(TLSFiles{Cert: filepath.Join(dirA, "n1.pem"), Key: filepath.Join(dirA, "n2-key.pem"), CA: filepath.Join(dirA, "ca.pem")}, testLogger())
+	require.ErrorIs(t, err, ErrTLSFiles)
+	key, rerr := os.ReadFile(filepath.Join(dirA, "n2-key.pem"))
+	require.NoError(t, rerr)
+	require.NotContains(t, err.Error(), string(key[40:80]))
+	_, err = NewCertStore(TLSFiles{Cert: filepath.Join(dirA, "n1.pem")}, testLogger())
+	require.ErrorContains(t, err, "go together")
+}
+
+// Three nodes on mutual TLS from `herald tls init` files: a node whose
+// certificate another CA signed can neither join (the leader's probe of
+// its Raft address fails) nor talk Raft to a member.
+func TestMutualTLSRefusesAnotherCA(t *testing.T) {
+	t.Parallel()
+	_, stores := devTLS(t, "n1", "n2", "n3")
+	_, rogue := devTLS(t, "evil")
+	withTLS := func(c *Config) { c.TLS = stores[c.NodeID].RaftConfig() }
+	nodes := newCluster(t, 3, nil, withTLS)
+	apply(t, nodes, setCmd("secure", "yes"))
+	waitValue(t, nodes, "secure", "yes")
+	leader := leaderOf(t, nodes)
+
+	_, err := tryTestNode(t, nodeOpts{id: "evil", join: leader.httpAddr(), modify: func(c *Config) { c.TLS = rogue["evil"].RaftConfig() }})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "HTTP 502")
+	require.Contains(t, err.Error(), "raft address does not answer")
+	require.Len(t, servers(t, leader.node), 3)
+
+	// Straight at the Raft port: the handshake fails both ways.
+	evilStream, err := listen("127.0.0.1:0", nil, rogue["evil"].RaftConfig())
+	require.NoError(t, err)
+	defer evilStream.Close()
+	_, err = evilStream.Dial(raftAddr(leader), time.Second)
+	require.Error(t, err, "a member's certificate is not signed by the rogue's CA")
+
+	// And with a member's CA but no client certificate of it: refused.
+	noCert := &tls.Config{RootCAs: x509.NewCertPool(), InsecureSkipVerify: true, MinVersion: tls.VersionTLS13} //nolint:gosec // the test wants the server's refusal
+	c, err := tls.Dial("tcp", leader.raftAddr, noCert)
+	if err == nil {
+		// TLS 1.3 reports the server's refusal of the client at the first read.
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+		_, err = c.Read(make([]byte, 1))
+		c.Close()
+	}
+	require.Error(t, err)
+}
+
+// A node's certificate is re-read when its files change: a new one issued
+// by the same CA is served at the next handshake, without a restart.
+func TestCertStoreRotation(t *testing.T) {
+	t.Parallel()
+	dir, stores := devTLS(t, "n1", "n2", "n3")
+	withTLS := func(c *Config) { c.TLS = stores[c.NodeID].RaftConfig() }
+	nodes := newCluster(t, 3, nil, withTLS)
+	before := stores["n1"].Certificate().SerialNumber
+
+	_, err := InitTLS(dir, []string{"n1"}, []string{"127.0.0.1"}, time.Now())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return stores["n1"].Certificate().SerialNumber.Cmp(before) != 0
+	}, waitTimeout, 10*time.Millisecond)
+
+	// A peer dialling n1 now sees the new certificate.
+	st, err := listen("127.0.0.1:0", nil, stores["n2"].RaftConfig())
+	require.NoError(t, err)
+	defer st.Close()
+	c, err := st.Dial(raftAddr(nodes[0]), 5*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	tc := c.(*trackedConn).Conn.(*tls.Conn)
+	require.NoError(t, tc.Handshake())
+	require.Equal(t, 0, tc.ConnectionState().PeerCertificates[0].SerialNumber.Cmp(stores["n1"].Certificate().SerialNumber))
+
+	apply(t, nodes, setCmd("after", "rotation"))
+	waitValue(t, nodes, "after", "rotation")
+
+	// A broken rotation (a file truncated) keeps the last good pair.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "n1.pem"), []byte("garbage"), 0o644))
+	cur := stores["n1"].Certificate().SerialNumber
+	require.Equal(t, 0, cur.Cmp(stores["n1"].Certificate().SerialNumber))
+	apply(t, nodes, setCmd("still", "up"))
+	waitValue(t, nodes, "still", "up")
 }

@@ -39,7 +39,7 @@ func (n *Node) refreshVersions(ctx context.Context) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, n.cfg.ReconcileInterval)
-		st, err := (&Client{Addr: m.HTTPAddr, HTTP: n.client}).Status(rctx)
+		st, err := n.clientFor(m.HTTPAddr).Status(rctx)
 		cancel()
 		if err != nil || st.NodeID != m.ID {
 			continue // down, or someone else now: ask again next time

@@ -102,10 +102,11 @@ type AlertData struct {
 	Last     string `json:"last"`
 }
 
-// alertData describes al for the alert rule.
-func alertData(al *Alert) AlertData {
-	d := AlertData{Severity: "warning", Alert: al.ID, Cause: al.Cause, Rule: al.Rule, Message: al.Message,
-		Count: al.Count, First: al.First.Format(time.RFC3339), Last: al.Last.Format(time.RFC3339)}
+// alertData describes al for the alert rule, its times in loc (the
+// display zone: a person reads them).
+func alertData(al *Alert, loc *time.Location) AlertData {
+	d := AlertData{Severity: "warning", Alert: al.ID, Cause: al.Cause, Rule: al.Rule, Message: LocalizeText(al.Message, loc),
+		Count: al.Count, First: al.First.In(loc).Format(time.RFC3339), Last: al.Last.In(loc).Format(time.RFC3339)}
 	kind, rest, _ := strings.Cut(al.Cause, ":")
 	switch kind {
 	case "failed":

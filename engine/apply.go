@@ -40,6 +40,14 @@ func (a applier) startRun(c StartRun) any {
 		Key: c.Key, Rule: c.Rule, Slot: c.Slot, Zone: c.Zone, TaskKey: c.TaskKey, Data: c.Data,
 		State: RunPlanning, Late: c.Late, Manual: c.Manual, Date: c.Date, RulesHash: c.RulesHash, StartedAt: c.Now,
 	}
+	// A slot that comes while its rule is paused is recorded, never
+	// silently missing, and sends nothing. (Old logs hold no pause: the
+	// same StartRun bytes mean what they always meant.)
+	_, paused := a.st.Paused[c.Rule]
+	paused = paused && c.TaskKey == "" && !c.Manual && !c.Skip
+	if paused {
+		r.State = RunPaused
+	}
 	if c.Skip {
 		r.State = RunSkipped
 		a.st.raise("skipped:"+c.Rule, c.Rule,
@@ -56,6 +64,9 @@ func (a applier) startRun(c StartRun) any {
 		}
 		if c.Skip {
 			s.Skipped++
+		}
+		if paused {
+			s.Paused++
 		}
 	})
 	if c.TaskKey == "" && !c.Manual {
@@ -151,7 +162,7 @@ func (a applier) claimable(d *Delivery, now time.Time) bool {
 	}
 	switch d.State {
 	case StatePending:
-		return d.Digest == "" && !now.Before(d.dueAt())
+		return d.Digest == "" && !now.Before(d.dueAt()) && !a.st.held(d) // a claim proposed just before a pause
 	case StateClaimed:
 		return d.Claim.Term < a.term || !now.Before(d.Claim.ExpiresAt)
 	}

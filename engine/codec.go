@@ -69,6 +69,11 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdCompensated:   {name: "Compensated", since: []uint16{1}},
 	CmdPrune:         {name: "Prune", since: []uint16{1}},
 	CmdFoldDigest:    {name: "FoldDigest", since: []uint16{2}},
+
+	CmdPauseRule:       {name: "PauseRule", since: []uint16{2}},
+	CmdResumeRule:      {name: "ResumeRule", since: []uint16{2}},
+	CmdRetryDeliveries: {name: "RetryDeliveries", since: []uint16{2}},
+	CmdRefireRun:       {name: "RefireRun", since: []uint16{2}},
 }
 
 func (t CommandType) String() string {

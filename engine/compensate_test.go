@@ -14,7 +14,7 @@ type cancellingRules struct {
 	cancel context.CancelFunc
 }
 
-func (r *cancellingRules) OnFailed(ctx context.Context, _ string, _ RunContext, _ FailedDelivery) error {
+func (r *cancellingRules) OnFailed(ctx context.Context, _ string, _ RunContext, _ FailedDelivery, _ SubmitFunc) error {
 	r.cancel()
 	<-ctx.Done()
 	return ctx.Err()

@@ -32,6 +32,13 @@ type DayStats struct {
 	Failed    int `json:"failed"`
 	Expired   int `json:"expired"`
 	Cancelled int `json:"cancelled"`
+	// Paused counts slots that came while the rule was paused; Backfilled
+	// the skipped or paused slots fired by hand after all; Retried the
+	// deliveries sent again by hand (each no longer counted failed or
+	// expired until it ends again).
+	Paused     int `json:"paused,omitempty"`
+	Backfilled int `json:"backfilled,omitempty"`
+	Retried    int `json:"retried,omitempty"`
 	// SlotToSent: time from the run's slot to the channel's acceptance.
 	SlotToSentSum time.Duration `json:"slot_to_sent_sum"`
 	SlotToSent    []uint64      `json:"slot_to_sent"` // per LatencyBuckets, plus one past the last

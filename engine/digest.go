@@ -26,7 +26,7 @@ import (
 // FoldDigest folds pending deliveries of one rule to one person into one
 // digest delivery with Payload, the message the leader built from them.
 // Apply refuses the whole fold (ErrDigestStale) unless every member is
-// still pending, never attempted, not folded, and of the same rule,
+// still pending, never attempted nor retried by hand, not folded, and of the same rule,
 // recipient and channel: the message lists exactly its members. ID must
 // be DigestID of the members, so two leaders folding the same deliveries
 // propose the same digest, and the second changes nothing.
@@ -79,7 +79,7 @@ func (a applier) foldDigest(c FoldDigest) any {
 		switch {
 		case !ok:
 			return fmt.Errorf("%w: no delivery %s", ErrDigestStale, id)
-		case m.State != StatePending || m.Attempts > 0 || m.Digest != "" || len(m.Members) > 0:
+		case m.State != StatePending || m.Attempts > 0 || m.Retries > 0 || m.Digest != "" || len(m.Members) > 0:
 			return fmt.Errorf("%w: delivery %s is %s (attempts %d, digest %q)", ErrDigestStale, id, m.State, m.Attempts, m.Digest)
 		case m.Rule != dg.Rule || m.Recipient != dg.Recipient || m.Channel != dg.Channel:
 			return fmt.Errorf("fold digest %s: delivery %s is of %s to %s on %s, not %s to %s on %s",
@@ -166,7 +166,7 @@ func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Ti
 	out = due[:0:0]
 	for _, d := range due {
 		w := windows[d.Rule]
-		foldable := w > 0 && d.State == StatePending && d.Attempts == 0 && d.Digest == "" && len(d.Members) == 0 &&
+		foldable := w > 0 && d.State == StatePending && d.Attempts == 0 && d.Retries == 0 && d.Digest == "" && len(d.Members) == 0 &&
 			d.NotBefore.UnixNano()%int64(w) == 0 && (d.Deadline.IsZero() || now.Before(d.Deadline)) && !x.plain[d.ID]
 		if !foldable {
 			out = append(out, d)
@@ -291,6 +291,14 @@ func (x *executor) fold(ctx context.Context, b DigestBuilder, g *digestGroup, pa
 	}
 	id := DigestID(g.rule, g.recipient, ids)
 	if d, ok := x.l.cfg.FSM.Delivery(id); ok {
+		if d.State.Final() {
+			// The same deliveries ended once as this digest and were
+			// retried by hand since: they go alone.
+			for _, m := range part {
+				x.plain[m.ID] = true
+			}
+			return nil, nil
+		}
 		return d, nil // folded by an earlier pass whose answer was lost
 	}
 	bctx, cancel := context.WithTimeout(ctx, x.l.cfg.PlanTimeout)

@@ -282,3 +282,31 @@ func (r admittingLog) Apply(ctx context.Context, cmd []byte) (any, error) {
 	}
 	return r.localLog.Apply(ctx, cmd)
 }
+
+// A failed digest's deliveries retried by hand go alone; the digest
+// itself is not retried (its members were counted one by one).
+func TestRetryFoldedByHand(t *testing.T) {
+	t.Parallel()
+	nine := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
+	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour,
+		Digest: 10 * time.Minute, Retry: []time.Duration{}})
+	s.rules.plan["follow_up"] = ownerOf
+	fail := true
+	s.sender.failFunc = func(Outgoing) (OutcomeStatus, bool) { return OutcomePermanent, fail }
+	s.submitFollowUps("follow_up", "wangfang", 2, nine, time.Minute)
+	s.lead("n1")
+	s.advance(nine.Add(15*time.Minute), time.Second)
+	digests := s.log.fsm.Deliveries(func(d *Delivery) bool { return len(d.Members) > 0 })
+	require.Len(t, digests, 1)
+	dg := digests[0]
+	require.Equal(t, StateFailed, dg.State)
+	fail = false
+	res := s.apply(CmdRetryDeliveries, RetryDeliveries{IDs: append([]string{dg.ID}, dg.Members...), By: "ops", Now: nine.Add(15 * time.Minute), Deadline: nine.Add(2 * time.Hour)}).(RetryResult)
+	require.ElementsMatch(t, dg.Members, res.Retried)
+	require.Len(t, res.Skipped, 1)
+	require.Contains(t, res.Skipped[0].Reason, "a digest")
+	s.advance(nine.Add(20*time.Minute), time.Second)
+	require.Len(t, s.sender.sentTo("wangfang"), 2, "each alone")
+	require.Equal(t, 2, s.log.fsm.DayStats("2026-12-01")["follow_up"].Sent)
+	require.Equal(t, 0, s.log.fsm.DayStats("2026-12-01")["follow_up"].Failed)
+}

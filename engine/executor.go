@@ -222,6 +222,10 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 		}
 		return
 	}
+	claimed = x.holdPaused(ctx, channel, claimed, byID)
+	if len(claimed) == 0 {
+		return
+	}
 	batch := make([]Outgoing, len(claimed))
 	seqs := make(map[string]int, len(claimed))
 	for i, c := range claimed {
@@ -274,4 +278,26 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 	if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results}); err != nil {
 		x.l.log.Warn("cannot record results; claims will time out and be resent with the same keys", "channel", channel, "err", err)
 	}
+}
+
+// holdPaused hands back, unsent and spending no attempt, the claims of
+// rules paused after the batch was claimed (the pause committed between
+// the claim and the send), and returns the rest. Handed back, they are
+// pending and held: out of the due index until the rule is resumed.
+func (x *executor) holdPaused(ctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) []Claimed {
+	var send []Claimed
+	var back []Result
+	for _, c := range claimed {
+		if _, paused := x.l.cfg.FSM.Paused(byID[c.ID].Rule); paused {
+			back = append(back, Result{ID: c.ID, Seq: c.Seq, Status: OutcomeRateLimited, RetryAfter: time.Second, Error: "not sent: rule paused"})
+			continue
+		}
+		send = append(send, c)
+	}
+	if len(back) > 0 {
+		if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: back}); err != nil {
+			x.l.log.Warn("cannot hand back the claims of a paused rule; they time out and are held then", "channel", channel, "err", err)
+		}
+	}
+	return send
 }

@@ -180,6 +180,14 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		return a.prune(decode[Prune](d))
 	case CmdFoldDigest:
 		return a.foldDigest(decode[FoldDigest](d))
+	case CmdPauseRule:
+		return a.pauseRule(decode[PauseRule](d))
+	case CmdResumeRule:
+		return a.resumeRule(decode[ResumeRule](d))
+	case CmdRetryDeliveries:
+		return a.retryDeliveries(decode[RetryDeliveries](d))
+	case CmdRefireRun:
+		return a.refireRun(decode[RefireRun](d))
 	}
 	// In the table but not dispatched: a build error, caught by
 	// TestEveryCommandIsDispatched.

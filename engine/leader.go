@@ -44,6 +44,9 @@ type LeaderConfig struct {
 	RulesChanged <-chan struct{}
 	NowFunc      func() time.Time
 	Logger       *slog.Logger
+	// DisplayZone is the zone of the times in the alerts handed to the
+	// alert rule (display_timezone); default the machine's zone.
+	DisplayZone *time.Location
 	// PlanObserver, when set, is told how long each run that this leader
 	// planned took to evaluate and to replicate (metrics, herald bench).
 	PlanObserver func(PlanTiming)
@@ -87,6 +90,9 @@ func (c *LeaderConfig) setDefaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.DisplayZone == nil {
+		c.DisplayZone = time.Local
 	}
 	setDefault(&c.BatchSize, BatchSizeDefault)
 	setDefault(&c.ClaimTimeout, ClaimTimeoutDefault)
@@ -204,54 +210,4 @@ func wait(ctx context.Context, next time.Time, now time.Time, wake ...<-chan str
 	case <-w1:
 	}
 	return true
-}
-
-// pruneAfterElection is how long a new leader waits before its first prune.
-const pruneAfterElection = 5 * time.Minute
-
-// housekeeper runs the leader's upkeep: the rules' on_failed hooks, alert
-// delivery, late-run reports and retention. It wakes on every change of
-// the state and on its own timers.
-type housekeeper struct {
-	l         *Leader
-	nextPrune time.Time
-}
-
-func newHousekeeper(l *Leader) *housekeeper { return &housekeeper{l: l} }
-
-func (h *housekeeper) run(ctx context.Context) {
-	changed, unsubscribe := h.l.cfg.FSM.Subscribe()
-	defer unsubscribe()
-	for {
-		next := h.runOnce(ctx)
-		if !wait(ctx, next, h.l.now(), changed) {
-			return
-		}
-	}
-}
-
-// runOnce does what is due now and returns when to look again.
-func (h *housekeeper) runOnce(ctx context.Context) time.Time {
-	l := h.l
-	now := l.now()
-	wake := now.Add(time.Minute)
-	earlier := func(t time.Time) {
-		if !t.IsZero() && t.Before(wake) {
-			wake = t
-		}
-	}
-	l.compensate(ctx)
-	earlier(l.notifyAlerts(ctx, now))
-	earlier(l.reportLateRuns(ctx, now))
-	switch {
-	case h.nextPrune.IsZero():
-		// Not at the very start of a term (elections come in bursts), but
-		// soon after: a cluster whose leader moves every hour still prunes.
-		h.nextPrune = now.Add(min(l.cfg.PruneEvery, pruneAfterElection))
-	case !now.Before(h.nextPrune):
-		l.pruneOnce(ctx, now)
-		h.nextPrune = now.Add(l.cfg.PruneEvery)
-	}
-	earlier(h.nextPrune)
-	return wake
 }

@@ -58,7 +58,9 @@ func (s *staticRules) Plan(_ context.Context, rule string, run RunContext) ([]Pl
 	}
 	return out, nil
 }
-func (s *staticRules) OnFailed(context.Context, string, RunContext, FailedDelivery) error { return nil }
+func (s *staticRules) OnFailed(context.Context, string, RunContext, FailedDelivery, SubmitFunc) error {
+	return nil
+}
 
 // recordingSender accepts everything and records what it was asked to send.
 type recordingSender struct {

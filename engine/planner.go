@@ -121,3 +121,70 @@ func (l *Leader) findRule(name string) (Rule, bool) {
 	}
 	return Rule{}, false
 }
+
+// planPending plans every run still planning — ours, or one an earlier
+// leader left half done — each in its own goroutine so that one slow rule
+// does not hold up the others.
+func (s *scheduler) planPending(ctx context.Context) {
+	for _, run := range s.l.cfg.FSM.PlanningRuns() {
+		s.startPlanning(ctx, run)
+	}
+}
+
+// startPlanning plans run in the background unless a planner has it.
+func (s *scheduler) startPlanning(ctx context.Context, run *Run) {
+	s.mu.Lock()
+	busy := s.planning[run.Key]
+	s.planning[run.Key] = true
+	s.mu.Unlock()
+	if busy {
+		return
+	}
+	s.wg.Go(func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.planning, run.Key)
+			s.mu.Unlock()
+		}()
+		// A plan that failed to replicate is tried again here, after a
+		// backoff: nothing else may wake the scheduler for a minute.
+		for retry := planRetryMin; ; retry = min(2*retry, planRetryMax) {
+			done, err := s.planOnce(ctx, run)
+			if done {
+				return
+			}
+			s.l.log.Warn("planning failed; will retry", "run", run.Key, "err", err, "in", retry)
+			t := time.NewTimer(retry)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	})
+}
+
+// Backoff between attempts to plan a run whose replication failed.
+const (
+	planRetryMin = time.Second
+	planRetryMax = 30 * time.Second
+)
+
+// planOnce plans run under the planners' bound. done is false when it
+// failed and is worth trying again.
+func (s *scheduler) planOnce(ctx context.Context, run *Run) (done bool, err error) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return true, nil
+	}
+	defer func() { <-s.sem }()
+	// run was read before this planner took it: another one may have
+	// finished it since.
+	if cur, ok := s.l.cfg.FSM.Run(run.Key); !ok || cur.State != RunPlanning {
+		return true, nil
+	}
+	err = s.l.plan(ctx, run)
+	return err == nil || ctx.Err() != nil, err
+}

@@ -34,9 +34,15 @@ type RuleSource interface {
 	// Plan evaluates a rule for one run: who receives and what each gets.
 	Plan(ctx context.Context, rule string, run RunContext) ([]Planned, error)
 	// OnFailed runs a rule's on_failed hook after a delivery finally fails.
-	// A rule without the hook returns nil.
-	OnFailed(ctx context.Context, rule string, run RunContext, failed FailedDelivery) error
+	// A rule without the hook returns nil. submit is how the hook may
+	// schedule an API task (task.submit); the leader stamps its Now.
+	OnFailed(ctx context.Context, rule string, run RunContext, failed FailedDelivery, submit SubmitFunc) error
 }
+
+// SubmitFunc schedules an API task: what the leader hands a rule's
+// on_failed (RuleSource.OnFailed) so that it can schedule a follow-up. The
+// leader stamps Now.
+type SubmitFunc func(ctx context.Context, t SubmitTask) (*Task, error)
 
 // Rule is what the engine needs to know of one rule file.
 type Rule struct {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"slices"
 	"time"
 )
@@ -121,16 +120,4 @@ func latest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// pruneOnce proposes a Prune for now's retention horizon.
-func (l *Leader) pruneOnce(ctx context.Context, now time.Time) {
-	res, err := l.propose(ctx, CmdPrune, Prune{Before: now.Add(-l.cfg.Retention), LedgerBefore: now.Add(-l.cfg.LedgerRetention), Now: now})
-	if err != nil {
-		l.log.Warn("cannot prune finished deliveries", "err", err)
-		return
-	}
-	if r := res.(PruneResult); r != (PruneResult{}) {
-		l.log.Info("pruned past retention", "deliveries", r.Deliveries, "runs", r.Runs, "tasks", r.Tasks, "alerts", r.Alerts, "ledger", r.Ledger)
-	}
 }

@@ -35,6 +35,8 @@ func (s RunState) String() string {
 		return "failed"
 	case RunSkipped:
 		return "skipped"
+	case RunPaused:
+		return "paused"
 	}
 	return "unknown"
 }
@@ -50,6 +52,8 @@ type Run struct {
 	State     RunState        `json:"state"`
 	Late      bool            `json:"late,omitempty"`
 	Manual    bool            `json:"manual,omitempty"` // fired by hand (herald rules fire)
+	// FiredBy is who fired a skipped or paused slot by hand (RefireRun).
+	FiredBy string `json:"fired_by,omitempty"`
 	Date      string          `json:"date,omitempty"`   // slot's date in the rule's zone
 	RulesHash string          `json:"rules_hash,omitempty"`
 	StartedAt time.Time       `json:"started_at"`
@@ -95,6 +99,12 @@ type Delivery struct {
 	LastError  string        `json:"last_error,omitempty"`
 	SentAt     time.Time     `json:"sent_at,omitzero"`
 	EndedAt    time.Time     `json:"ended_at,omitzero"`
+	// Retries counts the times a person sent it again by hand after it
+	// failed or expired (RetryDeliveries); RetriedBy and RetriedAt are the
+	// last of them.
+	Retries   int       `json:"retries,omitempty"`
+	RetriedBy string    `json:"retried_by,omitempty"`
+	RetriedAt time.Time `json:"retried_at,omitzero"`
 	// Failures are the attempts that did not send it, oldest first (at
 	// most MaxFailures, the latest kept), so a person's page can say why
 	// each one failed: LastError holds only the last. Nil in records of a

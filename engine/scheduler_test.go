@@ -43,9 +43,14 @@ func TestStalePlanningRunIsNotPlannedAgain(t *testing.T) {
 	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	s := newSim(t, start.Add(-time.Minute), Rule{Name: "r", Schedule: "0 9 * * *", Channel: "mock"})
 	calls := 0
+	// The first plan waits until the test has read the run: without that,
+	// the planner may finish before the read and the "stale" record would
+	// already be planned (what a loaded machine did).
+	read := make(chan struct{})
 	s.rules.plan["r"] = func(run RunContext) []Planned {
 		calls++
 		if calls == 1 {
+			<-read
 			return to("alice")(run)
 		}
 		return to("alice", "carol")(run)
@@ -57,6 +62,7 @@ func TestStalePlanningRunIsNotPlannedAgain(t *testing.T) {
 	key := RunKey("r", start)
 	stale, ok := s.log.fsm.Run(key)
 	require.True(t, ok)
+	close(read)
 	s.sched.wg.Wait()
 	r, _ := s.log.fsm.Run(key)
 	require.Equal(t, RunPlanned, r.State)

@@ -66,7 +66,7 @@ func (r *simRules) Plan(_ context.Context, rule string, run RunContext) ([]Plann
 	}
 	return f(run), nil
 }
-func (r *simRules) OnFailed(_ context.Context, _ string, _ RunContext, d FailedDelivery) error {
+func (r *simRules) OnFailed(_ context.Context, _ string, _ RunContext, d FailedDelivery, _ SubmitFunc) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.onFailed = append(r.onFailed, d)

@@ -136,6 +136,7 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 		writeSection(enc, "ledger", timeEntries(st.Ledger)),
 		writeSection(enc, "compensate", compensate),
 		writeSection(enc, "daily", daily),
+		writeSection(enc, "paused", sortedValues(st.Paused)),
 		writeSection[int](enc, sectionEnd, nil),
 	)
 	if err != nil {
@@ -234,6 +235,9 @@ func readVersion1(r io.Reader, st *state) error {
 	if st.Daily == nil {
 		st.Daily = map[string]map[string]*DayStats{}
 	}
+	if st.Paused == nil {
+		st.Paused = map[string]*Pause{}
+	}
 	return nil
 }
 
@@ -272,6 +276,9 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 	},
 	"compensate": func(dec *gob.Decoder, st *state) error {
 		return readRecord(dec, func(id *string) { st.Compensate[*id] = true })
+	},
+	"paused": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(p *Pause) { st.Paused[p.Rule] = p })
 	},
 	"daily": func(dec *gob.Decoder, st *state) error {
 		var e dayEntry

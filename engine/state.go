@@ -31,6 +31,9 @@ type state struct {
 	// Compensate holds the ids of deliveries that ended failed or expired
 	// and whose rule's on_failed has not run yet.
 	Compensate map[string]bool `json:"compensate"`
+	// Paused holds the paused rules (PauseRule); their pending deliveries
+	// are left out of the due index until ResumeRule.
+	Paused map[string]*Pause `json:"paused,omitempty"`
 	// Daily keeps per date (in the run's zone) and rule the aggregates
 	// that outlive pruned deliveries.
 	Daily map[string]map[string]*DayStats `json:"daily"`
@@ -79,6 +82,7 @@ func newState() *state {
 		Ledger:     map[string]time.Time{},
 		Compensate: map[string]bool{},
 		Daily:      map[string]map[string]*DayStats{},
+		Paused:     map[string]*Pause{},
 	}
 	s.initIndexes()
 	return s
@@ -100,7 +104,7 @@ func (s *state) reindex() {
 	s.initIndexes()
 	var due [PriorityLow + 1][]dueItem
 	for id, d := range s.Deliveries {
-		if at := d.dueAt(); !at.IsZero() {
+		if at := d.dueAt(); !at.IsZero() && !s.held(d) {
 			p := d.Priority
 			if p < PriorityHigh || p > PriorityLow {
 				p = PriorityLow
@@ -167,13 +171,15 @@ func (s *state) dueTree(p Priority) *btree.BTreeG[dueItem] {
 func (s *state) putDelivery(d *Delivery) {
 	if old, ok := s.Deliveries[d.ID]; ok {
 		if at := old.dueAt(); !at.IsZero() {
-			s.dueTree(old.Priority).Delete(dueItem{at, old.ID})
+			s.dueTree(old.Priority).Delete(dueItem{at, old.ID}) // a no-op for a held one
 		}
 	} else {
 		s.byRun[d.RunKey] = append(s.byRun[d.RunKey], d.ID)
 	}
 	s.Deliveries[d.ID] = d
-	if at := d.dueAt(); !at.IsZero() {
+	// A paused rule's pending deliveries stay out of the index: the
+	// executor neither sends them nor wakes up for them until resume.
+	if at := d.dueAt(); !at.IsZero() && !s.held(d) {
 		s.dueTree(d.Priority).ReplaceOrInsert(dueItem{at, d.ID})
 	}
 }
@@ -223,6 +229,7 @@ func (s *state) clone() *state {
 		Ledger:     maps.Clone(s.Ledger),
 		Compensate: maps.Clone(s.Compensate),
 		Daily:      daily,
+		Paused:     maps.Clone(s.Paused),
 		// Lazily copied on write; Persist writes the tasks in its order.
 		taskIndex: s.taskIndex.Clone(),
 	}

@@ -234,6 +234,8 @@ func (s *Set) buildRule(f string, sf *scanned, prev, v *version) {
 	if err == nil {
 		if other, dup := v.rules[c.rule.Name]; dup {
 			err = &RuleError{File: f, Line: c.nameLine, Msg: fmt.Sprintf("rule name %q is already used by %s", c.rule.Name, other.file)}
+		} else if msg := s.unknownChannel(c.rule.Channel); msg != "" {
+			err = &RuleError{File: f, Line: c.channelLine, Msg: msg}
 		}
 	}
 	if err != nil {
@@ -291,4 +293,20 @@ func errorLine(err error) (string, int) {
 		return msg, n
 	}
 	return msg, 0
+}
+
+// unknownChannel says why channel is not one the node has, or "" when it is
+// (or when the set was given no channel list to check against). A rule
+// naming a channel that does not exist would otherwise load, plan, and sit
+// pending until its deadline: it is refused like any other error, and its
+// last good version stays in force.
+func (s *Set) unknownChannel(channel string) string {
+	if s.cfg.Channels == nil || slices.Contains(s.cfg.Channels, channel) {
+		return ""
+	}
+	have := slices.Sorted(slices.Values(s.cfg.Channels))
+	if len(have) == 0 {
+		return fmt.Sprintf("channel %q is not configured (this node has no channels)", channel)
+	}
+	return fmt.Sprintf("channel %q is not configured (have: %s)", channel, strings.Join(have, ", "))
 }

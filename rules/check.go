@@ -25,8 +25,12 @@ func (e CheckError) String() string {
 // Check loads dir as a node would (rules, people file, calendars) without
 // watching it or touching any shared registry, and returns every error,
 // sorted by file. No errors means the directory is good to deploy.
-func Check(dir string) []CheckError {
-	s, err := Load(Config{Dir: dir, Calendars: calendar.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PoolSize: 1})
+func Check(dir string) []CheckError { return CheckChannels(dir, nil) }
+
+// CheckChannels is Check that also refuses a rule whose channel is not one
+// of channels (the instances of a node's config); nil checks no channel.
+func CheckChannels(dir string, channels []string) []CheckError {
+	s, err := Load(Config{Dir: dir, Channels: channels, Calendars: calendar.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PoolSize: 1})
 	if err != nil {
 		return []CheckError{{File: dir, Message: err.Error()}}
 	}

@@ -102,6 +102,7 @@ type compiled struct {
 	sched       *schedule.Schedule // nil for rules triggered by API tasks
 	hasOnFailed bool
 	nameLine    int
+	channelLine int // line of the channel field, for "not configured" errors
 	// quiet is the rule's quiet hours (zero: none); people may have their
 	// own (the quiet_hours column).
 	quiet engine.QuietHours
@@ -336,6 +337,9 @@ func (c *compiled) readFields(t *lua.LTable, sb *sandbox, lines map[string]int, 
 	}
 	if r.Channel, err = str(keyChannel, true); err != nil {
 		return err
+	}
+	if c.channelLine = lines[keyChannel]; c.channelLine == 0 {
+		c.channelLine = retLine
 	}
 	p, err := str(keyPriority, false)
 	if err != nil {

@@ -22,17 +22,23 @@ type fakeSubmitter struct {
 	seen bool // a submitter was found in the context
 }
 
+// hookKey marks the context a test hands OnFailed, so that submit can
+// check it gets the hook's context.
+type hookKey struct{}
+
 func (f *fakeSubmitter) ctx() context.Context {
-	return engine.WithSubmitter(context.Background(), func(ctx context.Context, t engine.SubmitTask) (*engine.Task, error) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		_, f.seen = engine.SubmitterFrom(ctx)
-		if f.err != nil {
-			return nil, f.err
-		}
-		f.got = append(f.got, t)
-		return &engine.Task{Key: t.Key, Rule: t.Rule, DueAt: t.DueAt, Data: t.Data, State: engine.TaskPending}, nil
-	})
+	return context.WithValue(context.Background(), hookKey{}, true)
+}
+
+func (f *fakeSubmitter) submit(ctx context.Context, t engine.SubmitTask) (*engine.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen = ctx.Value(hookKey{}) != nil
+	if f.err != nil {
+		return nil, f.err
+	}
+	f.got = append(f.got, t)
+	return &engine.Task{Key: t.Key, Rule: t.Rule, DueAt: t.DueAt, Data: t.Data, State: engine.TaskPending}, nil
 }
 
 func (f *fakeSubmitter) submitted() []engine.SubmitTask {
@@ -54,8 +60,8 @@ func TestExampleFollowUpCompensation(t *testing.T) {
 	fd := engine.FailedDelivery{ID: engine.DeliveryID(run.Key, "wangfang"), Recipient: "wangfang", State: engine.StateFailed, Attempts: 4, Error: "errcode 60111: userid not found"}
 
 	f := &fakeSubmitter{}
-	require.NoError(t, s.OnFailed(f.ctx(), "follow_up", run, fd))
-	require.NoError(t, s.OnFailed(f.ctx(), "follow_up", run, fd), "on_failed runs at least once")
+	require.NoError(t, s.OnFailed(f.ctx(), "follow_up", run, fd, f.submit))
+	require.NoError(t, s.OnFailed(f.ctx(), "follow_up", run, fd, f.submit), "on_failed runs at least once")
 	got := f.submitted()
 	require.Len(t, got, 2)
 	want := engine.SubmitTask{
@@ -83,14 +89,14 @@ func TestExampleFollowUpCompensation(t *testing.T) {
 	f = &fakeSubmitter{}
 	overdue := run
 	overdue.Data = []byte(`{"customer":"华东机电","owner":"wangfang","overdue":true}`)
-	require.NoError(t, s.OnFailed(f.ctx(), "follow_up", overdue, engine.FailedDelivery{ID: "x", Recipient: "lina", State: engine.StateExpired}))
+	require.NoError(t, s.OnFailed(f.ctx(), "follow_up", overdue, engine.FailedDelivery{ID: "x", Recipient: "lina", State: engine.StateExpired}, f.submit))
 	esc := engine.RunContext{Rule: "follow_up", Key: engine.TaskRunKey(want.Key), Slot: want.DueAt, Data: want.Data}
-	require.NoError(t, s.OnFailed(f.ctx(), "follow_up", esc, engine.FailedDelivery{ID: "y", Recipient: "lina", State: engine.StateFailed}))
+	require.NoError(t, s.OnFailed(f.ctx(), "follow_up", esc, engine.FailedDelivery{ID: "y", Recipient: "lina", State: engine.StateFailed}, f.submit))
 	require.Empty(t, f.submitted())
 
 	// A refused submission fails the hook (the engine raises an alert).
 	f = &fakeSubmitter{err: &engine.TaskConflictError{Key: want.Key, Differences: []engine.TaskDifference{{Field: "data"}}}}
-	err = s.OnFailed(f.ctx(), "follow_up", run, fd)
+	err = s.OnFailed(f.ctx(), "follow_up", run, fd, f.submit)
 	require.ErrorContains(t, err, `task.submit: task "follow-undelivered-`)
 	require.ErrorContains(t, err, "exists with a different data")
 }
@@ -171,14 +177,14 @@ func TestTaskSubmitArguments(t *testing.T) {
 	for _, st := range s.Status() {
 		require.Empty(t, st.Error, st.File)
 	}
-	run := func(rule string, ctx context.Context) error {
+	run := func(rule string, ctx context.Context, submit engine.SubmitFunc) error {
 		slot := mustTime(t, "2026-12-01T09:00:00+08:00")
 		return s.OnFailed(ctx, rule, engine.RunContext{Rule: rule, Key: "r", Slot: slot.UTC(), Zone: "Asia/Shanghai"},
-			engine.FailedDelivery{ID: "d1", Recipient: "alice", State: engine.StateFailed})
+			engine.FailedDelivery{ID: "d1", Recipient: "alice", State: engine.StateFailed}, submit)
 	}
 	for name, tc := range good {
 		f := &fakeSubmitter{}
-		require.NoError(t, run("good_"+name, f.ctx()), name)
+		require.NoError(t, run("good_"+name, f.ctx(), f.submit), name)
 		got := f.submitted()
 		require.Len(t, got, 1, name)
 		require.Equal(t, tc.want.Key, got[0].Key, name)
@@ -188,7 +194,7 @@ func TestTaskSubmitArguments(t *testing.T) {
 	}
 	for name, tc := range bad {
 		f := &fakeSubmitter{}
-		err := run("bad_"+name, f.ctx())
+		err := run("bad_"+name, f.ctx(), f.submit)
 		require.ErrorContains(t, err, tc.want, name)
 		require.ErrorIs(t, err, ErrRule, name)
 		if tc.want != "table expected" {
@@ -198,11 +204,11 @@ func TestTaskSubmitArguments(t *testing.T) {
 	}
 
 	// Called by something that gives no submitter: nil and the reason.
-	err := run("good_after", context.Background())
+	err := run("good_after", context.Background(), nil)
 	require.ErrorContains(t, err, "no task submitter here")
 	// The submitter's own failure: nil and its reason.
 	f := &fakeSubmitter{err: errors.New("propose submit-task: not the leader")}
-	require.ErrorContains(t, run("good_after", f.ctx()), "task.submit: propose submit-task: not the leader")
+	require.ErrorContains(t, run("good_after", f.ctx(), f.submit), "task.submit: propose submit-task: not the leader")
 }
 
 // TestTaskSubmitOnlyInOnFailed: recipients and message run on every
@@ -244,7 +250,7 @@ return rule {
 	require.True(t, ok)
 	require.Contains(t, st.Error, "task.submit is only available in on_failed")
 	require.Equal(t, 1, st.Line)
-	require.NoError(t, s.OnFailed(f.ctx(), "top_failed", engine.RunContext{Key: "k", Slot: time.Now()}, engine.FailedDelivery{ID: "d"}))
+	require.NoError(t, s.OnFailed(f.ctx(), "top_failed", engine.RunContext{Key: "k", Slot: time.Now()}, engine.FailedDelivery{ID: "d"}, f.submit))
 	require.Empty(t, f.submitted())
 
 	// Nor can a rule replace the module for the next run.
@@ -267,7 +273,7 @@ func TestTaskSubmitKeyDeterministic(t *testing.T) {
 	for i := range 3 {
 		s := load(t, newDir(t, map[string]string{"r.lua": src}))
 		f := &fakeSubmitter{}
-		require.NoError(t, s.OnFailed(f.ctx(), "r", engine.RunContext{Key: "task:x", Slot: mustTime(t, "2026-12-01T09:00:00Z")}, engine.FailedDelivery{ID: "d9"}))
+		require.NoError(t, s.OnFailed(f.ctx(), "r", engine.RunContext{Key: "task:x", Slot: mustTime(t, "2026-12-01T09:00:00Z")}, engine.FailedDelivery{ID: "d9"}, f.submit))
 		got := f.submitted()
 		require.Len(t, got, 1)
 		if i == 0 {

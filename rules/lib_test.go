@@ -140,10 +140,10 @@ func TestOnFailed(t *testing.T) {
 		"plain.lua": simpleRule("plain", "return {}"),
 	}))
 	fd := engine.FailedDelivery{ID: "d1", Recipient: "alice", State: engine.StateFailed, Attempts: 4, Error: "boom"}
-	require.NoError(t, s.OnFailed(context.Background(), "r", runAt(time.Now()), fd))
+	require.NoError(t, s.OnFailed(context.Background(), "r", runAt(time.Now()), fd, nil))
 	fd.State = engine.StateExpired
-	require.ErrorContains(t, s.OnFailed(context.Background(), "r", runAt(time.Now()), fd), "unexpected expired")
-	require.NoError(t, s.OnFailed(context.Background(), "plain", runAt(time.Now()), fd))
+	require.ErrorContains(t, s.OnFailed(context.Background(), "r", runAt(time.Now()), fd, nil), "unexpected expired")
+	require.NoError(t, s.OnFailed(context.Background(), "plain", runAt(time.Now()), fd, nil))
 }
 
 // TestPairsOrderStable: a message built by iterating a person's fields

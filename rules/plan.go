@@ -40,15 +40,14 @@ func (s *Set) Plan(ctx context.Context, rule string, run engine.RunContext) ([]e
 // OnFailed runs the rule's on_failed(run, delivery) hook, where delivery
 // is {id, recipient, state, attempts, error}. A rule without the hook (or
 // no longer loaded) returns nil. The hook may call task.submit, which
-// submits through engine.SubmitterFrom(ctx).
-func (s *Set) OnFailed(ctx context.Context, rule string, run engine.RunContext, failed engine.FailedDelivery) error {
+// submits through submit (nil: task.submit fails).
+func (s *Set) OnFailed(ctx context.Context, rule string, run engine.RunContext, failed engine.FailedDelivery, submit engine.SubmitFunc) error {
 	v := s.cur.Load()
 	c, ok := v.rules[rule]
 	if !ok || !c.hasOnFailed {
 		return nil
 	}
-	fn, _ := engine.SubmitterFrom(ctx)
-	sub := &submitter{fn: fn, ruleProblem: func(name string) string {
+	sub := &submitter{fn: submit, ruleProblem: func(name string) string {
 		switch r, ok := v.rules[name]; {
 		case !ok:
 			return fmt.Sprintf("rule %q is not loaded", name)

@@ -62,6 +62,10 @@ type Config struct {
 	// the engine's schedules built from the same registry see them. Default:
 	// a new registry with the built-ins (see Set.Calendars).
 	Calendars *calendar.Registry
+	// Channels, when not nil, are the channel instances the node has: a
+	// rule naming another is an error (file:line), and its last good
+	// version stays in force. Nil checks nothing (preview, list).
+	Channels []string
 	// Registerer receives the herald_rule_errors and
 	// herald_rule_reloads_total metrics. Default: none.
 	Registerer prometheus.Registerer

@@ -63,6 +63,10 @@ func TestAgentBadInput(t *testing.T) {
 		{"raft port in use", append(node("--bootstrap"), "--raft-addr", busy.Addr().String()), "in use"},
 		{"join where nothing listens", node("--join", freeAddr(t), "--join-timeout", "2s"), "no Herald node at"},
 		{"bad join timeout", node("--join-timeout", "soon"), "join_timeout"},
+		{"tls cert without key and ca", node("--tls-cert", "n1.pem"), "tls_cert, tls_key and tls_ca go together"},
+		{"tls files missing", node("--tls-cert", "x.pem", "--tls-key", "x-key.pem", "--tls-ca", "ca.pem"), "no such file"},
+		{"literal cluster secret", node("--cluster-secret", "hunter2hunter2hunter2"), "must be a ${ENV} reference"},
+		{"cluster secret variable unset", node("--cluster-secret", "${HERALD_TEST_UNSET_SECRET}"), "HERALD_TEST_UNSET_SECRET}, which is not set"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,7 +39,7 @@ func newAlertsCmd() *cobra.Command {
 		w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "ID\tLAST\tCOUNT\tACKED\tRULE\tMESSAGE")
 		for _, a := range shown {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%s\t%s\n", a.ID, shortTime(a.Last), a.Count, a.Acked, a.Rule, a.Message)
+			fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%s\t%s\n", a.ID, showTime(cmd, a.Last), a.Count, a.Acked, a.Rule, engine.LocalizeText(a.Message, zoneOf(cmd)))
 		}
 		return w.Flush()
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,8 +22,8 @@ const clusterDefaultAddr = "127.0.0.1:8101"
 
 func newClusterCmd() *cobra.Command {
 	var (
-		addr    string
-		timeout time.Duration
+		addr, ca string
+		timeout  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "cluster",
@@ -38,11 +40,23 @@ func newClusterCmd() *cobra.Command {
 
 A new node usually joins on its own with "herald agent --join MEMBER".`,
 	}
-	cmd.PersistentFlags().StringVar(&addr, "addr", clusterDefaultAddr, "HTTP address of any Herald node")
+	cmd.PersistentFlags().StringVar(&addr, "addr", clusterDefaultAddr, "address of any Herald node: host:port, http://host:port or https://host:port")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
-	client := func() *cluster.Client {
-		return &cluster.Client{Addr: addr, HTTP: &http.Client{Timeout: timeout}}
+	registerCA(cmd, &ca)
+	clientFor := func(a string) (*cluster.Client, error) {
+		c, err := newAPIClient(a, ca, timeout)
+		if err != nil {
+			return nil, err
+		}
+		// A join needs the cluster secret's proof when the cluster has one.
+		if v, ok := os.LookupEnv("HERALD_CLUSTER_SECRET"); ok && v != "" {
+			if c.Secret, err = resolveSecret("HERALD_CLUSTER_SECRET", v, true); err != nil {
+				return nil, err
+			}
+		}
+		return c, nil
 	}
+	client := func() (*cluster.Client, error) { return clientFor(addr) }
 	withTimeout := func(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 		return context.WithTimeout(cmd.Context(), timeout)
 	}
@@ -55,7 +69,11 @@ A new node usually joins on its own with "herald agent --join MEMBER".`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := withTimeout(cmd)
 			defer cancel()
-			st, err := client().Status(ctx)
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			st, err := c.Status(ctx)
 			if err != nil {
 				return err
 			}
@@ -86,7 +104,11 @@ old entry; the same id at the same address changes nothing.`,
 			}
 			if req.ID == "" || req.RaftAddr == "" {
 				// Ask the new node who it is.
-				st, err := (&cluster.Client{Addr: req.HTTPAddr, HTTP: &http.Client{Timeout: timeout}}).Status(ctx)
+				nc, err := clientFor(req.HTTPAddr)
+				if err != nil {
+					return err
+				}
+				st, err := nc.Status(ctx)
 				if err != nil {
 					return fmt.Errorf("give --id and --raft-addr, or start the node first: %w", err)
 				}
@@ -97,7 +119,14 @@ old entry; the same id at the same address changes nothing.`,
 					req.RaftAddr = st.RaftAddr
 				}
 			}
-			if err := whileElecting(ctx, func() error { return client().Join(ctx, req) }); err != nil {
+			if ca != "" && !strings.Contains(req.HTTPAddr, "://") {
+				req.HTTPAddr = "https://" + req.HTTPAddr // what the members will dial
+			}
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			if err := whileElecting(ctx, func() error { return c.Join(ctx, req) }); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s (raft %s, http %s) is a member\n", req.ID, req.RaftAddr, req.HTTPAddr)
@@ -115,7 +144,11 @@ old entry; the same id at the same address changes nothing.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := withTimeout(cmd)
 			defer cancel()
-			if err := whileElecting(ctx, func() error { return client().Leave(ctx) }); err != nil {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			if err := whileElecting(ctx, func() error { return c.Leave(ctx) }); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "the node at %s left the cluster; stop its agent now\n", addr)
@@ -130,7 +163,11 @@ old entry; the same id at the same address changes nothing.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := withTimeout(cmd)
 			defer cancel()
-			if err := whileElecting(ctx, func() error { return client().Remove(ctx, args[0]) }); err != nil {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			if err := whileElecting(ctx, func() error { return c.Remove(ctx, args[0]) }); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", args[0])

@@ -66,6 +66,7 @@ func freeAddr(t testing.TB) string {
 
 type agentProc struct {
 	id, raft, http, data string
+	bin                  string // "" is heraldBin, this build
 	cmd                  *exec.Cmd
 	log                  *os.File
 }
@@ -112,7 +113,11 @@ func (c *e2eCluster) start(n *agentProc, extra ...string) {
 	c.t.Helper()
 	args := append([]string{"agent", "--config", c.config, "--node-id", n.id, "--data-dir", n.data,
 		"--raft-addr", n.raft, "--http-addr", n.http, "--rules", c.rules, "--log-level", "info"}, extra...)
-	cmd := exec.Command(heraldBin, args...)
+	bin := heraldBin
+	if n.bin != "" {
+		bin = n.bin
+	}
+	cmd := exec.Command(bin, args...)
 	logf, err := os.OpenFile(filepath.Join(c.dir, n.id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	require.NoError(c.t, err)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // nodeConfig is one node's configuration: a YAML file (--config), where
@@ -29,6 +33,9 @@ type nodeConfig struct {
 	Rules       string `yaml:"rules"`
 	Plugins     string `yaml:"plugins"`
 	LogLevel    string `yaml:"log_level"`
+	// DisplayTimezone is the zone of every time the node writes for a
+	// person (alert texts, the dashboard); default the machine's zone.
+	DisplayTimezone string `yaml:"display_timezone"`
 	// PprofAddr, when set, serves Go's profiles (/debug/pprof/) there, on a
 	// listener of its own: for `herald bench --profile` and diagnosis.
 	// Keep it on loopback: profiles show the process's insides.
@@ -36,9 +43,26 @@ type nodeConfig struct {
 	// Channels are the channel instances by name: {plugin: NAME, ...the
 	// plugin's own keys}. Values may reference ${ENV} variables (secrets).
 	Channels map[string]map[string]any `yaml:"channels"`
+	// TLSCert, TLSKey and TLSCA are PEM files (all three or none): the API
+	// serves HTTPS only, Raft is mutual TLS, nodes talk HTTPS to each
+	// other. Re-read when they change.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	TLSCA   string `yaml:"tls_ca"`
+	// ClusterSecret is a ${ENV} reference to the secret every member
+	// holds; a node joins, and is accepted, only by proving it.
+	ClusterSecret string `yaml:"cluster_secret"`
+	// Peers are the other members' HTTP addresses, comma separated: asked
+	// before a node with an empty data dir bootstraps.
+	Peers string `yaml:"peers"`
 
 	devTimeouts  bool   // `herald dev` and tests: short Raft timeouts
 	raftLogLevel string // "" means the cluster package's default
+	// clusterSecret is ClusterSecret resolved; never logged or shown.
+	clusterSecret string
+	// secretFromEnv: the final ClusterSecret came from HERALD_CLUSTER_SECRET
+	// itself, where the secret may be given literally.
+	secretFromEnv bool
 }
 
 // configKeys lists every scalar key: YAML name, flag, usage, field.
@@ -54,6 +78,12 @@ func (c *nodeConfig) keys() []configKey {
 		{"rules", "rules", "directory of Lua rule files (watched)", &c.Rules, nil},
 		{"plugins", "plugins", "directory of herald-channel-* plugin executables", &c.Plugins, nil},
 		{"log_level", "log-level", "debug, info, warn or error", &c.LogLevel, nil},
+		{"tls_cert", "tls-cert", "PEM certificate of this node (with tls_key and tls_ca: HTTPS API, mutual-TLS Raft)", &c.TLSCert, nil},
+		{"tls_key", "tls-key", "PEM private key of tls_cert", &c.TLSKey, nil},
+		{"tls_ca", "tls-ca", "PEM CA certificate that signs every member's certificate", &c.TLSCA, nil},
+		{"cluster_secret", "cluster-secret", "${ENV} reference to the secret every member must hold to join", &c.ClusterSecret, nil},
+		{"peers", "peers", "the other members' HTTP addresses (comma separated), asked before bootstrapping an empty data dir", &c.Peers, nil},
+		{"display_timezone", "display-timezone", "zone of the times shown to people: alert texts, dashboard (IANA name; default the machine's zone)", &c.DisplayTimezone, nil},
 		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty", &c.PprofAddr, nil},
 	}
 }
@@ -81,21 +111,53 @@ func (c *nodeConfig) bindFlags(cmd *cobra.Command) {
 	}
 }
 
+// readFile fills c from the YAML file at path.
+func (c *nodeConfig) readFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("config %s: %s", path, strings.Join(te.Errors, "; "))
+		}
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+// channelNames lists the channel instances a node with this config has:
+// its channels, or the default mock when it names none.
+func (c *nodeConfig) channelNames() []string {
+	if len(c.Channels) == 0 {
+		return []string{"mock"}
+	}
+	names := make([]string, 0, len(c.Channels))
+	for name := range c.Channels {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// configChannels reads a node's config file for its channel names
+// (`herald rules check --config`).
+func configChannels(path string) ([]string, error) {
+	var c nodeConfig
+	if err := c.readFile(path); err != nil {
+		return nil, err
+	}
+	return c.channelNames(), nil
+}
+
 // load fills c from the file, the environment and the flags, in that order.
 func (c *nodeConfig) load(cmd *cobra.Command) error {
 	if path, _ := cmd.Flags().GetString("config"); path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("config: %w", err)
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-			var te *yaml.TypeError
-			if errors.As(err, &te) {
-				return fmt.Errorf("config %s: %s", path, strings.Join(te.Errors, "; "))
-			}
-			return fmt.Errorf("config %s: %w", path, err)
+		if err := c.readFile(path); err != nil {
+			return err
 		}
 	}
 	for _, k := range c.keys() {
@@ -103,11 +165,13 @@ func (c *nodeConfig) load(cmd *cobra.Command) error {
 			if err := k.set(v); err != nil {
 				return fmt.Errorf("%s: %w", k.env(), err)
 			}
+			c.secretFromEnv = c.secretFromEnv || k.yaml == "cluster_secret"
 		}
 		if f := cmd.Flags().Lookup(k.flag); f != nil && f.Changed {
 			if err := k.set(f.Value.String()); err != nil {
 				return fmt.Errorf("--%s: %w", k.flag, err)
 			}
+			c.secretFromEnv = c.secretFromEnv && k.yaml != "cluster_secret"
 		}
 	}
 	return c.validate()
@@ -149,10 +213,67 @@ func (c *nodeConfig) validate() error {
 			return fmt.Errorf("config: join_timeout %q: want a positive duration such as 1m", c.JoinTimeout)
 		}
 	}
+	if _, err := engine.LoadZone(c.DisplayTimezone); err != nil {
+		return fmt.Errorf("config: display_timezone: %w", err)
+	}
 	switch c.LogLevel {
 	case "", "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("config: log_level %q: want debug, info, warn or error", c.LogLevel)
 	}
+	if set := countSet(c.TLSCert, c.TLSKey, c.TLSCA); set != 0 && set != 3 {
+		return errors.New("config: tls_cert, tls_key and tls_ca go together: give all three (herald tls init writes them)")
+	}
+	if c.ClusterSecret != "" {
+		s, err := resolveSecret("cluster_secret", c.ClusterSecret, c.secretFromEnv)
+		if err != nil {
+			return err
+		}
+		c.clusterSecret = s
+	}
 	return nil
+}
+
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// secretRef is a whole-value ${NAME} reference.
+var secretRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+
+// resolveSecret turns a ${NAME} reference into the variable's value. A
+// literal secret is taken only from the key's own HERALD_* variable
+// (literalOK): written in a config file or on a command line, it is
+// readable by whoever reads the file or lists processes. Errors name the
+// key and the variable, never a value.
+func resolveSecret(key, raw string, literalOK bool) (string, error) {
+	m := secretRef.FindStringSubmatch(raw)
+	if m == nil {
+		if literalOK {
+			return raw, nil
+		}
+		return "", fmt.Errorf("config: %s must be a ${ENV} reference such as ${HERALD_SECRET}, not the secret itself", key)
+	}
+	v, ok := os.LookupEnv(m[1])
+	if !ok || v == "" {
+		return "", fmt.Errorf("config: %s refers to ${%s}, which is not set", key, m[1])
+	}
+	return v, nil
+}
+
+// peerList splits the peers key.
+func (c *nodeConfig) peerList() []string {
+	var out []string
+	for _, p := range strings.Split(c.Peers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

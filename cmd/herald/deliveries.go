@@ -74,7 +74,7 @@ func newDeliveriesCmd() *cobra.Command {
 					return fmt.Errorf("%s: bad response: %w", f.addr, err)
 				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.ID[:min(12, len(d.ID))], d.Rule, d.Recipient, d.Channel,
-					d.State, d.Attempts, shortTime(d.NotBefore), shortTime(d.SentAt), d.LastError)
+					d.State, d.Attempts, showTime(cmd, d.NotBefore), showTime(cmd, d.SentAt), d.LastError)
 			}
 			if err := w.Flush(); err != nil {
 				return err
@@ -102,6 +102,6 @@ func newDeliveriesCmd() *cobra.Command {
 			return emitJSON(cmd, d)
 		},
 	}
-	cmd.AddCommand(list, get)
+	cmd.AddCommand(list, get, newDeliveriesRetryCmd(&f))
 	return cmd
 }

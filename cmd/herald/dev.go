@@ -26,42 +26,67 @@ import (
 
 func init() { register(newDevCmd) }
 
-// devNodes is the local cluster `herald dev` runs: fixed, documented ports.
-var devNodes = []struct{ id, raft, http string }{
-	{"n1", "127.0.0.1:7101", "127.0.0.1:8101"},
-	{"n2", "127.0.0.1:7102", "127.0.0.1:8102"},
-	{"n3", "127.0.0.1:7103", "127.0.0.1:8103"},
+// devPortBaseDefault is `herald dev`'s default --port-base: Raft on
+// 7101-7103, HTTP on 8101-8103, the WeCom fake on 8180-8181.
+const devPortBaseDefault = 7100
+
+// devPorts are the addresses of `herald dev` for a port base: Raft on
+// base+1..3, HTTP on base+1001..1003, the WeCom fake on base+1080 (API) and
+// base+1081 (what it received). --port-base moves them all, so a second
+// Herald on the machine does not block the first.
+type devPorts struct {
+	nodes             []struct{ id, raft, http string }
+	fourth            struct{ id, raft, http string } // suggested for a node joined by hand
+	wecom, wecomAdmin string
 }
 
-// The fake WeCom server `herald dev` runs, and the variable that carries its
-// app secret to the wecom channel (secrets travel by ${ENV} reference).
-const (
-	devWecomAddr      = "127.0.0.1:8180"
-	devWecomAdminAddr = "127.0.0.1:8181"
-	devWecomSecretEnv = "HERALD_DEV_WECOM_SECRET"
-)
+func newDevPorts(base int) (devPorts, error) {
+	if base < 1 || base+1081 > 65535 {
+		return devPorts{}, fmt.Errorf("--port-base %d: want 1 to %d (it uses up to base+1081)", base, 65535-1081)
+	}
+	addr := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
+	var d devPorts
+	for i := 1; i <= 3; i++ {
+		d.nodes = append(d.nodes, struct{ id, raft, http string }{fmt.Sprintf("n%d", i), addr(base + i), addr(base + 1000 + i)})
+	}
+	d.fourth = struct{ id, raft, http string }{"n4", addr(base + 4), addr(base + 1004)}
+	d.wecom, d.wecomAdmin = addr(base+1080), addr(base+1081)
+	return d, nil
+}
+
+// The variable that carries the fake WeCom's app secret to the wecom
+// channel (secrets travel by ${ENV} reference).
+const devWecomSecretEnv = "HERALD_DEV_WECOM_SECRET"
 
 func newDevCmd() *cobra.Command {
 	var dataDir, logLevel string
+	var portBase int
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a local three-node cluster with the example rules and the mock channel",
 		Long: `Run three Herald nodes in one process (Raft 127.0.0.1:7101-7103, HTTP
-127.0.0.1:8101-8103). On first run the example rules are written to
+127.0.0.1:8101-8103, a fake WeCom on 8180-8181; --port-base N moves them to
+N+1..3, N+1001..1003 and N+1080..1081). On first run the example rules are written to
 DATA_DIR/rules, where all three nodes watch them: edit them and see the
 change. Messages go to the mock channel, whose outbox is DATA_DIR/outbox.jsonl.
 Stop with Ctrl-C; run again to restart with the same data.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDev(cmd.Context(), dataDir, logLevel)
+			ports, err := newDevPorts(portBase)
+			if err != nil {
+				return err
+			}
+			return runDev(cmd.Context(), dataDir, logLevel, ports)
 		},
 	}
+	cmd.Flags().IntVar(&portBase, "port-base", devPortBaseDefault, "move every port: Raft base+1..3, HTTP base+1001..1003, WeCom fake base+1080..1081")
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".herald-dev", "where the three nodes keep their data, the rules and the outbox")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	return cmd
 }
 
-func runDev(ctx context.Context, dataDir, logLevel string) error {
+func runDev(ctx context.Context, dataDir, logLevel string, ports devPorts) error {
+	devNodes := ports.nodes
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -76,7 +101,7 @@ func runDev(ctx context.Context, dataDir, logLevel string) error {
 		return err
 	}
 	outbox := filepath.Join(dataDir, "outbox.jsonl")
-	fake, err := startDevWecom(ctx, rulesDir)
+	fake, err := startDevWecom(ctx, rulesDir, ports)
 	if err != nil {
 		return err
 	}
@@ -85,9 +110,9 @@ func runDev(ctx context.Context, dataDir, logLevel string) error {
 		"mock": {"plugin": "mock", "outbox": outbox},
 		// The example rules' WeCom channels, wired to the fake: an app for
 		// people, a group robot for operators.
-		"wecom_sales": {"plugin": "wecom", "base_url": "http://" + devWecomAddr, "corp_id": wecomfake.DemoCorpID,
+		"wecom_sales": {"plugin": "wecom", "base_url": "http://" + ports.wecom, "corp_id": wecomfake.DemoCorpID,
 			"agent_id": wecomfake.DemoAgentID, "secret": "${" + devWecomSecretEnv + "}"},
-		"wecom_ops": {"plugin": "wecom", "base_url": "http://" + devWecomAddr, "robot_key": wecomfake.DemoRobotKey},
+		"wecom_ops": {"plugin": "wecom", "base_url": "http://" + ports.wecom, "robot_key": wecomfake.DemoRobotKey},
 	}
 
 	// While the three nodes stop, each sees its peers vanish; Raft's
@@ -120,6 +145,10 @@ func runDev(ctx context.Context, dataDir, logLevel string) error {
 		}
 		nodes = append(nodes, n)
 	}
+	addrFlag := "" // the CLI's default --addr is the default base's n1
+	if devNodes[0].http != clusterDefaultAddr {
+		addrFlag = " --addr " + devNodes[0].http
+	}
 	fmt.Printf(`Herald dev cluster is up: three nodes, one leader.
 
   HTTP API     http://%s  http://%s  http://%s   (GET /v1/status, /metrics)
@@ -131,17 +160,18 @@ func runDev(ctx context.Context, dataDir, logLevel string) error {
   Data         %s
 
 Try, from another terminal:
-  go run ./cmd/herald cluster status
+  go run ./cmd/herald cluster status%s
   tail -f %s
-  go run ./cmd/herald deliveries list
+  go run ./cmd/herald deliveries list%s
 
 Join a fourth node:
-  go run ./cmd/herald agent --node-id n4 --data-dir %s --raft-addr 127.0.0.1:7104 \
-    --http-addr 127.0.0.1:8104 --join %s --rules %s
+  go run ./cmd/herald agent --node-id n4 --data-dir %s --raft-addr %s \
+    --http-addr %s --join %s --rules %s
 
 Ctrl-C stops all three nodes.
 `, devNodes[0].http, devNodes[1].http, devNodes[2].http, devNodes[0].raft, devNodes[1].raft, devNodes[2].raft,
-		rulesDir, outbox, devWecomAddr, devWecomAdminAddr, devNodes[0].http, dataDir, outbox, filepath.Join(dataDir, "n4"), devNodes[0].http, rulesDir)
+		rulesDir, outbox, ports.wecom, ports.wecomAdmin, devNodes[0].http, dataDir, addrFlag, outbox, addrFlag,
+		filepath.Join(dataDir, "n4"), ports.fourth.raft, ports.fourth.http, devNodes[0].http, rulesDir)
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
 	return nil
@@ -166,7 +196,7 @@ type devWecom struct {
 // startDevWecom starts the fake WeCom server with the demo corp, whose
 // members are the people of the rules directory, so that the example rules'
 // messages reach someone.
-func startDevWecom(ctx context.Context, rulesDir string) (*devWecom, error) {
+func startDevWecom(ctx context.Context, rulesDir string, ports devPorts) (*devWecom, error) {
 	corp := wecomfake.DemoCorp()
 	ids, err := peopleIDs(filepath.Join(rulesDir, "people.csv"))
 	if err != nil {
@@ -183,7 +213,7 @@ func startDevWecom(ctx context.Context, rulesDir string) (*devWecom, error) {
 		api:   &http.Server{Handler: fake.Handler(), ReadHeaderTimeout: 10 * time.Second},
 		admin: &http.Server{Handler: fake.AdminHandler(), ReadHeaderTimeout: 10 * time.Second},
 	}
-	for srv, addr := range map[*http.Server]string{d.api: devWecomAddr, d.admin: devWecomAdminAddr} {
+	for srv, addr := range map[*http.Server]string{d.api: ports.wecom, d.admin: ports.wecomAdmin} {
 		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 		if err != nil {
 			d.stop()

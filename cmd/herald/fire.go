@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,18 +26,30 @@ once, whether the scheduler or a person fires it.`,
 		Example: "  herald rules fire daily_report --slot 2026-12-01T09:00:00+08:00",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			req := api.FireRequest{By: whoAmI()}
+			if slot != "" {
+				t, err := parseTime(cmd, "--slot", slot)
+				if err != nil {
+					return err
+				}
+				req.Slot = t.Format(time.RFC3339Nano)
+			}
 			var out api.FireResponse
-			if err := f.call(cmd, http.MethodPost, "/v1/rules/"+url.PathEscape(args[0])+"/fire", api.FireRequest{Slot: slot}, &out); err != nil {
+			if err := f.call(cmd, http.MethodPost, "/v1/rules/"+url.PathEscape(args[0])+"/fire", req, &out); err != nil {
 				return err
 			}
 			if f.asJSON {
 				return emitJSON(cmd, out)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "fired %s slot %s: run %s\n", out.Rule, out.Slot.Format("2006-01-02T15:04:05Z07:00"), out.Run)
+			if out.Backfilled != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "fired %s slot %s (it was %s): run %s\n", out.Rule, showTime(cmd, out.Slot), out.Backfilled, out.Run)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "fired %s slot %s: run %s\n", out.Rule, showTime(cmd, out.Slot), out.Run)
 			return nil
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVar(&slot, "slot", "", "the slot to fire, RFC 3339 (default: now)")
+	cmd.Flags().StringVar(&slot, "slot", "", `the slot to fire: RFC 3339, or "YYYY-MM-DD HH:MM[:SS]" in the display zone (default: now)`)
 	return cmd
 }

@@ -23,6 +23,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	registerTZ(root)
 	for _, f := range commands {
 		root.AddCommand(f())
 	}

@@ -35,6 +35,7 @@ type node struct {
 	raft  *cluster.Node
 	rules *rules.Set
 	host  *host.Host
+	zone  *time.Location // display_timezone
 	srv   *http.Server
 	pprof *http.Server // nil unless pprof_addr is set
 	// peerHTTP asks the other members for their rule set hashes.
@@ -61,19 +62,39 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 			"mock": {"plugin": "mock", "outbox": filepath.Join(cfg.DataDir, "outbox.jsonl")},
 		}
 	}
+	var certs *cluster.CertStore
+	if cfg.TLSCert != "" {
+		if certs, err = cluster.NewCertStore(cluster.TLSFiles{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA}, log); err != nil {
+			return nil, err
+		}
+	}
+	warnInsecure(cfg, log)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http address %s: %w", cfg.HTTPAddr, unwrapInUse(err))
 	}
 	nctx, cancel := context.WithCancel(context.Background())
-	n = &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: &http.Transport{}}}
+	// Node-to-node HTTP (join, forwarding, status fan-out) trusts, with
+	// TLS, only servers whose certificate the cluster's CA signed.
+	peerTr := http.DefaultTransport.(*http.Transport).Clone()
+	if certs != nil {
+		peerTr.TLSClientConfig = certs.ClientConfig()
+	}
+	n = &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second}}
 	defer func() {
 		if err != nil {
-			_ = ln.Close()
+			// Stop first: the server's Shutdown closes the listener it
+			// serves, and Serve then reports a clean stop, not an error.
 			n.stop()
+			_ = ln.Close()
 		}
 	}()
 
+	zone, err := engine.LoadZone(cfg.DisplayTimezone)
+	if err != nil {
+		return n, err
+	}
+	n.zone = zone
 	if cfg.PprofAddr != "" {
 		if n.pprof, err = startPprof(cfg.PprofAddr, log); err != nil {
 			return n, err
@@ -83,7 +104,9 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cals := calendar.NewRegistry()
 
-	n.rules, err = rules.Load(rules.Config{Dir: cfg.Rules, Logger: log, Registerer: reg, Calendars: cals})
+	// A rule naming a channel this node does not have is refused at load
+	// (broken, last good version kept), not left to expire at its deadline.
+	n.rules, err = rules.Load(rules.Config{Dir: cfg.Rules, Logger: log, Registerer: reg, Calendars: cals, Channels: cfg.channelNames()})
 	if err != nil {
 		return n, fmt.Errorf("rules: %w", err)
 	}
@@ -98,6 +121,14 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	ccfg := cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.HTTPAddr,
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: log, Registerer: reg, RaftLogLevel: cfg.raftLogLevel,
+		ClusterSecret: cfg.clusterSecret, Peers: cfg.peerList(), HTTPClient: n.peerHTTP,
+	}
+	if certs != nil {
+		ccfg.TLS = certs.RaftConfig()
+		ccfg.HTTPScheme = "https"
+		// The member record says https, so that every node and client
+		// reaching this one from the records speaks TLS to it.
+		ccfg.HTTPAddr = "https://" + cfg.HTTPAddr
 	}
 	if cfg.JoinTimeout != "" {
 		ccfg.JoinTimeout, _ = time.ParseDuration(cfg.JoinTimeout) // validated by load
@@ -123,15 +154,29 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
-			People: n.rules,
+			People: n.rules, DisplayTimezone: zone.String(),
 		}),
+		// TLS handshake failures (a client without the CA, plain HTTP to
+		// the HTTPS port) go to the node's log, not to bare stderr.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelInfo),
 		// A slow client holds a connection no longer than this.
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
 	}
+	if certs != nil {
+		// HTTPS only: a plain HTTP request to this port gets Go's "client
+		// sent an HTTP request to an HTTPS server", never an API answer.
+		n.srv.TLSConfig = certs.ServerConfig()
+	}
 	n.wg.Go(func() {
-		if err := n.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if certs != nil {
+			err = n.srv.ServeTLS(ln, "", "")
+		} else {
+			err = n.srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "err", err)
 		}
 	})
@@ -148,7 +193,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	leader, err := engine.NewLeader(engine.LeaderConfig{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
-		ScheduleFunc: scheduleFunc,
+		ScheduleFunc: scheduleFunc, DisplayZone: zone,
 		PlanObserver: func(t engine.PlanTiming) {
 			planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
 			planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
@@ -199,7 +244,8 @@ func (n *node) status() api.Status {
 	st := api.Status{
 		NodeID: cs.NodeID, LeaderID: cs.LeaderID, State: cs.State, Term: cs.Term,
 		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(), FSMVersion: cs.FSMVersion, Build: cs.Build,
-		Members: []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{},
+		DisplayTimezone: n.zone.String(),
+		Members:         []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{},
 	}
 	for _, m := range cs.Members {
 		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader,
@@ -214,6 +260,9 @@ func (n *node) status() api.Status {
 	}
 	for _, f := range n.rules.Status() {
 		rs := api.RuleStatus{Name: f.Name, File: f.File, Hash: f.Hash, Error: f.Error}
+		if p, ok := n.fsm.Paused(f.Name); ok && f.Name != "" {
+			rs.Paused, rs.PausedBy, rs.PausedAt, rs.Reason = true, p.By, p.At, p.Reason
+		}
 		if f.Error != "" && f.Line > 0 {
 			rs.Error = fmt.Sprintf("%s:%d: %s", f.File, f.Line, f.Error)
 		}
@@ -296,6 +345,37 @@ func channelConfigs(in map[string]map[string]any) map[string]host.ChannelConfig 
 		out[name] = host.ChannelConfig{Plugin: p, Config: cfg}
 	}
 	return out
+}
+
+// warnInsecure says at start what an operator exposes by running without
+// TLS or a cluster secret on a non-loopback address.
+func warnInsecure(cfg nodeConfig, log *slog.Logger) {
+	if cfg.devTimeouts {
+		return // herald dev: loopback by construction
+	}
+	loopback := isLoopback(cfg.RaftAddr)
+	switch {
+	case cfg.TLSCert == "" && !loopback:
+		log.Warn("Raft and the HTTP API run without TLS on a non-loopback address: anyone on the network can read the traffic "+
+			"and talk Raft to this node; set tls_cert, tls_key and tls_ca (herald tls init)", "raft", cfg.RaftAddr)
+	case cfg.clusterSecret == "" && !loopback:
+		log.Warn("no cluster_secret: any node that reaches the HTTP API can ask to join this cluster; set cluster_secret on every member")
+	}
+	if cfg.clusterSecret != "" && cfg.TLSCert == "" {
+		log.Warn("cluster_secret guards joins, but without TLS the Raft transport accepts any peer: set tls_cert, tls_key and tls_ca too")
+	}
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // unwrapInUse turns "bind: address already in use" into a plainer message.

@@ -26,14 +26,6 @@ type personDelivery struct {
 	} `json:"failures"`
 }
 
-// zonedTime shows t with its offset, as every time a person reads must.
-func zonedTime(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.Local().Format("2006-01-02 15:04:05 -07:00")
-}
-
 // printPersonDeliveries answers "did 李娜 get it?": each delivery of the
 // day to the person, its state and times, why each attempt failed, and
 // the message as sent.
@@ -57,18 +49,18 @@ func printPersonDeliveries(cmd *cobra.Command, query, date string, people []map[
 			return fmt.Errorf("bad response: %w", err)
 		}
 		fmt.Fprintf(w, "\n%s  %s  %s  attempts %d  (id %s)\n", d.Rule, strings.ToUpper(d.State), d.Recipient, d.Attempts, d.ID[:min(12, len(d.ID))])
-		fmt.Fprintf(w, "  slot      %s\n  planned   %s\n", zonedTime(d.Slot), zonedTime(d.NotBefore))
+		fmt.Fprintf(w, "  slot      %s\n  planned   %s\n", showTime(cmd, d.Slot), showTime(cmd, d.NotBefore))
 		for _, f := range d.Failures {
 			code := ""
 			if f.Code != "" {
 				code = "[" + f.Code + "] "
 			}
-			fmt.Fprintf(w, "  %-9s %s attempt %d: %s%s\n", f.Outcome, zonedTime(f.At), f.Attempt, code, f.Error)
+			fmt.Fprintf(w, "  %-9s %s attempt %d: %s%s\n", f.Outcome, showTime(cmd, f.At), f.Attempt, code, f.Error)
 		}
 		if !d.SentAt.IsZero() {
-			fmt.Fprintf(w, "  sent      %s\n", zonedTime(d.SentAt))
+			fmt.Fprintf(w, "  sent      %s\n", showTime(cmd, d.SentAt))
 		} else if !d.EndedAt.IsZero() {
-			fmt.Fprintf(w, "  ended     %s\n", zonedTime(d.EndedAt))
+			fmt.Fprintf(w, "  ended     %s\n", showTime(cmd, d.EndedAt))
 		}
 		fmt.Fprintf(w, "  content   %s\n", indent(messageText(d.Payload), "            "))
 	}

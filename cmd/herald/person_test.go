@@ -36,8 +36,8 @@ func TestDeliveriesListRecipient(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, "lina, "+date+": 1 deliveries")
 	require.Contains(t, out, "daily_report  SENT  lina  attempts 2")
-	require.Contains(t, out, "retryable "+zonedTime(slot.Add(time.Second))+" attempt 1: [-1] system busy")
-	require.Contains(t, out, "sent      "+zonedTime(slot.Add(2*time.Minute+time.Second)))
+	require.Contains(t, out, "retryable "+shortTime(slot.Add(time.Second))+" attempt 1: [-1] system busy")
+	require.Contains(t, out, "sent      "+shortTime(slot.Add(2*time.Minute+time.Second)))
 	require.Contains(t, out, "content   李娜，今日日报\n            请在 18:00 前提交")
 	require.NotContains(t, out, "zhangwei")
 

@@ -7,52 +7,91 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/rules"
 )
 
 func init() { register(newRulesCmd) }
 
-// defaultRulesDir is where the rules commands look without a directory:
-// the same default as `herald agent --rules`.
+// rulesEnv names the rules directory when neither DIR nor --dir is given,
+// as HERALD_RULES does for the agent.
+const rulesEnv = "HERALD_RULES"
+
+// devRulesDir is where `herald dev` keeps its rules: run from the
+// repository root, the examples in the README work as written.
+var devRulesDir = filepath.Join(".herald-dev", "rules")
+
+// defaultRulesDir is the last resort: ./rules.
 const defaultRulesDir = "rules"
+
+// findRulesDir picks the rules directory: DIR (the argument), then --dir,
+// then HERALD_RULES, then .herald-dev/rules when it exists, then ./rules.
+func findRulesDir(arg, flag string) string {
+	switch {
+	case arg != "":
+		return arg
+	case flag != "":
+		return flag
+	}
+	if env := os.Getenv(rulesEnv); env != "" {
+		return env
+	}
+	if fi, err := os.Stat(devRulesDir); err == nil && fi.IsDir() {
+		return devRulesDir
+	}
+	return defaultRulesDir
+}
 
 func newRulesCmd() *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "rules",
-		Short: "Check, list and preview Lua rule files",
-		Long: `Check, list and preview the Lua rule files of a rules directory (default
-./rules, the agent's default; herald dev writes the examples to its own). Nothing
-is sent and nothing is written: these commands only read the directory.`,
+		Short: "Check, list, preview, fire, pause and resume rules",
+		Long: `Check, list and preview the Lua rule files of a rules directory: DIR or --dir,
+else $HERALD_RULES, else .herald-dev/rules when it exists (herald dev's), else
+./rules. Those commands only read the directory: nothing is sent or written.
+fire, pause and resume act on a running cluster (--addr).`,
 	}
-	cmd.PersistentFlags().StringVar(&dir, "dir", defaultRulesDir, "rules directory")
+	cmd.PersistentFlags().StringVar(&dir, "dir", "", "rules directory (default: $HERALD_RULES, else .herald-dev/rules when present, else ./rules)")
 	dirArg := func(args []string) string {
+		arg := ""
 		if len(args) > 0 {
-			return args[0]
+			arg = args[0]
 		}
-		return dir
+		return findRulesDir(arg, dir)
 	}
-	cmd.AddCommand(newRulesCheckCmd(dirArg), newRulesListCmd(dirArg), newRulesPreviewCmd(&dir), newRulesFireCmd())
+	cmd.AddCommand(newRulesCheckCmd(dirArg), newRulesListCmd(dirArg), newRulesPreviewCmd(dirArg), newRulesFireCmd(), newRulesPauseCmd(), newRulesResumeCmd())
 	return cmd
 }
 
 func newRulesCheckCmd(dirArg func([]string) string) *cobra.Command {
-	return &cobra.Command{
-		Use:   "check [DIR]",
+	var config string
+	cmd := &cobra.Command{
+		Use:   "check [DIR] [--config node.yaml]",
 		Short: "Load every rule file, the people file and calendars; print errors as file:line: message",
 		Long: `Load the directory as a node would and print every error as file:line: message.
+With --config, a rule whose channel is not one of that node config's channels
+is an error too (a node refuses such a rule and keeps its last good version).
 Exit status 0 when every file is good, 1 otherwise.`,
-		Example: "  herald rules check ./rules",
+		Example: "  herald rules check ./rules --config /etc/herald/node.yaml",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := dirArg(args)
-			errs := rules.Check(dir)
+			var channels []string
+			if config != "" {
+				var err error
+				if channels, err = configChannels(config); err != nil {
+					return err
+				}
+			}
+			errs := rules.CheckChannels(dir, channels)
 			out := cmd.OutOrStdout()
 			for _, e := range errs {
 				fmt.Fprintln(out, e.String())
@@ -64,6 +103,8 @@ Exit status 0 when every file is good, 1 otherwise.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&config, "config", "", "a node's YAML config: also check that every rule's channel is one of its channels")
+	return cmd
 }
 
 func newRulesListCmd(dirArg func([]string) string) *cobra.Command {
@@ -82,8 +123,8 @@ func newRulesListCmd(dirArg func([]string) string) *cobra.Command {
 			}
 			from := time.Now()
 			if now != "" {
-				if from, err = time.Parse(time.RFC3339, now); err != nil {
-					return fmt.Errorf("--now: want RFC 3339, like 2026-12-01T08:00:00+08:00: %w", err)
+				if from, err = parseTime(cmd, "--now", now); err != nil {
+					return err
 				}
 			}
 			type row struct {
@@ -128,7 +169,7 @@ func newRulesListCmd(dirArg func([]string) string) *cobra.Command {
 				}
 				next := make([]string, 0, len(rw.Next))
 				for _, t := range rw.Next {
-					next = append(next, t.Format("2006-01-02 15:04:05"))
+					next = append(next, showTime(cmd, t))
 				}
 				if len(next) == 0 {
 					next = append(next, "-")
@@ -138,12 +179,12 @@ func newRulesListCmd(dirArg func([]string) string) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&now, "now", "", "list fire times after this instant (RFC 3339) instead of now")
+	cmd.Flags().StringVar(&now, "now", "", "list fire times after this instant (RFC 3339, or YYYY-MM-DD HH:MM in --tz) instead of now")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
-func newRulesPreviewCmd(dir *string) *cobra.Command {
+func newRulesPreviewCmd(dirArg func([]string) string) *cobra.Command {
 	var (
 		at     string
 		data   string
@@ -157,19 +198,20 @@ it would go after stagger. Nothing is sent or written. When --at is not a slot
 of the rule's schedule (a statutory holiday for a cn_workday rule, say), nobody
 is listed and the reason is given.
 
---at is RFC 3339, or "YYYY-MM-DD HH:MM[:SS]" in the rule's time zone; without
-it, the rule's next slot (or now, for a rule triggered by API tasks).
+--at is RFC 3339, or "YYYY-MM-DD HH:MM[:SS]" in the display zone (--tz,
+HERALD_TZ, else the machine's); without it, the rule's next slot (or now, for a
+rule triggered by API tasks). Times are shown in the display zone.
 --data is an API task's data, as JSON or @file.`,
 		Example: `  herald rules preview daily_report --dir ./rules --at 2026-12-01T09:00:00+08:00
-  herald rules preview follow_up --at "2026-12-01 15:00" --data '{"owner":"wangfang","customer":"华东机电","overdue":true}'`,
+  herald rules preview follow_up --tz Asia/Shanghai --at "2026-12-01 15:00" --data '{"owner":"wangfang","customer":"华东机电","overdue":true}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := loadRules(cmd, *dir)
+			s, err := loadRules(cmd, dirArg(nil))
 			if err != nil {
 				return err
 			}
 			name := args[0]
-			when, err := previewTime(s, name, at)
+			when, err := previewTime(cmd, s, name, at)
 			if err != nil {
 				return err
 			}
@@ -188,11 +230,11 @@ it, the rule's next slot (or now, for a rule triggered by API tasks).
 				enc.SetEscapeHTML(false)
 				return enc.Encode(res)
 			}
-			printPreview(out, res)
+			printPreview(out, res, zoneOf(cmd))
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&at, "at", "", "instant to preview (RFC 3339, or local to the rule's zone)")
+	cmd.Flags().StringVar(&at, "at", "", "instant to preview (RFC 3339, or YYYY-MM-DD HH:MM[:SS] in --tz)")
 	cmd.Flags().StringVar(&data, "data", "", "API task data: JSON, or @file")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
@@ -213,36 +255,19 @@ func loadRules(cmd *cobra.Command, dir string) (*rules.Set, error) {
 	return s, nil
 }
 
-// previewTime reads --at in the rule's zone; empty means the next slot.
-func previewTime(s *rules.Set, name, at string) (time.Time, error) {
-	zone := time.UTC
-	for _, r := range s.Rules() {
-		if r.Name == name && r.Timezone != "" {
-			loc, err := time.LoadLocation(r.Timezone)
-			if err != nil {
-				return time.Time{}, err
-			}
-			zone = loc
+// previewTime reads --at in the display zone; empty means the rule's next
+// slot (now for a rule triggered by API tasks).
+func previewTime(cmd *cobra.Command, s *rules.Set, name, at string) (time.Time, error) {
+	if at != "" {
+		return parseTime(cmd, "--at", at)
+	}
+	now := time.Now()
+	if sch := s.Schedule(name); sch != nil {
+		if next, ok := sch.Next(now); ok {
+			return next, nil
 		}
 	}
-	if at == "" {
-		now := time.Now().In(zone)
-		if sch := s.Schedule(name); sch != nil {
-			if next, ok := sch.Next(now); ok {
-				return next, nil
-			}
-		}
-		return now.Truncate(time.Second), nil
-	}
-	if t, err := time.Parse(time.RFC3339, at); err == nil {
-		return t, nil
-	}
-	for _, layout := range []string{"2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02T15:04:05", "2006-01-02T15:04"} {
-		if t, err := time.ParseInLocation(layout, at, zone); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("--at %q: want RFC 3339 (2026-12-01T09:00:00+08:00) or \"2026-12-01 09:00\" in the rule's zone", at)
+	return now.Truncate(time.Second), nil
 }
 
 func previewData(data string) (json.RawMessage, error) {
@@ -262,10 +287,11 @@ func previewData(data string) (json.RawMessage, error) {
 	return b, nil
 }
 
-func printPreview(w io.Writer, res rules.PreviewResult) {
+func printPreview(w io.Writer, res rules.PreviewResult, loc *time.Location) {
+	show := func(t time.Time) string { return engine.ShowTime(t, loc) }
 	fmt.Fprintf(w, "rule %s (%s): channel %s, priority %s\n", res.Rule, res.File, res.Channel, res.Priority)
 	fmt.Fprintf(w, "trigger: %s\n", res.Trigger)
-	fmt.Fprintf(w, "at: %s\n", res.At.Format(time.RFC3339))
+	fmt.Fprintf(w, "at: %s\n", show(res.At))
 	if res.DirectoryHash != "" {
 		fmt.Fprintf(w, "directory: %s (%d people from WeCom, merged with the people file)\n", res.DirectoryHash, res.DirectoryPeople)
 	}
@@ -282,12 +308,12 @@ func printPreview(w io.Writer, res rules.PreviewResult) {
 	if !res.IsSlot {
 		fmt.Fprintf(w, "nobody: %s\n", res.Reason)
 		if !res.NextSlot.IsZero() {
-			fmt.Fprintf(w, "next slot: %s\n", res.NextSlot.Format(time.RFC3339))
+			fmt.Fprintf(w, "next slot: %s\n", show(res.NextSlot))
 		}
 		return
 	}
 	if res.RunKey != "" {
-		fmt.Fprintf(w, "run key: %s; deadline %s\n", res.RunKey, res.Deadline.Format(time.RFC3339))
+		fmt.Fprintf(w, "run key: %s; deadline %s\n", res.RunKey, show(res.Deadline))
 	}
 	if len(res.Deliveries) == 0 {
 		fmt.Fprintf(w, "nobody: %s\n", res.Reason)

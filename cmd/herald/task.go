@@ -52,6 +52,12 @@ func newTaskSubmitCmd(f *apiFlags) *cobra.Command {
 			}
 			if in != 0 {
 				due = time.Now().Add(in).Format(time.RFC3339Nano)
+			} else {
+				t, err := parseTime(cmd, "--due", due)
+				if err != nil {
+					return err
+				}
+				due = t.Format(time.RFC3339Nano)
 			}
 			req := api.TaskRequest{Key: args[0], Rule: rule, DueAt: due}
 			if data != "" {
@@ -74,12 +80,12 @@ func newTaskSubmitCmd(f *apiFlags) *cobra.Command {
 			if f.asJSON {
 				return emitJSON(cmd, out)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "task %s: rule %s due %s (%s)\n", out.Key, out.Rule, shortTime(out.DueAt), out.State)
+			fmt.Fprintf(cmd.OutOrStdout(), "task %s: rule %s due %s (%s)\n", out.Key, out.Rule, showTime(cmd, out.DueAt), out.State)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&rule, "rule", "", "rule to fire (required)")
-	cmd.Flags().StringVar(&due, "due", "", "due time, RFC 3339 with offset")
+	cmd.Flags().StringVar(&due, "due", "", `due time: RFC 3339, or "YYYY-MM-DD HH:MM[:SS]" in the display zone (--tz)`)
 	cmd.Flags().DurationVar(&in, "in", 0, "due this long from now")
 	cmd.Flags().StringVar(&data, "data", "", "the task's data: a JSON object, or @FILE")
 	_ = cmd.MarkFlagRequired("rule")
@@ -134,10 +140,20 @@ func newTaskListCmd(f *apiFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := url.Values{}
-			for k, v := range map[string]string{"rule": rule, "state": state, "from": from, "to": to} {
+			for k, v := range map[string]string{"rule": rule, "state": state} {
 				if v != "" {
 					q.Set(k, v)
 				}
+			}
+			for k, v := range map[string]string{"from": from, "to": to} {
+				if v == "" {
+					continue
+				}
+				t, err := parseTime(cmd, "--"+k, v)
+				if err != nil {
+					return err
+				}
+				q.Set(k, t.Format(time.RFC3339Nano))
 			}
 			q.Set("limit", strconv.Itoa(limit))
 			tasks := []api.TaskView{} // [] in JSON when none, never null
@@ -158,15 +174,15 @@ func newTaskListCmd(f *apiFlags) *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "KEY\tRULE\tDUE\tSTATE\tDELIVERIES")
 			for _, t := range tasks {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", t.Key, t.Rule, shortTime(t.DueAt), t.State, countsText(t.Deliveries))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", t.Key, t.Rule, showTime(cmd, t.DueAt), t.State, countsText(t.Deliveries))
 			}
 			return w.Flush()
 		},
 	}
 	cmd.Flags().StringVar(&rule, "rule", "", "only this rule's tasks")
 	cmd.Flags().StringVar(&state, "state", "", "pending, fired or cancelled")
-	cmd.Flags().StringVar(&from, "from", "", "due at or after this time (RFC 3339)")
-	cmd.Flags().StringVar(&to, "to", "", "due before this time (RFC 3339)")
+	cmd.Flags().StringVar(&from, "from", "", "due at or after this time (RFC 3339, or YYYY-MM-DD HH:MM in --tz)")
+	cmd.Flags().StringVar(&to, "to", "", "due before this time (RFC 3339, or YYYY-MM-DD HH:MM in --tz)")
 	cmd.Flags().IntVar(&limit, "limit", 100, "tasks per page (at most 1000)")
 	cmd.Flags().BoolVar(&all, "all", false, "follow every page")
 	return cmd
@@ -174,12 +190,12 @@ func newTaskListCmd(f *apiFlags) *cobra.Command {
 
 func printTask(cmd *cobra.Command, t api.TaskView) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "key\t%s\nrule\t%s\ndue\t%s\nstate\t%s\nsubmitted\t%s\n", t.Key, t.Rule, shortTime(t.DueAt), t.State, shortTime(t.SubmittedAt))
+	fmt.Fprintf(w, "key\t%s\nrule\t%s\ndue\t%s\nstate\t%s\nsubmitted\t%s\n", t.Key, t.Rule, showTime(cmd, t.DueAt), t.State, showTime(cmd, t.SubmittedAt))
 	if !t.FiredAt.IsZero() {
-		fmt.Fprintf(w, "fired\t%s\n", shortTime(t.FiredAt))
+		fmt.Fprintf(w, "fired\t%s\n", showTime(cmd, t.FiredAt))
 	}
 	if !t.CancelledAt.IsZero() {
-		fmt.Fprintf(w, "cancelled\t%s\n", shortTime(t.CancelledAt))
+		fmt.Fprintf(w, "cancelled\t%s\n", showTime(cmd, t.CancelledAt))
 	}
 	if t.Run != "" {
 		late := ""

@@ -13,6 +13,9 @@ import (
 type FireRequest struct {
 	// Slot is the slot to fire (RFC 3339); empty means now, to the second.
 	Slot string `json:"slot,omitempty"`
+	// By names who fires (the CLI sends user@host); default the client's
+	// address.
+	By string `json:"by,omitempty"`
 }
 
 // FireResponse answers a manual fire.
@@ -23,6 +26,9 @@ type FireResponse struct {
 	// Runs lists every run started, for a rule that fires in each
 	// recipient's zone (one run per zone); Run is the first of them.
 	Runs []string `json:"runs,omitempty"`
+	// Backfilled is the state the slot was in when it was fired after all
+	// ("skipped" or "paused"); empty for a slot that had not fired.
+	Backfilled string `json:"backfilled,omitempty"`
 }
 
 // fireRule fires a slot of a scheduled rule by hand (a backfill). The run
@@ -51,9 +57,9 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
 	slot := now.Truncate(time.Second)
 	if req.Slot != "" {
-		t, err := time.Parse(time.RFC3339, req.Slot)
+		t, err := engine.ParseTime(req.Slot, s.zone())
 		if err != nil {
-			writeFieldError(w, &FieldError{"slot", "want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00"})
+			writeFieldError(w, &FieldError{"slot", "want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00, or \"2026-12-01 09:00\" in " + s.zone().String()})
 			return
 		}
 		if t.After(now) {
@@ -82,6 +88,16 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 		Manual: true, RulesHash: s.cfg.Rules.Hash(), Now: now,
 	}
 	_, err := s.apply(r.Context(), engine.CmdStartRun, c)
+	if errors.Is(err, engine.ErrRunExists) {
+		// A slot skipped beyond catch-up or paused over fired nothing: it
+		// may be fired by hand after all, once.
+		if run, ok := s.cfg.FSM.Run(c.Key); ok && (run.State == engine.RunSkipped || run.State == engine.RunPaused) {
+			if _, err = s.apply(r.Context(), engine.CmdRefireRun, engine.RefireRun{Key: c.Key, By: actor(r, req.By), Now: now}); err == nil {
+				writeJSON(w, http.StatusCreated, FireResponse{Run: c.Key, Rule: name, Slot: slot, Backfilled: run.State.String()})
+				return
+			}
+		}
+	}
 	switch {
 	case errors.Is(err, engine.ErrRunExists):
 		msg := fmt.Sprintf("slot %s of rule %s already fired", slot.Format(time.RFC3339), name)

@@ -40,6 +40,9 @@ type Status struct {
 	// e.g. calendar data about to run out.
 	Warnings []string        `json:"warnings,omitempty"`
 	Channels []ChannelStatus `json:"channels"`
+	// DisplayTimezone is the node's display_timezone (IANA name): the zone
+	// the dashboard shows times in.
+	DisplayTimezone string `json:"display_timezone"`
 }
 
 // MemberStatus is one cluster member in Status.
@@ -65,6 +68,12 @@ type RuleStatus struct {
 	File  string `json:"file"`
 	Hash  string `json:"hash"`
 	Error string `json:"error,omitempty"`
+	// Paused is true while the rule is paused (replicated: the same on
+	// every node), with who paused it, when, and why.
+	Paused   bool      `json:"paused"`
+	PausedBy string    `json:"paused_by,omitempty"`
+	PausedAt time.Time `json:"paused_at,omitzero"`
+	Reason   string    `json:"reason,omitempty"`
 }
 
 // ChannelStatus is one channel instance in Status.
@@ -142,6 +151,10 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET /v1/tasks/{key}", s.getTask)
 	mux.HandleFunc("DELETE /v1/tasks/{key}", s.cancelTask)
 	mux.HandleFunc("POST /v1/rules/{name}/fire", s.fireRule)
+	mux.HandleFunc("POST /v1/rules/{name}/pause", s.pauseRule)
+	mux.HandleFunc("POST /v1/rules/{name}/resume", s.resumeRule)
+	mux.HandleFunc("POST /v1/deliveries/retry", s.retryMany)
+	mux.HandleFunc("POST /v1/deliveries/{id}/retry", s.retryOne)
 	mux.HandleFunc("GET /v1/stats", s.stats)
 	mux.HandleFunc("GET /v1/rules/hash", s.rulesHash)
 	if cfg.Cluster != nil {
@@ -206,12 +219,38 @@ func (s *server) status(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *server) delivery(w http.ResponseWriter, r *http.Request) {
-	d, ok := s.cfg.FSM.Delivery(r.PathValue("id"))
+	d, ok := s.findDelivery(w, r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "no delivery "+r.PathValue("id"))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.deliveryViews([]*engine.Delivery{d})[0])
+}
+
+// findDelivery resolves a delivery id or a unique prefix of at least
+// engine.MinIDPrefix characters, answering 404 (none) or 409 (several)
+// itself.
+func (s *server) findDelivery(w http.ResponseWriter, id string) (*engine.Delivery, bool) {
+	d, err := s.cfg.FSM.FindDelivery(id)
+	if err != nil {
+		writePrefixError(w, "delivery", id, err)
+		return nil, false
+	}
+	return d, true
+}
+
+// writePrefixError answers a failed id lookup: 409 with the candidates
+// when the prefix is ambiguous, else 404.
+func writePrefixError(w http.ResponseWriter, what, id string, err error) {
+	var amb *engine.AmbiguousError
+	if errors.As(err, &amb) {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": amb.Error(), "matches": amb.Matches})
+		return
+	}
+	msg := fmt.Sprintf("no %s %s", what, id)
+	if len(id) < engine.MinIDPrefix {
+		msg += fmt.Sprintf(" (give the full id or at least %d characters of it)", engine.MinIDPrefix)
+	}
+	writeError(w, http.StatusNotFound, msg)
 }
 
 func (s *server) runs(w http.ResponseWriter, r *http.Request) {
@@ -247,6 +286,15 @@ func (s *server) alerts(w http.ResponseWriter, _ *http.Request) {
 
 func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if al, err := s.cfg.FSM.FindAlert(id); err == nil {
+		id = al.ID
+	} else {
+		var amb *engine.AmbiguousError
+		if errors.As(err, &amb) {
+			writePrefixError(w, "alert", id, err)
+			return
+		}
+	}
 	_, err := s.apply(r.Context(), engine.CmdAckAlert, engine.AckAlert{ID: id})
 	// The state machine refuses an unknown id with a plain error; any other
 	// failure (no leader, a timeout) is not the caller's mistake.

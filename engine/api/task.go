@@ -103,9 +103,9 @@ func (s *server) parseTask(w http.ResponseWriter, r *http.Request) (engine.Submi
 	if req.DueAt == "" {
 		return engine.SubmitTask{}, &FieldError{"due_at", "required: an RFC 3339 time with offset, like 2026-12-01T15:00:00+08:00"}
 	}
-	due, err := time.Parse(time.RFC3339Nano, req.DueAt)
+	due, err := engine.ParseTime(req.DueAt, s.zone())
 	if err != nil || due.IsZero() { // the state machine takes the zero instant for "missing"
-		return engine.SubmitTask{}, &FieldError{"due_at", "want an RFC 3339 time with offset, like 2026-12-01T15:00:00+08:00"}
+		return engine.SubmitTask{}, &FieldError{"due_at", "want an RFC 3339 time with offset, like 2026-12-01T15:00:00+08:00, or \"2026-12-01 15:00\" in " + s.zone().String()}
 	}
 	now := s.now()
 	if due.Sub(now) > maxTaskAhead {
@@ -237,8 +237,8 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
 		to   *time.Time
 	}{{"from", &flt.From}, {"to", &flt.To}} {
 		if v := q.Get(p.name); v != "" {
-			if *p.to, err = queryTime(v); err != nil {
-				writeFieldError(w, &FieldError{p.name, "want an RFC 3339 time with offset"})
+			if *p.to, err = s.queryTime(v); err != nil {
+				writeFieldError(w, &FieldError{p.name, "want an RFC 3339 time with offset, or YYYY-MM-DD HH:MM[:SS] in " + s.zone().String()})
 				return
 			}
 		}
@@ -272,12 +272,20 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
 // queryTime parses an RFC 3339 time from a query parameter. In a query
 // "+" decodes to a space, so "…T09:00:00+08:00" typed unescaped (curl, an
 // address bar) arrives as "…T09:00:00 08:00": that space is read as "+".
-func queryTime(v string) (time.Time, error) {
-	if n := len(v); n > 6 && v[n-6] == ' ' && v[n-3] == ':' {
-		v = v[:n-6] + "+" + v[n-5:]
+// A time without an offset ("2026-12-01 09:00") is read in the node's
+// display zone.
+func (s *server) queryTime(v string) (time.Time, error) {
+	if n := len(v); n > 6 && v[n-6] == ' ' && v[n-3] == ':' && strings.Contains(v, "T") {
+		if t, err := time.Parse(time.RFC3339Nano, v[:n-6]+"+"+v[n-5:]); err == nil {
+			return t, nil
+		}
 	}
-	return time.Parse(time.RFC3339Nano, v)
+	return engine.ParseTime(v, s.zone())
 }
+
+// zone is the node's display zone: where a time typed without an offset
+// is read.
+func (s *server) zone() *time.Location { return s.displayZone() }
 
 func encodeCursor(due time.Time, key string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(due.UTC().Format(time.RFC3339Nano) + "\n" + key))
@@ -320,6 +328,8 @@ func (s *server) writeApplyError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, engine.ErrNotLeader):
 		writeError(w, http.StatusServiceUnavailable, "no leader to take the write; try again")
+	case errors.Is(err, engine.ErrMembersBehind):
+		writeError(w, http.StatusServiceUnavailable, err.Error())
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		writeError(w, http.StatusServiceUnavailable, "the write was not confirmed in time; it may still apply — try again (the same request is safe to repeat)")
 	default:

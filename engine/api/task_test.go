@@ -26,7 +26,7 @@ func (taskRules) Hash() string { return "h" }
 func (taskRules) Plan(context.Context, string, engine.RunContext) ([]engine.Planned, error) {
 	return nil, nil
 }
-func (taskRules) OnFailed(context.Context, string, engine.RunContext, engine.FailedDelivery) error {
+func (taskRules) OnFailed(context.Context, string, engine.RunContext, engine.FailedDelivery, engine.SubmitFunc) error {
 	return nil
 }
 

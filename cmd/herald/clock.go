@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+// One clock on every screen: every time the CLI prints is in the display
+// zone (--tz, else HERALD_TZ, else the machine's zone) with its offset, and
+// every time it reads accepts RFC 3339 or "YYYY-MM-DD HH:MM[:SS]" in that
+// zone.
+
+// tzEnv names the display zone when --tz is not given.
+const tzEnv = "HERALD_TZ"
+
+type clockKey struct{}
+
+// registerTZ declares --tz on the root and resolves the zone once before
+// any subcommand runs, so a bad zone fails before anything is sent.
+func registerTZ(root *cobra.Command) {
+	root.PersistentFlags().String("tz", "", "time zone of every time shown and typed (IANA name, e.g. Asia/Shanghai; env "+tzEnv+"; default the machine's zone)")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		loc, err := zoneFlag(cmd)
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		cmd.SetContext(context.WithValue(ctx, clockKey{}, loc))
+		return nil
+	}
+}
+
+func zoneFlag(cmd *cobra.Command) (*time.Location, error) {
+	name := os.Getenv(tzEnv)
+	src := tzEnv
+	if f := cmd.Flag("tz"); f != nil && f.Changed {
+		name, src = f.Value.String(), "--tz"
+	}
+	loc, err := engine.LoadZone(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src, err)
+	}
+	return loc, nil
+}
+
+// zoneOf is the display zone resolved for cmd.
+func zoneOf(cmd *cobra.Command) *time.Location {
+	if cmd != nil && cmd.Context() != nil {
+		if loc, ok := cmd.Context().Value(clockKey{}).(*time.Location); ok {
+			return loc
+		}
+	}
+	loc, err := zoneFlag(cmd)
+	if err != nil {
+		return time.Local
+	}
+	return loc
+}
+
+// showTime shows t in the display zone with its offset, or "-" when zero.
+func showTime(cmd *cobra.Command, t time.Time) string {
+	return engine.ShowTime(t, zoneOf(cmd))
+}
+
+// parseTime reads a time typed for flag.
+func parseTime(cmd *cobra.Command, flag, s string) (time.Time, error) {
+	t, err := engine.ParseTime(s, zoneOf(cmd))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: %w", flag, err)
+	}
+	return t, nil
+}

@@ -1,0 +1,98 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
+)
+
+func TestPauseResumeAPI(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	code, out := b.do(t, http.MethodPost, "/v1/rules/daily/pause", `{"reason":"national holiday","by":"lina@ops"}`)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, true, out["paused"])
+	require.Equal(t, "lina@ops", out["paused_by"])
+	require.Equal(t, "national holiday", out["reason"])
+	p, ok := b.node.FSM.Paused("daily")
+	require.True(t, ok)
+	require.True(t, p.At.Equal(now0))
+
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/pause", "")
+	require.Equal(t, http.StatusConflict, code, out)
+	require.Contains(t, out["error"], "already paused")
+	code, _ = b.do(t, http.MethodPost, "/v1/rules/nope/pause", "")
+	require.Equal(t, http.StatusNotFound, code)
+
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/resume", "")
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, false, out["paused"])
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/resume", "")
+	require.Equal(t, http.StatusConflict, code, out)
+	require.Contains(t, out["error"], "not paused")
+}
+
+func TestRetryAPI(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	key := engine.RunKey("daily", now0.Add(-time.Hour))
+	b.apply(t, engine.CmdStartRun, engine.StartRun{Key: key, Rule: "daily", Slot: now0.Add(-time.Hour), Now: now0.Add(-time.Hour)})
+	ids := map[string]string{"a": "aaaaaaaa00000000", "b": "bbbbbbbb00000000", "c": "cccccccc00000000"}
+	var nds []engine.NewDelivery
+	for who, id := range ids {
+		nds = append(nds, engine.NewDelivery{ID: id, Recipient: who, Channel: "mock", NotBefore: now0.Add(-time.Hour), Deadline: now0.Add(-time.Minute)})
+	}
+	b.apply(t, engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: nds})
+	b.apply(t, engine.CmdExpire, engine.Expire{IDs: []string{ids["a"], ids["b"]}, Now: now0})
+	claim := b.apply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{ids["c"]}, Leader: "n1", Now: now0.Add(-30 * time.Minute), Timeout: time.Minute}).(engine.ClaimResult)
+	b.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: now0.Add(-30 * time.Minute),
+		Results: []engine.Result{{ID: ids["c"], Seq: claim.Claimed[0].Seq, Status: engine.OutcomeSent}}})
+
+	// One, by an 8-character prefix.
+	code, out := b.do(t, http.MethodPost, "/v1/deliveries/aaaaaaaa/retry", `{"deadline":"30m","by":"ops"}`)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, []any{ids["a"]}, out["retried"])
+	d, _ := b.node.FSM.Delivery(ids["a"])
+	require.Equal(t, engine.StatePending, d.State)
+	require.True(t, d.Deadline.Equal(now0.Add(30*time.Minute)))
+	require.Equal(t, "ops", d.RetriedBy)
+
+	// A sent one is never retried.
+	code, out = b.do(t, http.MethodPost, "/v1/deliveries/"+ids["c"]+"/retry", "")
+	require.Equal(t, http.StatusConflict, code, out)
+	require.Contains(t, out["error"], "already sent")
+
+	// By rule and state: the other expired one.
+	code, out = b.do(t, http.MethodPost, "/v1/deliveries/retry", `{"rule":"daily","state":"expired","since":"2026-12-01T00:00:00Z"}`)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, []any{ids["b"]}, out["retried"])
+	code, out = b.do(t, http.MethodPost, "/v1/deliveries/retry", `{"rule":"daily"}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Equal(t, "state", out["field"])
+	code, out = b.do(t, http.MethodPost, "/v1/deliveries/retry", `{"run":"`+key+`","deadline":"soon"}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Equal(t, "deadline", out["field"])
+}
+
+// TestFireBackfillsSkippedSlot: /fire of a slot that was skipped fires it
+// after all, once; the second fire is a 409.
+func TestFireBackfillsSkippedSlot(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	slot := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	key := engine.RunKey("daily", slot)
+	b.apply(t, engine.CmdStartRun, engine.StartRun{Key: key, Rule: "daily", Slot: slot, Skip: true, Now: slot.Add(3 * time.Hour)})
+	code, out := b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-30T09:00:00+08:00"}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	require.Equal(t, "skipped", out["backfilled"])
+	run, _ := b.node.FSM.Run(key)
+	require.Equal(t, engine.RunPlanning, run.State)
+	require.True(t, run.Manual)
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-30T09:00:00+08:00"}`)
+	require.Equal(t, http.StatusConflict, code, out)
+	require.Contains(t, out["error"], "already fired")
+}

@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The housekeeper is the leader's third loop, beside the scheduler and the
+// executor: the rules' on_failed hooks, alert delivery, late-run reports
+// and retention. Everything here runs outside Apply and reaches the state
+// only through proposals.
+
+// maxCompensatePerPass bounds the on_failed hooks one pass runs.
+const maxCompensatePerPass = 100
+
+// pruneAfterElection is how long a new leader waits before its first prune.
+const pruneAfterElection = 5 * time.Minute
+
+// housekeeper runs the leader's upkeep: the rules' on_failed hooks, alert
+// delivery, late-run reports and retention. It wakes on every change of
+// the state and on its own timers.
+type housekeeper struct {
+	l         *Leader
+	nextPrune time.Time
+}
+
+func newHousekeeper(l *Leader) *housekeeper { return &housekeeper{l: l} }
+
+func (h *housekeeper) run(ctx context.Context) {
+	changed, unsubscribe := h.l.cfg.FSM.Subscribe()
+	defer unsubscribe()
+	for {
+		next := h.runOnce(ctx)
+		if !wait(ctx, next, h.l.now(), changed) {
+			return
+		}
+	}
+}
+
+// runOnce does what is due now and returns when to look again.
+func (h *housekeeper) runOnce(ctx context.Context) time.Time {
+	l := h.l
+	now := l.now()
+	wake := now.Add(time.Minute)
+	earlier := func(t time.Time) {
+		if !t.IsZero() && t.Before(wake) {
+			wake = t
+		}
+	}
+	l.compensate(ctx)
+	earlier(l.notifyAlerts(ctx, now))
+	earlier(l.reportLateRuns(ctx, now))
+	switch {
+	case h.nextPrune.IsZero():
+		// Not at the very start of a term (elections come in bursts), but
+		// soon after: a cluster whose leader moves every hour still prunes.
+		h.nextPrune = now.Add(min(l.cfg.PruneEvery, pruneAfterElection))
+	case !now.Before(h.nextPrune):
+		l.pruneOnce(ctx, now)
+		h.nextPrune = now.Add(l.cfg.PruneEvery)
+	}
+	earlier(h.nextPrune)
+	return wake
+}
+
+// compensate runs the rule's on_failed for deliveries that finally failed,
+// outside Apply, then records that it ran. A leader that dies in between
+// leaves them for the next one: the hook runs at least once.
+func (l *Leader) compensate(ctx context.Context) {
+	ds := l.cfg.FSM.ToCompensate(maxCompensatePerPass)
+	if len(ds) == 0 {
+		return
+	}
+	submit := SubmitFunc(func(ctx context.Context, t SubmitTask) (*Task, error) {
+		t.Now = l.now()
+		res, err := l.propose(ctx, CmdSubmitTask, t)
+		if err != nil {
+			return nil, err
+		}
+		return res.(SubmitResult).Task, nil
+	})
+	ids := make([]string, 0, len(ds))
+	for _, d := range ds {
+		if ctx.Err() != nil {
+			return
+		}
+		rc := RunContext{Rule: d.Rule, Key: d.RunKey, Slot: d.Slot}
+		if run, ok := l.cfg.FSM.Run(d.RunKey); ok {
+			rc.Zone, rc.Data = run.Zone, run.Data
+			if loc, err := time.LoadLocation(run.Zone); err == nil {
+				rc.Slot = d.Slot.In(loc)
+			}
+		}
+		fd := FailedDelivery{ID: d.ID, Recipient: d.Recipient, State: d.State, Attempts: d.Attempts, Error: d.LastError}
+		cctx, cancel := context.WithTimeout(ctx, l.cfg.PlanTimeout)
+		err := l.cfg.Rules.OnFailed(cctx, d.Rule, rc, fd, submit)
+		cancel()
+		if ctx.Err() != nil {
+			return // cut short by the end of leadership: the next leader runs them
+		}
+		if err != nil {
+			l.log.Warn("rule's on_failed failed", "rule", d.Rule, "delivery", d.ID, "err", err)
+			l.raise(ctx, RaiseAlert{Cause: "on-failed:" + d.Rule, Rule: d.Rule,
+				Message: fmt.Sprintf("on_failed of rule %s failed for delivery %s to %s: %v", d.Rule, d.ID, d.Recipient, err), Now: l.now()})
+		}
+		ids = append(ids, d.ID)
+	}
+	if _, err := l.propose(ctx, CmdCompensated, Compensated{IDs: ids}); err != nil {
+		l.log.Warn("cannot record compensation; it will run again", "err", err)
+	}
+}
+
+// notifyAlerts hands every alert that is new, or repeated after its
+// interval, to the alert rule, and returns when to look again.
+func (l *Leader) notifyAlerts(ctx context.Context, now time.Time) time.Time {
+	wake := time.Time{}
+	if _, ok := l.findRule(l.cfg.AlertRule); !ok {
+		return wake // no rule to deliver with; alerts stay listed
+	}
+	for _, al := range l.cfg.FSM.Alerts() {
+		if al.Acked || al.Rule == l.cfg.AlertRule || ctx.Err() != nil {
+			continue // the alert rule's own failures would loop
+		}
+		if al.Notified > 0 {
+			if !al.Last.After(al.NotifiedAt) {
+				continue
+			}
+			if next := al.NotifiedAt.Add(l.cfg.AlertInterval); now.Before(next) {
+				if wake.IsZero() || next.Before(wake) {
+					wake = next
+				}
+				continue
+			}
+		}
+		data, err := json.Marshal(alertData(al, l.cfg.DisplayZone))
+		if err != nil {
+			continue
+		}
+		_, err = l.propose(ctx, CmdNotifyAlert, NotifyAlert{ID: al.ID, Seq: al.Notified + 1, Interval: l.cfg.AlertInterval, Rule: l.cfg.AlertRule, Data: data, Now: now})
+		if err != nil && ctx.Err() == nil {
+			l.log.Debug("alert not notified", "alert", al.ID, "err", err)
+		}
+	}
+	return wake
+}
+
+// reportLateRuns raises an alert for every run still planning LatePlan
+// after its slot (once per run).
+func (l *Leader) reportLateRuns(ctx context.Context, now time.Time) time.Time {
+	wake := time.Time{}
+	for _, r := range l.cfg.FSM.PlanningRuns() {
+		// Planning counts from when the run started: a slot fired by hand
+		// days later (a backfill) or a task submitted with a due time in
+		// the past is deliberate, not late.
+		start := r.Slot
+		if r.StartedAt.After(start) {
+			start = r.StartedAt
+		}
+		at := start.Add(l.cfg.LatePlan)
+		if now.Before(at) {
+			if wake.IsZero() || at.Before(wake) {
+				wake = at
+			}
+			continue
+		}
+		cause := "late-run:" + r.Key
+		if _, ok := l.cfg.FSM.Alert(AlertID(cause)); ok {
+			continue
+		}
+		l.raise(ctx, RaiseAlert{Cause: cause, Rule: r.Rule,
+			Message: fmt.Sprintf("run %s is still planning %s after it started", r.Key, now.Sub(start).Round(time.Second)), Now: now})
+	}
+	return wake
+}
+
+// pruneOnce proposes a Prune for now's retention horizon.
+func (l *Leader) pruneOnce(ctx context.Context, now time.Time) {
+	res, err := l.propose(ctx, CmdPrune, Prune{Before: now.Add(-l.cfg.Retention), LedgerBefore: now.Add(-l.cfg.LedgerRetention), Now: now})
+	if err != nil {
+		l.log.Warn("cannot prune finished deliveries", "err", err)
+		return
+	}
+	if r := res.(PruneResult); r != (PruneResult{}) {
+		l.log.Info("pruned past retention", "deliveries", r.Deliveries, "runs", r.Runs, "tasks", r.Tasks, "alerts", r.Alerts, "ledger", r.Ledger)
+	}
+}

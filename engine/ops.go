@@ -1,0 +1,220 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Operators' commands: pause and resume a rule, send finished deliveries
+// again by hand, fire a skipped or paused slot after all. All four came
+// with FSM version 2.
+const (
+	CmdPauseRule       CommandType = 23
+	CmdResumeRule      CommandType = 24
+	CmdRetryDeliveries CommandType = 25
+	CmdRefireRun       CommandType = 26
+)
+
+// RunPaused: the slot came while its rule was paused; nothing was planned
+// or sent. It fires only by hand (RefireRun). Append-only, like every
+// RunState.
+const RunPaused RunState = 5
+
+// Pause is a paused rule as the replicated state records it.
+type Pause struct {
+	Rule   string    `json:"rule"`
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+}
+
+// PauseRule pauses a rule: its slots are recorded as paused, and its
+// deliveries not yet sent are held (out of the due index: the executor
+// neither sees nor wakes for them) until ResumeRule. Pausing a paused rule
+// changes nothing (ErrAlreadyPaused).
+type PauseRule struct {
+	Rule   string    `json:"rule"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	Now    time.Time `json:"now"`
+}
+
+// ResumeRule releases a paused rule: its held deliveries become due again
+// (those past their deadline expire, alerted); slots paused over stay
+// paused unless fired by hand.
+type ResumeRule struct {
+	Rule string    `json:"rule"`
+	By   string    `json:"by"`
+	Now  time.Time `json:"now"`
+}
+
+// RetryDeliveries sends failed or expired deliveries again: each keeps its
+// id (its idempotency key) and gets a fresh attempt budget and Deadline.
+// A delivery in any other state is left alone and reported.
+type RetryDeliveries struct {
+	IDs      []string  `json:"ids"`
+	By       string    `json:"by"`
+	Deadline time.Time `json:"deadline"`
+	Now      time.Time `json:"now"`
+}
+
+// RetryResult is what Apply returns for RetryDeliveries.
+type RetryResult struct {
+	Retried []string    `json:"retried"`
+	Skipped []RetrySkip `json:"skipped"`
+}
+
+// RetrySkip is a delivery RetryDeliveries left alone, and why.
+type RetrySkip struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
+// RefireRun fires by hand a slot that was skipped (missed beyond catch-up)
+// or paused: the run is planned now, as a manual fire, once. A run in any
+// other state is refused with ErrRunExists.
+type RefireRun struct {
+	Key string    `json:"key"`
+	By  string    `json:"by"`
+	Now time.Time `json:"now"`
+}
+
+// Errors of the operators' commands.
+var (
+	ErrAlreadyPaused = errors.New("rule is already paused")
+	ErrNotPaused     = errors.New("rule is not paused")
+)
+
+func (a applier) pauseRule(c PauseRule) any {
+	if c.Rule == "" {
+		return errors.New("pause: rule is required")
+	}
+	if _, ok := a.st.Paused[c.Rule]; ok {
+		return ErrAlreadyPaused
+	}
+	for _, d := range a.st.Deliveries {
+		if d.Rule == c.Rule && d.State == StatePending {
+			a.st.dueTree(d.Priority).Delete(dueItem{d.dueAt(), d.ID})
+		}
+	}
+	p := &Pause{Rule: c.Rule, By: c.By, At: c.Now, Reason: c.Reason}
+	a.st.Paused[c.Rule] = p
+	return p
+}
+
+func (a applier) resumeRule(c ResumeRule) any {
+	if _, ok := a.st.Paused[c.Rule]; !ok {
+		return ErrNotPaused
+	}
+	delete(a.st.Paused, c.Rule)
+	for _, d := range a.st.Deliveries {
+		if d.Rule == c.Rule && d.State == StatePending {
+			a.st.dueTree(d.Priority).ReplaceOrInsert(dueItem{d.dueAt(), d.ID})
+		}
+	}
+	return nil
+}
+
+func (a applier) retryDeliveries(c RetryDeliveries) any {
+	res := RetryResult{Retried: []string{}, Skipped: []RetrySkip{}}
+	for _, id := range c.IDs {
+		d, ok := a.st.Deliveries[id]
+		switch {
+		case !ok:
+			res.Skipped = append(res.Skipped, RetrySkip{id, "no such delivery"})
+			continue
+		case d.State == StateSent:
+			res.Skipped = append(res.Skipped, RetrySkip{id, "already sent: never sent twice"})
+			continue
+		case d.State != StateFailed && d.State != StateExpired:
+			res.Skipped = append(res.Skipped, RetrySkip{id, "is " + d.State.String() + ", not failed or expired"})
+			continue
+		case !c.Deadline.After(c.Now):
+			res.Skipped = append(res.Skipped, RetrySkip{id, "the new deadline is not after now"})
+			continue
+		case len(d.Members) > 0:
+			// Its members were counted and compensated one by one: retry
+			// them, and each goes alone.
+			res.Skipped = append(res.Skipped, RetrySkip{id, "a digest: retry the deliveries it folded (" + strings.Join(d.Members, ", ") + ")"})
+			continue
+		}
+		was := d.State
+		nd := *d
+		nd.Digest = "" // a folded delivery retried by hand goes alone
+		nd.State, nd.Attempts, nd.NextAt, nd.Deadline, nd.EndedAt = StatePending, 0, c.Now, c.Deadline, time.Time{}
+		nd.RetriedBy, nd.RetriedAt, nd.Retries = c.By, c.Now, d.Retries+1
+		a.st.putDelivery(&nd)
+		a.dayStats(a.runDate(d), d.Rule, func(s *DayStats) {
+			// No longer ended: counted again when it ends this time.
+			if was == StateFailed {
+				s.Failed--
+			} else {
+				s.Expired--
+			}
+			s.Retried++
+		})
+		res.Retried = append(res.Retried, id)
+	}
+	return res
+}
+
+func (a applier) refireRun(c RefireRun) any {
+	run, ok := a.st.Runs[c.Key]
+	if !ok {
+		return fmt.Errorf("no run %q", c.Key)
+	}
+	if run.State != RunSkipped && run.State != RunPaused {
+		return ErrRunExists
+	}
+	was := run.State
+	r := *run
+	r.State, r.Manual, r.StartedAt, r.FiredBy = RunPlanning, true, c.Now, c.By
+	a.st.putRun(&r)
+	a.signalTasks() // wake the scheduler to plan it
+	a.dayStats(r.date(), r.Rule, func(s *DayStats) {
+		if was == RunSkipped {
+			s.Skipped--
+		} else {
+			s.Paused--
+		}
+		s.Backfilled++
+	})
+	return nil
+}
+
+// held reports whether a pending delivery waits for its rule's resume.
+func (s *state) held(d *Delivery) bool {
+	_, ok := s.Paused[d.Rule]
+	return ok && d.State == StatePending
+}
+
+// Paused returns the pause of rule, if it is paused.
+func (f *FSM) Paused(rule string) (*Pause, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	p, ok := f.st.Paused[rule]
+	return p, ok
+}
+
+// Pauses returns every paused rule's pause, by rule.
+func (f *FSM) Pauses() []*Pause {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]*Pause, 0, len(f.st.Paused))
+	for _, p := range f.st.Paused {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *Pause) int {
+		switch {
+		case a.Rule < b.Rule:
+			return -1
+		case a.Rule > b.Rule:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
