@@ -78,3 +78,27 @@ func TestBootstrapWithSilentPeers(t *testing.T) {
 	require.Equal(t, startBootstrap, n.node.startMode)
 	require.NotEmpty(t, n.node.ClusterID())
 }
+
+// Without the bootstrap wait (as if the old leader had not reached it in
+// time), a wiped member bootstraps a new cluster, and the old leader then
+// absorbs it: the node notices that it follows a leader of another cluster
+// and fails, instead of looking healthy under a foreign id.
+func TestAbsorbedBootstrapNodeFails(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil, nil)
+	apply(t, nodes, setCmd("k", "v"))
+	n1 := nodes[0]
+	n1.stop()
+	require.NoError(t, os.RemoveAll(n1.dir))
+	back := newTestNode(t, nodeOpts{id: "n1", dir: n1.dir, raftAddr: n1.raftAddr, bootstrap: true,
+		modify: func(c *Config) { c.BootstrapWait = -1 }})
+	require.Equal(t, startBootstrap, back.node.startMode)
+	select {
+	case <-back.node.Failed():
+	case <-time.After(waitTimeout):
+		t.Fatal("the absorbed node did not notice")
+	}
+	require.ErrorIs(t, back.node.Err(), ErrForeignCluster)
+	require.Contains(t, back.node.Err().Error(), "--join")
+	require.Nil(t, nodes[1].node.Err())
+}

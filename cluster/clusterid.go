@@ -102,3 +102,71 @@ func (n *Node) learnClusterID(ctx context.Context) {
 		}
 	}
 }
+
+// Failed is closed when the node found that it must stop: its data dir
+// holds another cluster than the one whose leader it follows (Err says
+// which). The agent stops on it; a node that goes on would vote and
+// acknowledge entries with a log and state machine that are not this
+// cluster's.
+func (n *Node) Failed() <-chan struct{} { return n.failed }
+
+// Err is the reason Failed closed, or nil.
+func (n *Node) Err() error {
+	select {
+	case <-n.failed:
+		return n.failErr
+	default:
+		return nil
+	}
+}
+
+func (n *Node) fail(err error) {
+	n.failOnce.Do(func() {
+		n.failErr = err
+		close(n.failed)
+	})
+}
+
+// watchClusterID is the last line against a second cluster: whenever
+// another node leads, it asks that leader once for its cluster id. A leader
+// of another cluster means this node's state was formed apart from it (a
+// wiped member that bootstrapped before the old leader reached it, a copied
+// data dir) while the old cluster still counts it as a member: the node
+// fails with ErrForeignCluster instead of looking healthy.
+func (n *Node) watchClusterID(ctx context.Context) {
+	t := time.NewTicker(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	checked := "" // the leader last found to be of our cluster
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ours := n.ClusterID()
+		_, leader := n.raft.LeaderWithID()
+		if ours == "" || leader == "" || string(leader) == n.cfg.NodeID || string(leader) == checked {
+			continue
+		}
+		addr := n.memberHTTP(string(leader))
+		if addr == "" {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, n.cfg.DialTimeout)
+		st, err := n.clientFor(addr).Status(rctx)
+		cancel()
+		if err != nil || st.NodeID != string(leader) || st.ClusterID == "" {
+			continue // ask again next tick
+		}
+		if st.ClusterID == ours {
+			checked = string(leader)
+			continue
+		}
+		err = fmt.Errorf("%w: this node's data dir %s holds cluster %s, but it follows leader %s (at %s) of cluster %s: "+
+			"its data dir was probably wiped or replaced while it was a member there; stop it, empty the data dir and start it with --join %s",
+			ErrForeignCluster, n.cfg.DataDir, ours, leader, addr, st.ClusterID, addr)
+		n.log.Error("stopping: this node is in another cluster than its data dir", "err", err)
+		n.fail(err)
+		return
+	}
+}

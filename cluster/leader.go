@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/backoff"
 )
 
 // leadership turns raft's NotifyCh into a queue that never blocks raft:
@@ -195,7 +196,7 @@ func (n *Node) upsertMember(ctx context.Context, m engine.Member) error {
 // retry runs f until it succeeds (true) or ctx ends (false), backing off
 // from 50ms to 2s between attempts.
 func (n *Node) retry(ctx context.Context, what string, f func() error) bool {
-	wait := 50 * time.Millisecond
+	b := backoff.Doubling{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		err := f()
 		if err == nil {
@@ -204,14 +205,10 @@ func (n *Node) retry(ctx context.Context, what string, f func() error) bool {
 		if ctx.Err() != nil {
 			return false
 		}
+		wait := b.Next()
 		n.log.Warn(what+" failed; retrying", "err", err, "in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, wait, nil) {
 			return false
-		case <-t.C:
 		}
-		wait = min(2*wait, 2*time.Second)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/backoff"
 )
 
 // Membership errors.
@@ -51,7 +52,7 @@ func (n *Node) joinVia(ctx context.Context, addr string) error {
 	defer cancel()
 	c := n.clientFor(addr)
 	req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
-	backoff := 100 * time.Millisecond
+	b := backoff.Doubling{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 	var last error // the last real failure: the deadline itself says nothing
 	for {
 		var resp JoinResponse
@@ -69,18 +70,14 @@ func (n *Node) joinVia(ctx context.Context, addr string) error {
 		if ctx.Err() == nil && !retryable(err) {
 			return fmt.Errorf("cannot join via %s: %w", addr, err)
 		}
-		n.log.Debug("join attempt failed; retrying", "via", addr, "err", err, "in", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		wait := b.Next()
+		n.log.Debug("join attempt failed; retrying", "via", addr, "err", err, "in", wait)
+		if !backoff.Sleep(ctx, wait, n.shutdownCh) {
+			if ctx.Err() == nil {
+				return ErrShutdown
+			}
 			return fmt.Errorf("cannot join via %s (gave up after %s): %w", addr, n.cfg.JoinTimeout, last)
-		case <-n.shutdownCh:
-			t.Stop()
-			return ErrShutdown
-		case <-t.C:
 		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 

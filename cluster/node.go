@@ -77,6 +77,11 @@ type Node struct {
 	shutdownOnce sync.Once
 	shutdownErr  error
 	shutdownCh   chan struct{}
+
+	// failed closes when the node finds it must not go on (see Failed).
+	failOnce sync.Once
+	failErr  error
+	failed   chan struct{}
 }
 
 var _ engine.Replicator = (*Node)(nil)
@@ -101,6 +106,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		log:        cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
 		sm:         sm,
 		shutdownCh: make(chan struct{}),
+		failed:     make(chan struct{}),
 		leadership: newLeadership(),
 		peer:       newPeerAuth(cfg.ClusterSecret),
 	}
@@ -214,6 +220,14 @@ func (n *Node) closeResources() {
 // joins through cfg.Join, or waits to be added by `herald cluster join`.
 // It returns once bootstrapped (and elected) or joined, or on failure.
 func (n *Node) Start(ctx context.Context) error {
+	if err := n.start(ctx); err != nil {
+		return err
+	}
+	n.bg.Go(func() { n.watchClusterID(n.bgCtx) })
+	return nil
+}
+
+func (n *Node) start(ctx context.Context) error {
 	switch {
 	case n.hasState:
 		n.startMode = startExisting

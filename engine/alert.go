@@ -125,6 +125,12 @@ func alertData(al *Alert, loc *time.Location) AlertData {
 		d.Kind, d.Run = "run_late", rest
 	case "on-failed":
 		d.Kind = "compensation_error"
+	case "rule-broken":
+		d.Kind, d.Severity = "rule_broken", "critical"
+	case "channel-down":
+		d.Kind, d.Channel, d.Severity = "channel_down", rest, "critical"
+	case "rules-mismatch":
+		d.Kind = "rules_mismatch"
 	default:
 		d.Kind = kind
 	}

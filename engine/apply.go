@@ -48,6 +48,9 @@ func (a applier) startRun(c StartRun) any {
 	if paused {
 		r.State = RunPaused
 	}
+	if a.st.Directory != nil {
+		r.DirectoryHash = a.st.Directory.Hash
+	}
 	if c.Skip {
 		r.State = RunSkipped
 		a.st.raise("skipped:"+c.Rule, c.Rule,

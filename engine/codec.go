@@ -70,10 +70,13 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdPrune:         {name: "Prune", since: []uint16{1}},
 	CmdFoldDigest:    {name: "FoldDigest", since: []uint16{2}},
 
-	CmdPauseRule:       {name: "PauseRule", since: []uint16{2}},
-	CmdResumeRule:      {name: "ResumeRule", since: []uint16{2}},
-	CmdRetryDeliveries: {name: "RetryDeliveries", since: []uint16{2}},
-	CmdRefireRun:       {name: "RefireRun", since: []uint16{2}},
+	CmdPauseRule:        {name: "PauseRule", since: []uint16{2}},
+	CmdResumeRule:       {name: "ResumeRule", since: []uint16{2}},
+	CmdRetryDeliveries:  {name: "RetryDeliveries", since: []uint16{2}},
+	CmdRefireRun:        {name: "RefireRun", since: []uint16{2}},
+	CmdSetDirectory:     {name: "SetDirectory", since: []uint16{2}},
+	CmdHoldDirectory:    {name: "HoldDirectory", since: []uint16{2}},
+	CmdConfirmDirectory: {name: "ConfirmDirectory", since: []uint16{2}},
 }
 
 func (t CommandType) String() string {

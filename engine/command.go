@@ -29,6 +29,11 @@ const (
 	CmdPrune         CommandType = 16
 	// 33–40: issue 10 (people's local time, quiet hours, digests).
 	CmdFoldDigest CommandType = 33
+
+	// The directory (directory.go); 41–44 are the directory's numbers.
+	CmdSetDirectory     CommandType = 41
+	CmdHoldDirectory    CommandType = 42
+	CmdConfirmDirectory CommandType = 43
 )
 
 // Member is a cluster member as the replicated state records it: Raft knows

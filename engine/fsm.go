@@ -188,6 +188,12 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		return a.retryDeliveries(decode[RetryDeliveries](d))
 	case CmdRefireRun:
 		return a.refireRun(decode[RefireRun](d))
+	case CmdSetDirectory:
+		return a.setDirectory(decode[SetDirectory](d))
+	case CmdHoldDirectory:
+		return a.holdDirectory(decode[HoldDirectory](d))
+	case CmdConfirmDirectory:
+		return a.confirmDirectory(decode[ConfirmDirectory](d))
 	}
 	// In the table but not dispatched: a build error, caught by
 	// TestEveryCommandIsDispatched.

@@ -76,6 +76,17 @@ type LeaderConfig struct {
 	Retention       time.Duration
 	LedgerRetention time.Duration
 	PruneEvery      time.Duration
+
+	// Directory, when set, is read every DirectoryInterval (default
+	// DirectoryIntervalDefault) and replicated (dirsync.go). A refresh
+	// that would remove more than DirectoryMaxRemoval of the people in
+	// force (a share, default DirectoryMaxRemovalDefault; 1 never holds)
+	// is held for an operator. DirectoryRefresh, when set, asks for a
+	// refresh now.
+	Directory           DirectorySource
+	DirectoryInterval   time.Duration
+	DirectoryMaxRemoval float64
+	DirectoryRefresh    <-chan struct{}
 }
 
 func (c *LeaderConfig) setDefaults() error {
@@ -106,6 +117,10 @@ func (c *LeaderConfig) setDefaults() error {
 	setDefault(&c.Retention, RetentionDefault)
 	setDefault(&c.LedgerRetention, LedgerRetentionDefault)
 	setDefault(&c.PruneEvery, PruneEveryDefault)
+	setDefault(&c.DirectoryInterval, DirectoryIntervalDefault)
+	if c.DirectoryMaxRemoval <= 0 {
+		c.DirectoryMaxRemoval = DirectoryMaxRemovalDefault
+	}
 	if c.AlertRule == "" {
 		c.AlertRule = AlertRuleDefault
 	}
@@ -158,6 +173,10 @@ func (l *Leader) Run(ctx context.Context) {
 	wg.Go(func() { s.run(ctx) })
 	wg.Go(func() { x.run(ctx) })
 	wg.Go(func() { h.run(ctx) })
+	if l.cfg.Directory != nil {
+		d := &dirRefresher{l: l}
+		wg.Go(func() { d.run(ctx) })
+	}
 	wg.Wait()
 	l.log.Info("no longer leading: scheduler and executor stopped")
 }

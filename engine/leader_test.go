@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/enginetest/poll"
 )
 
 // localLog replicates by applying directly: a one-node "cluster".
@@ -127,13 +129,7 @@ func setupLeader(t *testing.T) *leaderBundle {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
-	}
+	poll.Until(t, 10*time.Second, what, cond)
 }
 
 func TestLeaderFiresPlansAndSendsOncePerSlot(t *testing.T) {

@@ -18,7 +18,7 @@ const (
 	CmdRefireRun       CommandType = 26
 )
 
-// RunPaused: the slot came while its rule was paused; nothing was planned
+// RunPaused means the slot came while its rule was paused; nothing was planned
 // or sent. It fires only by hand (RefireRun). Append-only, like every
 // RunState.
 const RunPaused RunState = 5

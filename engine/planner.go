@@ -3,9 +3,12 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/engine/backoff"
 )
 
 // plan evaluates a run's rule and replicates its deliveries in chunks,
@@ -24,15 +27,27 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 	loc := location(zone)
 	rc := RunContext{
 		Rule: run.Rule, Key: run.Key, Slot: run.Slot.In(loc), Zone: loc.String(),
-		Data: run.Data, Missed: l.cfg.FSM.Missed(run.Rule),
+		Data: run.Data, Missed: l.cfg.FSM.Missed(run.Rule), DirectoryHash: run.DirectoryHash,
 	}
 	pctx, cancel := context.WithTimeout(ctx, l.cfg.PlanTimeout)
 	evalStart := time.Now()
 	planned, perr := l.cfg.Rules.Plan(pctx, rule.Name, rc)
+	if cur, _ := l.cfg.FSM.Directory(); errors.Is(perr, ErrDirectoryPending) && cur != nil && cur.Hash != run.DirectoryHash {
+		// The run's snapshot was replaced in the log and this node no
+		// longer keeps it (a run re-planned long after it started): the
+		// one in force is the best there is.
+		l.log.Warn("planning with the directory in force: the run's snapshot is gone", "run", run.Key,
+			"run_directory", run.DirectoryHash, "directory", cur.Hash)
+		rc.DirectoryHash = cur.Hash
+		planned, perr = l.cfg.Rules.Plan(pctx, rule.Name, rc)
+	}
 	evaluate := time.Since(evalStart)
 	cancel()
 	if ctx.Err() != nil {
 		return ctx.Err() // leadership lost: the next leader plans it again
+	}
+	if errors.Is(perr, ErrDirectoryPending) {
+		return perr // the scheduler tries again in a moment
 	}
 	if perr != nil {
 		_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Error: perr.Error(), Now: l.now()})
@@ -148,18 +163,16 @@ func (s *scheduler) startPlanning(ctx context.Context, run *Run) {
 		}()
 		// A plan that failed to replicate is tried again here, after a
 		// backoff: nothing else may wake the scheduler for a minute.
-		for retry := planRetryMin; ; retry = min(2*retry, planRetryMax) {
+		b := backoff.Doubling{Min: planRetryMin, Max: planRetryMax}
+		for {
 			done, err := s.planOnce(ctx, run)
 			if done {
 				return
 			}
+			retry := b.Next()
 			s.l.log.Warn("planning failed; will retry", "run", run.Key, "err", err, "in", retry)
-			t := time.NewTimer(retry)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !backoff.Sleep(ctx, retry, nil) {
 				return
-			case <-t.C:
 			}
 		}
 	})

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"time"
 )
@@ -82,10 +83,19 @@ type RunContext struct {
 	Slot time.Time // in the rule's zone
 	Zone string
 	Data json.RawMessage // an API task's data; nil for scheduled runs
+	// DirectoryHash names the directory snapshot the run was started
+	// with; the rule source plans with exactly that one (or answers
+	// ErrDirectoryPending while it is still catching up).
+	DirectoryHash string
 	// Missed maps a userid to that person's earlier slots of this rule
 	// (RFC 3339) whose delivery finally failed and was not yet made good.
 	Missed map[string][]string
 }
+
+// ErrDirectoryPending is what a RuleSource answers when a run names a
+// directory snapshot it does not have in force yet (it is being applied on
+// this node): the planner tries again shortly.
+var ErrDirectoryPending = errors.New("the run's directory snapshot is not in force on this node yet")
 
 // Planned is one recipient's message as a rule decided it.
 type Planned struct {

@@ -94,7 +94,9 @@ func (f *FSM) Deliveries(keep func(*Delivery) bool) []*Delivery {
 	return out
 }
 
-// RunDeliveries returns the deliveries of one run.
+// RunDeliveries returns the deliveries of one run, in no meaningful order
+// (plan order where the plan was applied, map order after a restore): sort
+// them before showing them.
 func (f *FSM) RunDeliveries(runKey string) []*Delivery {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

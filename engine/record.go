@@ -43,23 +43,27 @@ func (s RunState) String() string {
 
 // Run is one firing of a rule: a scheduled slot or an API task.
 type Run struct {
-	Key       string          `json:"key"`
-	Rule      string          `json:"rule"`
-	Slot      time.Time       `json:"slot"`
-	Zone      string          `json:"zone,omitempty"`
-	TaskKey   string          `json:"task_key,omitempty"`
-	Data      json.RawMessage `json:"data,omitempty"`
-	State     RunState        `json:"state"`
-	Late      bool            `json:"late,omitempty"`
-	Manual    bool            `json:"manual,omitempty"` // fired by hand (herald rules fire)
+	Key     string          `json:"key"`
+	Rule    string          `json:"rule"`
+	Slot    time.Time       `json:"slot"`
+	Zone    string          `json:"zone,omitempty"`
+	TaskKey string          `json:"task_key,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
+	State   RunState        `json:"state"`
+	Late    bool            `json:"late,omitempty"`
+	Manual  bool            `json:"manual,omitempty"` // fired by hand (herald rules fire)
 	// FiredBy is who fired a skipped or paused slot by hand (RefireRun).
-	FiredBy string `json:"fired_by,omitempty"`
-	Date      string          `json:"date,omitempty"`   // slot's date in the rule's zone
-	RulesHash string          `json:"rules_hash,omitempty"`
-	StartedAt time.Time       `json:"started_at"`
-	PlannedAt time.Time       `json:"planned_at,omitzero"`
-	Planned   int             `json:"planned"`
-	Error     string          `json:"error,omitempty"`
+	FiredBy   string `json:"fired_by,omitempty"`
+	Date      string `json:"date,omitempty"` // slot's date in the rule's zone
+	RulesHash string `json:"rules_hash,omitempty"`
+	// DirectoryHash names the directory snapshot in force when the run
+	// started (stamped by Apply from the state, never by the leader): the
+	// rule is planned with exactly that snapshot. "" when none.
+	DirectoryHash string    `json:"directory_hash,omitempty"`
+	StartedAt     time.Time `json:"started_at"`
+	PlannedAt     time.Time `json:"planned_at,omitzero"`
+	Planned       int       `json:"planned"`
+	Error         string    `json:"error,omitempty"`
 }
 
 // Claim is one attempt in flight: who sent it and until when it is theirs.
@@ -193,6 +197,9 @@ type Alert struct {
 	Notified   int       `json:"notified,omitempty"`
 	NotifiedAt time.Time `json:"notified_at,omitzero"`
 }
+
+// Day is the date the run's statistics count under (YYYY-MM-DD).
+func (r *Run) Day() string { return r.date() }
 
 // date is the run's date for the daily aggregates: the one the leader
 // stamped (in the rule's zone), else the slot's UTC date.

@@ -18,25 +18,25 @@ func exactQuantile(sorted []time.Duration, q float64) time.Duration {
 
 func TestSketchQuantilesWithinPrecision(t *testing.T) {
 	t.Parallel()
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		name string
-		gen  func() time.Duration
+		gen  func(rng *rand.Rand) time.Duration
 	}{
 		// The case: every send took milliseconds, and the p95
 		// read 0.9 s, the interpolated bound of the first bucket.
-		{"milliseconds", func() time.Duration { return time.Duration(rng.IntN(40_000)) * time.Microsecond }},
-		{"staggered over 10 minutes", func() time.Duration { return time.Duration(rng.Int64N(int64(10 * time.Minute))) }},
-		{"long tail", func() time.Duration { return time.Duration(rng.ExpFloat64() * float64(3*time.Second)) }},
-		{"sub-microsecond and zero", func() time.Duration { return time.Duration(rng.IntN(3000)) }},
-		{"hours", func() time.Duration { return time.Duration(rng.Int64N(int64(30 * time.Hour))) }},
+		{"milliseconds", func(rng *rand.Rand) time.Duration { return time.Duration(rng.IntN(40_000)) * time.Microsecond }},
+		{"staggered over 10 minutes", func(rng *rand.Rand) time.Duration { return time.Duration(rng.Int64N(int64(10 * time.Minute))) }},
+		{"long tail", func(rng *rand.Rand) time.Duration { return time.Duration(rng.ExpFloat64() * float64(3*time.Second)) }},
+		{"sub-microsecond and zero", func(rng *rand.Rand) time.Duration { return time.Duration(rng.IntN(3000)) }},
+		{"hours", func(rng *rand.Rand) time.Duration { return time.Duration(rng.Int64N(int64(30 * time.Hour))) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			rng := rand.New(rand.NewPCG(1, uint64(i))) // one per subtest: they run in parallel
 			var s *Sketch
 			var vals []time.Duration
 			for range 5000 {
-				v := tc.gen()
+				v := tc.gen(rng)
 				vals = append(vals, v)
 				s = s.withValue(v)
 			}

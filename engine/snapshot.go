@@ -51,6 +51,11 @@ type (
 		Rule, Recipient string
 		Slots           []string
 	}
+	// dirEntry is the directory in force ("current") or held ("held").
+	dirEntry struct {
+		Kind   string
+		Record DirectoryRecord
+	}
 	// dayEntry carries DayStats as JSON: it holds a map, which gob would
 	// write in random order, and snapshots must be deterministic.
 	dayEntry struct {
@@ -137,12 +142,30 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 		writeSection(enc, "compensate", compensate),
 		writeSection(enc, "daily", daily),
 		writeSection(enc, "paused", sortedValues(st.Paused)),
+		writeDirectory(enc, st),
 		writeSection[int](enc, sectionEnd, nil),
 	)
 	if err != nil {
 		return fmt.Errorf("write snapshot: %w", err)
 	}
 	return bw.Flush()
+}
+
+// writeDirectory writes the directory section only when there is a
+// directory: a cluster that never configured one writes the same
+// snapshots as builds that do not know the section.
+func writeDirectory(enc *gob.Encoder, st *state) error {
+	var entries []dirEntry
+	if st.Directory != nil {
+		entries = append(entries, dirEntry{Kind: "current", Record: *st.Directory})
+	}
+	if st.DirectoryHeld != nil {
+		entries = append(entries, dirEntry{Kind: "held", Record: *st.DirectoryHeld})
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	return writeSection(enc, "directory", entries)
 }
 
 func sortedValues[V any](m map[string]V) []V {
@@ -279,6 +302,16 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 	},
 	"paused": func(dec *gob.Decoder, st *state) error {
 		return readRecord(dec, func(p *Pause) { st.Paused[p.Rule] = p })
+	},
+	"directory": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(e *dirEntry) {
+			r := e.Record
+			if e.Kind == "held" {
+				st.DirectoryHeld = &r
+			} else {
+				st.Directory = &r
+			}
+		})
 	},
 	"daily": func(dec *gob.Decoder, st *state) error {
 		var e dayEntry

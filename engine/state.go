@@ -37,6 +37,11 @@ type state struct {
 	// Daily keeps per date (in the run's zone) and rule the aggregates
 	// that outlive pruned deliveries.
 	Daily map[string]map[string]*DayStats `json:"daily"`
+	// Directory is the directory snapshot in force (directory.go);
+	// DirectoryHeld a refresh held for an operator's confirmation. Both
+	// nil until a directory is configured.
+	Directory     *DirectoryRecord `json:"directory,omitempty"`
+	DirectoryHeld *DirectoryRecord `json:"directory_held,omitempty"`
 
 	// due indexes pending and claimed deliveries by when the executor must
 	// look at them next, one tree per priority. Derived: rebuilt on restore,
@@ -230,6 +235,9 @@ func (s *state) clone() *state {
 		Compensate: maps.Clone(s.Compensate),
 		Daily:      daily,
 		Paused:     maps.Clone(s.Paused),
+		// Records are replaced, never mutated: the pointers are enough.
+		Directory:     s.Directory,
+		DirectoryHeld: s.DirectoryHeld,
 		// Lazily copied on write; Persist writes the tasks in its order.
 		taskIndex: s.taskIndex.Clone(),
 	}

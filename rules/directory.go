@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // ErrDirectory is wrapped by every error reading a directory snapshot.
@@ -176,10 +178,44 @@ func (s *Set) SetDirectory(data []byte) error {
 		s.reloadMu.Unlock()
 		return nil
 	}
+	if s.dir != nil {
+		s.recentDirs[s.dirHash] = s.dir
+		s.recentOrder = append(s.recentOrder, s.dirHash)
+		for len(s.recentOrder) > keepDirectories {
+			delete(s.recentDirs, s.recentOrder[0])
+			s.recentOrder = s.recentOrder[1:]
+		}
+	}
 	s.dir, s.dirHash = snap, hash
 	s.reloadMu.Unlock()
 	_, err := s.reload()
 	return err
+}
+
+// keepDirectories is how many earlier snapshots a set keeps, so that a
+// run started just before a refresh came into force is still planned with
+// the snapshot it started with.
+const keepDirectories = 4
+
+// peopleFor returns the directory a run started with directory snapshot
+// hash sees: nil (the version's own) when it is the one in force, the
+// people file merged with an earlier snapshot the set still keeps, or
+// engine.ErrDirectoryPending when the set does not have it (a newer
+// snapshot still being applied on this node).
+func (s *Set) peopleFor(v *version, hash string) (*Directory, error) {
+	if hash == v.dirHash {
+		return nil, nil
+	}
+	if hash == "" {
+		return v.filePeople, nil
+	}
+	s.reloadMu.Lock()
+	snap := s.recentDirs[hash]
+	s.reloadMu.Unlock()
+	if snap == nil {
+		return nil, fmt.Errorf("%w: snapshot %s (this node has %q)", engine.ErrDirectoryPending, hash, v.dirHash)
+	}
+	return mergeDirectory(v.filePeople, snap), nil
 }
 
 // DirectoryHash is the hash of the directory snapshot in force ("" when

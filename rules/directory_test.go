@@ -1,10 +1,14 @@
 package rules
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 func snapshotJSON(t *testing.T, people ...DirectoryPerson) []byte {
@@ -14,9 +18,16 @@ func snapshotJSON(t *testing.T, people ...DirectoryPerson) []byte {
 	return b
 }
 
+// plannedTo plans rule as a run started with the snapshot in force.
 func plannedTo(t *testing.T, s *Set, rule string) []string {
 	t.Helper()
-	got, err := plan(t, s, rule, "")
+	return plannedWith(t, s, rule, s.DirectoryHash())
+}
+
+func plannedWith(t *testing.T, s *Set, rule, hash string) []string {
+	t.Helper()
+	run := engine.RunContext{Rule: rule, Key: "test", Slot: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC), DirectoryHash: hash}
+	got, err := s.Plan(context.Background(), rule, run)
 	require.NoError(t, err)
 	var ids []string
 	for _, p := range got {
@@ -61,7 +72,7 @@ func TestDirectoryMergeFileWins(t *testing.T) {
 	require.Equal(t, []string{"lisi", "wangfang"}, plannedTo(t, s, "sales"), "file people first, then the snapshot's by userid; department matches any")
 	require.Equal(t, []string{"lisi", "zhangsan"}, plannedTo(t, s, "east"))
 	require.Equal(t, []string{"wangfang"}, plannedTo(t, s, "mgr"))
-	got, err := plan(t, s, "show", "")
+	got, err := s.Plan(context.Background(), "show", engine.RunContext{Rule: "show", Key: "k", Slot: time.Now(), DirectoryHash: s.DirectoryHash()})
 	require.NoError(t, err)
 	var payload struct{ Content string }
 	require.NoError(t, json.Unmarshal(got[0].Payload, &payload))
@@ -69,12 +80,18 @@ func TestDirectoryMergeFileWins(t *testing.T) {
 		"the file's fields win; what it leaves empty comes from the directory")
 
 	// The next snapshot moves zhangsan to 销售部 and drops wangfang.
+	first := s.DirectoryHash()
 	require.NoError(t, s.SetDirectory(snapshotJSON(t,
 		DirectoryPerson{UserID: "lisi", Name: "李四", Departments: []string{"华东销售"}},
 		DirectoryPerson{UserID: "zhangsan", Name: "张三", Departments: []string{"销售部"}},
 	)))
 	require.Equal(t, []string{"zhangsan"}, plannedTo(t, s, "sales"))
 	require.Empty(t, plannedTo(t, s, "east"), "tags follow the snapshot too")
+	require.Equal(t, []string{"lisi", "wangfang"}, plannedWith(t, s, "sales", first),
+		"a run started with the earlier snapshot is planned with it")
+	require.Empty(t, plannedWith(t, s, "sales", ""), "a run started before any snapshot sees the file alone")
+	_, err = s.Plan(context.Background(), "sales", engine.RunContext{Rule: "sales", Key: "k", Slot: time.Now(), DirectoryHash: "not-yet-here"})
+	require.ErrorIs(t, err, engine.ErrDirectoryPending)
 
 	require.ErrorIs(t, s.SetDirectory([]byte(`{"source":"x","people":[{"userid":""}]}`)), ErrDirectory)
 	require.Equal(t, []string{"zhangsan"}, plannedTo(t, s, "sales"), "a bad snapshot keeps the one in force")

@@ -142,7 +142,7 @@ func TestExampleWeeklyReport(t *testing.T) {
 	res, err = s.Preview(ctx, "weekly_report", res.NextSlot, nil)
 	require.NoError(t, err)
 	require.True(t, res.IsSlot)
-	require.Len(t, res.Deliveries, 6) // the sales department, director included
+	require.ElementsMatch(t, []string{"zhangwei", "lina", "sunli"}, recipientsOf(res), "every manager, and only managers")
 	for _, d := range res.Deliveries {
 		require.Contains(t, content(t, d.Payload), "顺延")
 	}
@@ -155,9 +155,29 @@ func TestExampleWeeklyReport(t *testing.T) {
 		byID[d.Recipient] = content(t, d.Payload)
 		require.Contains(t, []time.Duration{time.Second, 2*time.Minute + time.Second}, d.Offset) // two waves, off the :00 mark
 	}
-	require.Contains(t, byID["lina"], "汇总团队")
-	require.Contains(t, byID["wangfang"], "请提交上周（2026-11-23 起）")
-	require.NotContains(t, byID["wangfang"], "顺延")
+	require.Contains(t, byID["lina"], "请汇总团队上周（2026-11-23 起）的周报")
+	require.Contains(t, byID["lina"], "团队 4 人：王芳、刘洋、陈静、赵磊")
+	require.Contains(t, byID["sunli"], "团队 1 人：周强")
+	require.NotContains(t, byID["lina"], "顺延")
+
+	// With a WeCom directory: a person who moves team is in the new
+	// manager's report.
+	snap, err := (&DirectorySnapshot{Source: "wecom:test", People: []DirectoryPerson{
+		{UserID: "liuyang", Departments: []string{"ops"}, Manager: "sunli"},
+		{UserID: "sunli", Departments: []string{"ops"}},
+		{UserID: "newbie", Name: "新人", Departments: []string{"ops"}, Manager: "sunli"},
+	}}).EncodeJSON()
+	require.NoError(t, err)
+	require.NoError(t, s.SetDirectory(snap))
+	res, err = s.Preview(ctx, "weekly_report", mustTime(t, "2026-11-30T09:00:00+08:00"), nil)
+	require.NoError(t, err)
+	require.Equal(t, DirectoryHash(snap), res.DirectoryHash)
+	byID = map[string]string{}
+	for _, d := range res.Deliveries {
+		byID[d.Recipient] = content(t, d.Payload)
+	}
+	require.Contains(t, byID["lina"], "团队 4 人", "the people file wins for liuyang: its manager stays lina")
+	require.Contains(t, byID["sunli"], "团队 2 人：周强、新人", "a person only WeCom knows joins the team")
 }
 
 func TestExampleBirthday(t *testing.T) {

@@ -58,11 +58,20 @@ func (sb *sandbox) personTable(p *Person) *lua.LTable {
 	return t
 }
 
-func (sb *sandbox) people() []*Person {
-	if sb.env.people == nil {
-		return nil
+// dir is the directory the call sees: the run's own (a run started with
+// an earlier directory snapshot), else the version's.
+func (sb *sandbox) dir() *Directory {
+	if sb.run != nil && sb.run.people != nil {
+		return sb.run.people
 	}
-	return sb.env.people.people
+	return sb.env.people
+}
+
+func (sb *sandbox) people() []*Person {
+	if d := sb.dir(); d != nil {
+		return d.people
+	}
+	return nil
 }
 
 func (sb *sandbox) list(ps []*Person) *lua.LTable {
@@ -85,7 +94,7 @@ func (sb *sandbox) peopleCount(L *lua.LState) int {
 
 func (sb *sandbox) peopleGet(L *lua.LState) int {
 	id := L.CheckString(1)
-	if p, ok := sb.env.people.Get(id); ok {
+	if p, ok := sb.dir().Get(id); ok {
 		L.Push(sb.personTable(p))
 	} else {
 		L.Push(lua.LNil)
@@ -103,9 +112,9 @@ func (sb *sandbox) peopleManagerOf(L *lua.LState) int {
 	default:
 		sb.errorf("people.manager_of", "want a userid or a person, got %s", v.Type())
 	}
-	p, ok := sb.env.people.Get(id)
+	p, ok := sb.dir().Get(id)
 	if ok && p.Manager != "" {
-		if m, ok := sb.env.people.Get(p.Manager); ok {
+		if m, ok := sb.dir().Get(p.Manager); ok {
 			L.Push(sb.personTable(m))
 			return 1
 		}
@@ -139,7 +148,7 @@ func (sb *sandbox) peopleWhere(L *lua.LState) int {
 		case fieldDepartments:
 			f = fieldDepartment // any of them, as department does
 		}
-		if !slices.Contains(knownPersonFields, f) && (sb.env.people == nil || !sb.env.people.extra[f]) {
+		if !slices.Contains(knownPersonFields, f) && (sb.dir() == nil || !sb.dir().extra[f]) {
 			sb.errorf("people.where", "unknown field %q (fields: role, %v, and the people file's columns)", string(field), knownPersonFields)
 		}
 		c := clause{field: f, any: map[string]bool{}}

@@ -23,8 +23,14 @@ func (s *Set) Plan(ctx context.Context, rule string, run engine.RunContext) ([]e
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownRule, rule)
 	}
+	people, err := s.peopleFor(v, run.DirectoryHash)
+	if err != nil {
+		return nil, err
+	}
 	var out []engine.Planned
-	err := s.withSandbox(ctx, v, func(sb *sandbox) error {
+	err = s.withSandbox(ctx, v, func(sb *sandbox) error {
+		sb.nextPeople = people
+		defer func() { sb.nextPeople = nil }()
 		msgs, err := sb.plan(ctx, c, run, s.cfg.CallTimeout)
 		for _, m := range msgs {
 			out = append(out, engine.Planned{Recipient: m.userid, Payload: m.payload, Zone: m.zone, Quiet: m.quiet})
@@ -146,7 +152,7 @@ func (sb *sandbox) begin(ctx context.Context, c *compiled, run engine.RunContext
 		return nil, nil, &RuleError{File: c.file, Msg: fmt.Sprintf("run zone %q: %v", zone, err)}
 	}
 	slot := run.Slot.In(loc)
-	sb.run = &runState{rule: c.rule.Name, file: c.file, calendar: c.rule.Calendar, zone: loc, slot: slot}
+	sb.run = &runState{rule: c.rule.Name, file: c.file, calendar: c.rule.Calendar, zone: loc, slot: slot, people: sb.nextPeople}
 	val, err := sb.evalFile(ctx, c.proto, timeout)
 	if err != nil {
 		return nil, nil, err
@@ -268,7 +274,7 @@ func (sb *sandbox) readRecipients(c *compiled, v lua.LValue) ([]recipient, error
 		switch x := list.RawGetInt(i).(type) {
 		case lua.LString:
 			r.userid = string(x)
-			if p, ok := sb.env.people.Get(r.userid); ok {
+			if p, ok := sb.dir().Get(r.userid); ok {
 				r.to = sb.personTable(p)
 			} else {
 				r.to = sb.L.CreateTable(0, 2)

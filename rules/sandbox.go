@@ -61,16 +61,21 @@ type runState struct {
 	// submit is set only while on_failed runs: task.submit refuses
 	// everywhere else.
 	submit *submitter
+	// people, when set, is the directory of the run's own snapshot
+	// (Set.Plan), in place of the version's.
+	people *Directory
 }
 
 // sandbox is one Lua state with Herald's library. It is used by one
 // goroutine at a time (the pool hands it out).
 type sandbox struct {
-	L    *lua.LState
-	env  *env
-	base *lua.LTable // the globals every run's environment reads through
-	run  *runState
-	null lua.LValue // json.null
+	// people, when set by Set.Plan, is the directory the next run sees.
+	nextPeople *Directory
+	L          *lua.LState
+	env        *env
+	base       *lua.LTable // the globals every run's environment reads through
+	run        *runState
+	null       lua.LValue // json.null
 
 	// broken marks a state whose call was interrupted: it is not reused.
 	broken bool

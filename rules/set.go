@@ -122,6 +122,10 @@ type Set struct {
 	watchDirs []string          // directories found by the last scan
 	dir       *DirectorySnapshot
 	dirHash   string
+	// recentDirs keeps the last few snapshots before dir, by hash
+	// (recentOrder oldest first), for runs started with them.
+	recentDirs  map[string]*DirectorySnapshot
+	recentOrder []string
 
 	testHook func(*sandbox) // tests add functions to every new state
 }
@@ -138,6 +142,8 @@ func Load(cfg Config) (*Set, error) {
 		cfg:     cfg,
 		changed: make(chan struct{}, 1),
 		logged:  map[string]string{},
+
+		recentDirs: map[string]*DirectorySnapshot{},
 	}
 	s.metrics = newMetrics(cfg.Registerer)
 	if _, err := s.reload(); err != nil {
@@ -199,6 +205,18 @@ func (s *Set) Status() []FileStatus {
 		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
+	return out
+}
+
+// Broken lists every file whose version on disk is not in force, as
+// "file:line: message", sorted by file.
+func (s *Set) Broken() []string {
+	var out []string
+	for _, st := range s.Status() {
+		if st.Error != "" {
+			out = append(out, CheckError{File: st.File, Line: st.Line, Message: st.Error}.String())
+		}
+	}
 	return out
 }
 

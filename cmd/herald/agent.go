@@ -35,7 +35,14 @@ its data and never bootstraps again.`,
 				return err
 			}
 			log.Info("node running", "raft", cfg.RaftAddr, "http", cfg.HTTPAddr, "rules", n.cfg.Rules)
-			<-ctx.Done()
+			select {
+			case <-ctx.Done():
+			case <-n.raft.Failed():
+				// The node must not go on (its data dir is another
+				// cluster's): stop, and exit with the reason.
+				n.stop()
+				return n.raft.Err()
+			}
 			log.Info("stopping")
 			n.stop()
 			return nil

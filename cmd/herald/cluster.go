@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldhq/herald/cluster"
+	"github.com/heraldhq/herald/engine/backoff"
 )
 
 func init() { register(newClusterCmd) }
@@ -183,20 +184,15 @@ old entry; the same id at the same address changes nothing.`,
 // (no leader yet, or one is being elected), until ctx ends. Other errors,
 // a node that does not answer included, are reported at once.
 func whileElecting(ctx context.Context, f func() error) error {
-	wait := 100 * time.Millisecond
+	b := backoff.Doubling{Min: 100 * time.Millisecond, Max: time.Second}
 	for {
 		err := f()
 		var ae *cluster.APIError
 		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable {
 			return err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, b.Next(), nil) {
 			return err
-		case <-t.C:
 		}
-		wait = min(2*wait, time.Second)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/cluster"
+	"github.com/heraldhq/herald/engine/enginetest/poll"
 )
 
 // The multi-process tests run real `herald agent` processes built from
@@ -196,14 +197,7 @@ func getJSON(addr, path string, out any) error {
 
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling with a deadline
-	}
-	return time.Since(start)
+	return poll.Until(t, within, what, cond)
 }
 
 func (c *e2eCluster) leader(among ...*agentProc) *agentProc {

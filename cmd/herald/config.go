@@ -55,6 +55,9 @@ type nodeConfig struct {
 	// Peers are the other members' HTTP addresses, comma separated: asked
 	// before a node with an empty data dir bootstraps.
 	Peers string `yaml:"peers"`
+	// Directory, when set, loads people from WeCom's contacts (see
+	// directory.go).
+	Directory *directoryConfig `yaml:"directory"`
 
 	devTimeouts  bool   // `herald dev` and tests: short Raft timeouts
 	raftLogLevel string // "" means the cluster package's default
@@ -215,6 +218,11 @@ func (c *nodeConfig) validate() error {
 	}
 	if _, err := engine.LoadZone(c.DisplayTimezone); err != nil {
 		return fmt.Errorf("config: display_timezone: %w", err)
+	}
+	if c.Directory != nil {
+		if _, err := c.Directory.settings(c.Channels); err != nil {
+			return err
+		}
 	}
 	switch c.LogLevel {
 	case "", "debug", "info", "warn", "error":

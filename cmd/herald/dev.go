@@ -133,6 +133,8 @@ func runDev(ctx context.Context, dataDir, logLevel string, ports devPorts) error
 		cfg := nodeConfig{
 			NodeID: d.id, DataDir: filepath.Join(dataDir, d.id), RaftAddr: d.raft, HTTPAddr: d.http,
 			Rules: rulesDir, Channels: channels, LogLevel: logLevel, devTimeouts: true, raftLogLevel: "error",
+			// People from the fake WeCom's contacts, merged with people.csv.
+			Directory: &directoryConfig{Channel: "wecom_sales", Interval: "1m"},
 		}
 		if i == 0 {
 			cfg.Bootstrap = true
@@ -198,13 +200,11 @@ type devWecom struct {
 // messages reach someone.
 func startDevWecom(ctx context.Context, rulesDir string, ports devPorts) (*devWecom, error) {
 	corp := wecomfake.DemoCorp()
-	ids, err := peopleIDs(filepath.Join(rulesDir, "people.csv"))
+	rows, err := peopleRows(filepath.Join(rulesDir, "people.csv"))
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range ids {
-		corp.Members = append(corp.Members, wecomfake.MemberConfig{UserID: id, Departments: []int{2}})
-	}
+	addDevDirectory(&corp, rows)
 	fake := wecomfake.New(wecomfake.Config{Corps: []wecomfake.CorpConfig{corp}})
 	if err := os.Setenv(devWecomSecretEnv, corp.Apps[0].Secret); err != nil {
 		return nil, err
@@ -231,9 +231,9 @@ func (d *devWecom) stop() {
 	_ = d.admin.Shutdown(ctx)
 }
 
-// peopleIDs reads the userid column of a people CSV file; a missing file
+// peopleRows reads the rows of a people CSV file by column; a missing file
 // gives no one.
-func peopleIDs(path string) ([]string, error) {
+func peopleRows(path string) ([]map[string]string, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -249,17 +249,58 @@ func peopleIDs(path string) ([]string, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	col := slices.Index(rows[0], "userid")
-	if col < 0 {
+	if !slices.Contains(rows[0], "userid") {
 		return nil, fmt.Errorf("%s: no userid column", path)
 	}
-	var ids []string
+	var out []map[string]string
 	for _, row := range rows[1:] {
-		if col < len(row) && row[col] != "" {
-			ids = append(ids, row[col])
+		m := map[string]string{}
+		for i, h := range rows[0] {
+			if i < len(row) {
+				m[h] = row[i]
+			}
+		}
+		if m["userid"] != "" {
+			out = append(out, m)
 		}
 	}
-	return ids, nil
+	return out, nil
+}
+
+// Departments of the dev corp's directory (the demo corp has 1 and 2).
+const (
+	devDeptSales = 10
+	devDeptEast  = 11
+	devDeptOps   = 12
+)
+
+// addDevDirectory gives the demo corp the people of the rules directory,
+// in WeCom departments that match their department column (sales, ops),
+// led by their managers, plus two people only WeCom knows (小明 and 小红,
+// in 华东销售 under lina) and a region-east tag: `herald dev` reads this
+// directory, so weekly_report's preview shows the merge.
+func addDevDirectory(corp *wecomfake.CorpConfig, rows []map[string]string) {
+	corp.Departments = append(corp.Departments,
+		wecomfake.DepartmentConfig{ID: devDeptSales, Name: "sales", Parent: 1, Leaders: []string{"zhangwei"}},
+		wecomfake.DepartmentConfig{ID: devDeptEast, Name: "华东销售", Parent: devDeptSales, Leaders: []string{"lina"}},
+		wecomfake.DepartmentConfig{ID: devDeptOps, Name: "ops", Parent: 1, Leaders: []string{"sunli"}},
+	)
+	for _, r := range rows {
+		dept := 2
+		switch r["department"] {
+		case "sales":
+			dept = devDeptSales
+		case "ops":
+			dept = devDeptOps
+		}
+		corp.Members = append(corp.Members, wecomfake.MemberConfig{UserID: r["userid"], Name: r["name"], Departments: []int{dept}})
+	}
+	corp.Members = append(corp.Members,
+		wecomfake.MemberConfig{UserID: "xiaoming", Name: "小明", Departments: []int{devDeptEast}},
+		wecomfake.MemberConfig{UserID: "xiaohong", Name: "小红", Departments: []int{devDeptEast}},
+	)
+	corp.Tags = append(corp.Tags, wecomfake.TagConfig{ID: 2, Name: "region-east", UserIDs: []string{"wangfang", "liuyang"},
+		Departments: []int{devDeptEast}})
 }
 
 // quietOnStop drops Raft's log records once stopping is set.

@@ -27,6 +27,7 @@ func newRootCmd() *cobra.Command {
 	for _, f := range commands {
 		root.AddCommand(f())
 	}
+	refuseUnknownSubcommands(root)
 	return root
 }
 

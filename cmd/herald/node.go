@@ -40,6 +40,8 @@ type node struct {
 	pprof *http.Server // nil unless pprof_addr is set
 	// peerHTTP asks the other members for their rule set hashes.
 	peerHTTP *http.Client
+	// dirRefresh asks the leader's directory refresher for a refresh now.
+	dirRefresh chan struct{}
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -80,7 +82,8 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	if certs != nil {
 		peerTr.TLSClientConfig = certs.ClientConfig()
 	}
-	n = &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second}}
+	n = &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second},
+		dirRefresh: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
 			// Stop first: the server's Shutdown closes the listener it
@@ -155,6 +158,15 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
 			People: n.rules, DisplayTimezone: zone.String(),
+			Directory: &api.DirectoryConfig{
+				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
+				Refresh: func() {
+					select {
+					case n.dirRefresh <- struct{}{}:
+					default:
+					}
+				},
+			},
 		}),
 		// TLS handshake failures (a client without the CA, plain HTTP to
 		// the HTTPS port) go to the node's log, not to bare stderr.
@@ -190,19 +202,33 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"phase"})
 	reg.MustRegister(planSeconds)
-	leader, err := engine.NewLeader(engine.LeaderConfig{
+	lcfg := engine.LeaderConfig{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
-		ScheduleFunc: scheduleFunc, DisplayZone: zone,
+		ScheduleFunc: scheduleFunc, DisplayZone: zone, DirectoryRefresh: n.dirRefresh,
 		PlanObserver: func(t engine.PlanTiming) {
 			planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
 			planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
 		},
-	})
+	}
+	if cfg.Directory != nil {
+		ds, err := cfg.Directory.settings(cfg.Channels)
+		if err != nil {
+			return n, err
+		}
+		// WeCom is not a member: its own client, without the cluster's CA.
+		if lcfg.Directory, err = newWecomDirectory(ds, &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}); err != nil {
+			return n, err
+		}
+		lcfg.DirectoryInterval, lcfg.DirectoryMaxRemoval = ds.interval, ds.maxRemoval
+	}
+	leader, err := engine.NewLeader(lcfg)
 	if err != nil {
 		return n, err
 	}
+	n.wg.Go(func() { syncDirectory(nctx, n.fsm, n.rules, log) })
 	n.wg.Go(func() { n.raft.RunLeader(nctx, leader.Run) })
+	n.startOpsWatch(nctx, reg)
 	n.wg.Go(func() {
 		if err := n.rules.Watch(nctx); err != nil && nctx.Err() == nil {
 			log.Error("rules watcher stopped", "err", err)

@@ -186,9 +186,10 @@ func newRulesListCmd(dirArg func([]string) string) *cobra.Command {
 
 func newRulesPreviewCmd(dirArg func([]string) string) *cobra.Command {
 	var (
-		at     string
-		data   string
-		asJSON bool
+		at        string
+		data      string
+		directory string
+		asJSON    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "preview NAME",
@@ -201,7 +202,10 @@ is listed and the reason is given.
 --at is RFC 3339, or "YYYY-MM-DD HH:MM[:SS]" in the display zone (--tz,
 HERALD_TZ, else the machine's); without it, the rule's next slot (or now, for a
 rule triggered by API tasks). Times are shown in the display zone.
---data is an API task's data, as JSON or @file.`,
+--data is an API task's data, as JSON or @file.
+--directory merges a WeCom directory snapshot with the people file, as the
+nodes do: a node's HTTP address (the snapshot in force there, the one its
+plans use) or @file (GET /v1/directory/snapshot saved to a file).`,
 		Example: `  herald rules preview daily_report --dir ./rules --at 2026-12-01T09:00:00+08:00
   herald rules preview follow_up --tz Asia/Shanghai --at "2026-12-01 15:00" --data '{"owner":"wangfang","customer":"华东机电","overdue":true}'`,
 		Args: cobra.ExactArgs(1),
@@ -209,6 +213,15 @@ rule triggered by API tasks). Times are shown in the display zone.
 			s, err := loadRules(cmd, dirArg(nil))
 			if err != nil {
 				return err
+			}
+			if directory != "" {
+				snap, err := fetchDirectorySnapshot(cmd.Context(), directory, 30*time.Second)
+				if err != nil {
+					return err
+				}
+				if err := s.SetDirectory(snap); err != nil {
+					return fmt.Errorf("--directory: %w", err)
+				}
 			}
 			name := args[0]
 			when, err := previewTime(cmd, s, name, at)
@@ -236,6 +249,7 @@ rule triggered by API tasks). Times are shown in the display zone.
 	}
 	cmd.Flags().StringVar(&at, "at", "", "instant to preview (RFC 3339, or YYYY-MM-DD HH:MM[:SS] in --tz)")
 	cmd.Flags().StringVar(&data, "data", "", "API task data: JSON, or @file")
+	cmd.Flags().StringVar(&directory, "directory", "", "WeCom directory snapshot to merge: a node's HTTP address, or @file")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

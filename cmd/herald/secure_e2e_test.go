@@ -183,6 +183,18 @@ func TestSecureCluster(t *testing.T) {
 	plain.Close()
 	require.Error(t, err, "plain Raft gets nothing back")
 
+	// An operator's `herald cluster join` proves the secret from
+	// HERALD_CLUSTER_SECRET; without it the cluster refuses.
+	joinArgs := []string{"cluster", "join", "--addr", n2.http, "--ca", ca, "--id", "n9", "--raft-addr", freeAddr(t), "--http-addr", freeAddr(t), "--timeout", "10s"}
+	out, err = c.cli(joinArgs...)
+	require.Error(t, err, out)
+	require.Contains(t, out, "requires cluster_secret")
+	cmd := exec.Command(heraldBin, joinArgs...)
+	cmd.Env = append(os.Environ(), "HERALD_CLUSTER_SECRET="+e2eSecret)
+	b, err := cmd.CombinedOutput()
+	require.Error(t, err, string(b))
+	require.Contains(t, string(b), "raft address does not answer", "past the secret check, to the probe of n9's Raft address")
+
 	st, err = secureStatus(n1.http, ca)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"n1", "n2", "n3"}, voters(st), "no stranger became a member")

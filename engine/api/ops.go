@@ -65,9 +65,9 @@ type RetryRequest struct {
 
 // RetryResponse lists what was retried and what was left alone, and why.
 type RetryResponse struct {
-	Retried  []string          `json:"retried"`
+	Retried  []string           `json:"retried"`
 	Skipped  []engine.RetrySkip `json:"skipped"`
-	Deadline time.Time         `json:"deadline"`
+	Deadline time.Time          `json:"deadline"`
 }
 
 // actor names who made a request: the body's by, else the client address.

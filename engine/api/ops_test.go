@@ -96,3 +96,21 @@ func TestFireBackfillsSkippedSlot(t *testing.T) {
 	require.Equal(t, http.StatusConflict, code, out)
 	require.Contains(t, out["error"], "already fired")
 }
+
+// TestRunThatPlannedNobody: a task whose data matched no one is done, and
+// runs and stats say that nobody was planned.
+func TestRunThatPlannedNobody(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	b.apply(t, engine.CmdSubmitTask, engine.SubmitTask{Key: "k", Rule: "enquiry_timeout", DueAt: now0, Now: now0})
+	key := engine.TaskRunKey("k")
+	b.apply(t, engine.CmdStartRun, engine.StartRun{Key: key, Rule: "enquiry_timeout", Slot: now0, TaskKey: "k", Date: "2026-12-01", Now: now0})
+	b.apply(t, engine.CmdFinishPlan, engine.FinishPlan{RunKey: key, Now: now0})
+	code, out := b.do(t, http.MethodGet, "/v1/runs", "")
+	require.Equal(t, http.StatusOK, code)
+	run := out["runs"].([]any)[0].(map[string]any)
+	require.Equal(t, true, run["planned_nobody"])
+	code, out = b.do(t, http.MethodGet, "/v1/stats?date=2026-12-01", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, 1.0, out["total"].(map[string]any)["planned_nobody_runs"])
+}

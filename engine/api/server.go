@@ -121,6 +121,9 @@ type Config struct {
 	// dashboard's default and GET /v1/stats's default date); empty means
 	// DefaultDisplayTimezone.
 	DisplayTimezone string
+	// Directory serves /v1/directory (the snapshot in force and the held
+	// refresh are read from FSM either way).
+	Directory *DirectoryConfig
 }
 
 // People resolves the people data of the rules directory for display.
@@ -157,6 +160,10 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("POST /v1/deliveries/{id}/retry", s.retryOne)
 	mux.HandleFunc("GET /v1/stats", s.stats)
 	mux.HandleFunc("GET /v1/rules/hash", s.rulesHash)
+	mux.HandleFunc("GET /v1/directory", s.getDirectory)
+	mux.HandleFunc("GET /v1/directory/snapshot", s.getDirectorySnapshot)
+	mux.HandleFunc("POST /v1/directory/confirm", s.confirmDirectory)
+	mux.HandleFunc("POST /v1/directory/refresh", s.refreshDirectory)
 	if cfg.Cluster != nil {
 		mux.Handle("/v1/cluster/", cfg.Cluster)
 	}
@@ -268,10 +275,13 @@ func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 	type view struct {
 		*engine.Run
 		State string `json:"state"`
+		// Nobody: the run is planned and its rule planned no recipient (a
+		// task or fire whose data matched no one): done, but no one told.
+		Nobody bool `json:"planned_nobody"`
 	}
 	out := make([]view, len(runs))
 	for i, run := range runs {
-		out[i] = view{run, run.State.String()}
+		out[i] = view{run, run.State.String(), run.State == engine.RunPlanned && run.Planned == 0}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total": total, "runs": out})
 }
@@ -350,6 +360,10 @@ func writeError(w http.ResponseWriter, code int, reason string) {
 type RulesHashView struct {
 	NodeID    string `json:"node_id"`
 	RulesHash string `json:"rules_hash"`
+	// Broken lists the node's rule files whose newest version does not
+	// load ("file:line: message"; the last good version runs), so the
+	// leader can alert for a broken file on any node.
+	Broken []string `json:"broken,omitempty"`
 }
 
 func (s *server) rulesHash(w http.ResponseWriter, _ *http.Request) {
@@ -357,5 +371,9 @@ func (s *server) rulesHash(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "no rule set on this node")
 		return
 	}
-	writeJSON(w, http.StatusOK, RulesHashView{NodeID: s.cfg.NodeID, RulesHash: s.cfg.Rules.Hash()})
+	v := RulesHashView{NodeID: s.cfg.NodeID, RulesHash: s.cfg.Rules.Hash()}
+	if b, ok := s.cfg.Rules.(interface{ Broken() []string }); ok {
+		v.Broken = b.Broken()
+	}
+	writeJSON(w, http.StatusOK, v)
 }

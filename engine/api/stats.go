@@ -12,17 +12,25 @@ import (
 
 // RuleStats is one rule's day in GET /v1/stats.
 type RuleStats struct {
-	Rule      string  `json:"rule"`
-	Runs      int     `json:"runs"`
-	Late      int     `json:"late_runs"`
-	Skipped   int     `json:"skipped_runs"`
-	Planned   int     `json:"planned"`
-	Pending   int     `json:"pending"`
-	Sent      int     `json:"sent"`
-	Failed    int     `json:"failed"`
-	Expired   int     `json:"expired"`
-	Cancelled int     `json:"cancelled"`
-	Success   float64 `json:"success_rate"` // sent / (sent + failed + expired); 1 with none ended
+	Rule    string `json:"rule"`
+	Runs    int    `json:"runs"`
+	Late    int    `json:"late_runs"`
+	Skipped int    `json:"skipped_runs"`
+	// Paused: slots that came while the rule was paused; Backfilled:
+	// skipped or paused slots fired by hand after all; Nobody: runs (tasks
+	// and fires included) whose rule planned no recipient — done, but no
+	// one was told; Retried: deliveries sent again by hand.
+	Paused     int     `json:"paused_runs"`
+	Backfilled int     `json:"backfilled_runs"`
+	Nobody     int     `json:"planned_nobody_runs"`
+	Retried    int     `json:"retried"`
+	Planned    int     `json:"planned"`
+	Pending    int     `json:"pending"`
+	Sent       int     `json:"sent"`
+	Failed     int     `json:"failed"`
+	Expired    int     `json:"expired"`
+	Cancelled  int     `json:"cancelled"`
+	Success    float64 `json:"success_rate"` // sent / (sent + failed + expired); 1 with none ended
 	// Seconds from slot to sent: average and 95th percentile, from the
 	// recorded times (see SlotToSent.Precise).
 	SlotToSentAvg float64 `json:"slot_to_sent_avg_seconds"`
@@ -149,6 +157,12 @@ func (s *server) dayStats(date string, now time.Time) Stats {
 		}
 	}
 	slices.Sort(names)
+	nobody := map[string]int{}
+	for _, run := range s.cfg.FSM.Runs(func(r *engine.Run) bool { return r.State == engine.RunPlanned && r.Planned == 0 }) {
+		if run.Day() == date {
+			nobody[run.Rule]++
+		}
+	}
 	total := &engine.DayStats{}
 	for _, name := range names {
 		d := day[name]
@@ -156,6 +170,7 @@ func (s *server) dayStats(date string, now time.Time) Stats {
 			d = &engine.DayStats{}
 		}
 		rs := ruleStats(name, d)
+		rs.Nobody = nobody[name]
 		if rule, ok := loaded[name]; ok {
 			s.addSchedule(&rs, rule, date, now)
 			if rule.Schedule != "" {
@@ -170,6 +185,7 @@ func (s *server) dayStats(date string, now time.Time) Stats {
 	}
 	out.Total = ruleStats("", total)
 	for _, rs := range out.Rules {
+		out.Total.Nobody += rs.Nobody
 		out.Total.TasksDue += rs.TasksDue
 		out.Total.ExpectedSlots += rs.ExpectedSlots
 		out.Total.MissedCount += rs.MissedCount
@@ -180,6 +196,7 @@ func (s *server) dayStats(date string, now time.Time) Stats {
 func ruleStats(name string, d *engine.DayStats) RuleStats {
 	rs := RuleStats{Rule: name, Runs: d.Runs, Late: d.Late, Skipped: d.Skipped, Planned: d.Planned, Pending: d.Pending(),
 		Sent: d.Sent, Failed: d.Failed, Expired: d.Expired, Cancelled: d.Cancelled, Success: 1,
+		Paused: d.Paused, Backfilled: d.Backfilled, Retried: d.Retried,
 		Lateness: map[string]uint64{}, Failures: d.Reasons, Minutes: []MinuteStats{}}
 	if ended := d.Sent + d.Failed + d.Expired; ended > 0 {
 		rs.Success = float64(d.Sent) / float64(ended)
@@ -275,6 +292,9 @@ func addCounters(a, b *engine.DayStats) *engine.DayStats {
 	n.Failed += b.Failed
 	n.Expired += b.Expired
 	n.Cancelled += b.Cancelled
+	n.Paused += b.Paused
+	n.Backfilled += b.Backfilled
+	n.Retried += b.Retried
 	n.SlotToSentSum += b.SlotToSentSum
 	n.LatenessSum += b.LatenessSum
 	n.SlotToSent = addHist(a.SlotToSent, b.SlotToSent)

@@ -144,3 +144,11 @@ func newRedactor(secrets []string) func(string) string {
 	rep := strings.NewReplacer(pairs...)
 	return rep.Replace
 }
+
+// ExpandEnv replaces the ${NAME} references of one configuration value
+// (key names it in errors), as channel configurations are resolved:
+// $${NAME} is a literal ${NAME}, an unset variable is ErrMissingEnv.
+func ExpandEnv(key, s string) (string, error) {
+	r := &resolver{lookup: os.LookupEnv}
+	return r.expand(key, s)
+}

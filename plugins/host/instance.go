@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/heraldhq/herald/engine/backoff"
 	"github.com/heraldhq/herald/plugins/sdk"
 )
 
@@ -147,14 +148,7 @@ func (in *instance) run(ctx context.Context, firstDone func()) {
 
 // backoff is the wait before the start that follows fails failures.
 func (in *instance) backoff(fails int) time.Duration {
-	if fails <= 0 {
-		return 0
-	}
-	d := in.h.cfg.RestartMin
-	for i := 1; i < fails && d < in.h.cfg.RestartMax; i++ {
-		d *= 2
-	}
-	return min(d, in.h.cfg.RestartMax)
+	return (&backoff.Doubling{Min: in.h.cfg.RestartMin, Max: in.h.cfg.RestartMax}).After(fails)
 }
 
 // start launches, configures and asks the plugin for its limits.

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/heraldhq/herald/engine/enginetest/poll"
 	"github.com/heraldhq/herald/plugins/builtin"
 	"github.com/heraldhq/herald/plugins/mock"
 	"github.com/heraldhq/herald/plugins/sdk"
@@ -165,7 +166,7 @@ func (b bundle) outbox(name string) string { return filepath.Join(b.dir, name+".
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	require.Eventually(t, cond, 20*time.Second, 5*time.Millisecond, what)
+	poll.Until(t, 20*time.Second, what, cond)
 }
 
 func statusOf(h *Host, name string) ChannelStatus {

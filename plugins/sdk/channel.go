@@ -43,7 +43,11 @@ const (
 	ScopeChannel LimitScope = "channel"
 )
 
-// Limit is a token bucket: at most Count messages per Per in Scope.
+// Limit is a provider's limit as a sliding window: no span of length Per
+// holds more than Count messages in Scope (WeCom's "30 per member in any
+// minute"). Declare the provider's own numbers: the host keeps to the
+// window (it paces with a half-burst bucket, see plugins/DESIGN.md), so a
+// plugin need not leave a margin.
 type Limit struct {
 	Scope LimitScope
 	Count int

@@ -100,11 +100,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, runs, "late")
 	require.Contains(t, text("#alerts"), "企业微信 access_token 获取失败")
 
-	// Times are shown in the browser's zone, the RFC 3339 value in a tooltip.
+	// Times are shown in the display zone with its offset, the RFC 3339
+	// value in a tooltip.
 	slot, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS(`#runs time[datetime^="2026-12-01T01:00:00"]`), "title"))
 	require.NoError(t, err)
-	require.Equal(t, "2026-12-01T01:00:00Z", slot.Value)
-	require.Equal(t, "2026-12-01 09:00:00", text(`#runs time[datetime^="2026-12-01T01:00:00"]`))
+	require.Equal(t, "2026-12-01T01:00:00Z · Asia/Shanghai", slot.Value)
+	require.Equal(t, "2026-12-01 09:00:00 +08:00", text(`#runs time[datetime^="2026-12-01T01:00:00"]`))
 
 	// Tasks, and the day's statistics for the date picked.
 	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#tasks tr[data-task="enquiry-8812"]`))))
@@ -142,8 +143,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(bctx, chromedp.Click(btn), chromedp.WaitVisible(chromedp.CSS(`#alerts .ack-error`))))
 	require.Contains(t, text(`#alerts .ack-error`), "no leader to take the write")
 	require.NoError(t, chromedp.Do(bctx, chromedp.Click(btn),
-		chromedp.WaitVisible(chromedp.CSS(`#alerts tr.acked[data-alert="`+id+`"]`))))
-	require.Contains(t, text(`#alerts tr[data-alert="`+id+`"]`), "acknowledged")
+		chromedp.WaitVisible(chromedp.CSS(`#alerts .card.acked[data-alert="`+id+`"]`))))
+	require.Contains(t, text(`#alerts .card[data-alert="`+id+`"]`), "acknowledged")
 	for _, a := range f.fsm.Alerts() {
 		require.Equal(t, a.ID == id, a.Acked, a.Cause)
 	}

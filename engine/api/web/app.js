@@ -1,12 +1,13 @@
 // Herald operator dashboard: polls this node's JSON API and renders it.
-// Plain DOM, no framework, no build step. Every value reaches the page
-// through textContent (never innerHTML): rule errors, recipients and
-// payloads are user data.
+// Plain DOM, no framework, no build step, nothing from another host.
+// Every value reaches the page through textContent (never innerHTML):
+// rule errors, recipients and payloads are user data. The words are in
+// i18n.js, times in clock.js, charts in charts.js, panels in panels.js.
 "use strict";
 
 // Every endpoint the page calls, written as the server's mux patterns.
 // dashboard_test.go reads these strings and checks each against the API,
-// so a path may appear nowhere else in this file.
+// so a path may appear nowhere else in the dashboard's files.
 const API = {
   status: "GET /v1/status",
   alerts: "GET /v1/alerts",
@@ -15,16 +16,18 @@ const API = {
   deliveries: "GET /v1/deliveries",
   tasks: "GET /v1/tasks",
   stats: "GET /v1/stats",
+  fire: "POST /v1/rules/{name}/fire",
 };
 
 const POLL_MS = 5000;
 const PROBE_MS = 60000; // how soon to look again for an endpoint this node lacks
 const LIST_LIMIT = 100;
+const WALL_MS = 10000; // how long wall mode shows each view
 
 // Panels whose endpoint may not exist on this node's version: hidden on 404.
 const optional = { tasks: { missing: false, probeAt: 0 }, stats: { missing: false, probeAt: 0 } };
 
-const S = { status: null, alerts: null, runs: null, deliveries: null, statusError: "", loadedAt: null };
+const S = { status: null, alerts: null, runs: null, deliveries: null, stats: null, person: null, statusError: "", loadedAt: null, role: null };
 const ackErrors = new Map(); // alert id -> message of the last failed ack
 const acking = new Set();
 const openDeliveries = new Set();
@@ -36,27 +39,34 @@ class ApiError extends Error {
 }
 
 // call sends one request to an endpoint of API and returns its JSON body;
-// an error answer becomes an ApiError carrying the server's reason.
+// an error answer becomes an ApiError carrying the server's reason, led
+// by what the status means in the page's language.
 async function call(name, opts = {}) {
   let [method, path] = API[name].split(" ");
   for (const [k, v] of Object.entries(opts.params || {})) path = path.replace("{" + k + "}", encodeURIComponent(v));
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(opts.query || {})) if (v !== "" && v != null) q.set(k, v);
   const url = q.toString() ? path + "?" + q : path;
+  const init = { method, headers: { Accept: "application/json" }, cache: "no-store" };
+  if (opts.body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(opts.body);
+  }
   let resp;
   try {
-    resp = await fetch(url, { method, headers: { Accept: "application/json" }, cache: "no-store" });
+    resp = await fetch(url, init);
   } catch (e) {
-    throw new ApiError(0, "cannot reach the node (" + e.message + ")");
+    throw new ApiError(0, t("cannot reach", { why: e.message }));
   }
   const text = await resp.text();
   let body = null;
   try { body = text ? JSON.parse(text) : null; } catch (_) { /* reported below */ }
   if (!resp.ok) {
     const why = body && body.error ? body.error : text.trim().slice(0, 300) || resp.statusText;
-    throw new ApiError(resp.status, `${method} ${path} → ${resp.status}: ${why}`);
+    const meaning = WORDS.en["http " + resp.status] ? ` (${t("http " + resp.status)})` : "";
+    throw new ApiError(resp.status, `${method} ${path} → ${resp.status}: ${why}${meaning}`);
   }
-  if (body === null) throw new ApiError(resp.status, `${method} ${path}: the answer is not JSON`);
+  if (body === null) throw new ApiError(resp.status, `${method} ${path}: ${t("not json")}`);
   return body;
 }
 
@@ -89,7 +99,7 @@ function empty(text) { return h("div", { class: "empty" }, text); }
 function table(cols, rows, rowAttrs, after) {
   const body = h("tbody");
   for (const r of rows) {
-    body.append(h("tr", rowAttrs ? rowAttrs(r) : null, cols.map((c) => h("td", { class: c.cls }, c.cell(r)))));
+    body.append(h("tr", rowAttrs ? rowAttrs(r) : null, cols.map((c) => h("td", { class: c.cls, "data-label": c.label }, c.cell(r)))));
     const extra = after && after(r);
     if (extra) body.append(extra);
   }
@@ -99,24 +109,17 @@ function table(cols, rows, rowAttrs, after) {
 // Panel errors are shown above the last data that loaded, not instead of it.
 function panelError(panel, msg) {
   const el = $(panel + "-panel").querySelector(".err");
-  el.textContent = msg ? "Could not refresh: " + msg : "";
+  el.textContent = msg ? t("could not refresh") + msg : "";
   el.hidden = !msg;
 }
 
-// Times read the same in every locale (2026-12-01 09:00:00): 12/01 is a
-// different day in the US and in China.
-const p2 = (n) => String(n).padStart(2, "0");
-const dateOf = (d) => `${d.getFullYear()}-${p2(d.getMonth() + 1)}-${p2(d.getDate())}`;
-const clockOf = (d) => `${p2(d.getHours())}:${p2(d.getMinutes())}:${p2(d.getSeconds())}`;
-const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
-
-// when shows an RFC 3339 time in the browser's zone, the wire value in its
-// tooltip.
+// when shows an RFC 3339 time in the display zone with its offset, the
+// wire value in its tooltip.
 function when(s) {
-  if (!s || s.startsWith("0001-01-01")) return h("span", { class: "muted" }, "—");
+  if (isZero(s)) return h("span", { class: "muted" }, "—");
   const d = new Date(s);
   if (isNaN(d)) return String(s);
-  return h("time", { datetime: s, title: s }, dateOf(d) + " " + clockOf(d));
+  return h("time", { datetime: s, title: s + " · " + zoneName() }, stamp(d));
 }
 
 function short(hash, n = 10) {
@@ -124,7 +127,72 @@ function short(hash, n = 10) {
   return h("code", { title: hash }, hash.length > n ? hash.slice(0, n) : hash);
 }
 
-function todayLocal() { return dateOf(new Date()); }
+// person shows a recipient as 李娜 (lina), or the userid alone.
+function person(id, name) {
+  if (!name || name === id) return h("b", { class: "who" }, id);
+  return h("span", { class: "who" }, h("b", null, name), " ", h("span", { class: "muted" }, "(" + id + ")"));
+}
+
+// ---- actions: confirm, do, say what happened ----
+
+// roleAllows: what the token's role lets it do. Until the node says
+// which role the page holds, every action is offered and the API's 401
+// or 403 says otherwise.
+const ROLE_RANK = { read: 0, operate: 1, admin: 2 };
+function roleAllows(need) {
+  if (!S.role || !(S.role in ROLE_RANK)) return true;
+  return ROLE_RANK[S.role] >= ROLE_RANK[need];
+}
+
+function toast(msg, bad) {
+  const el = $("toast");
+  el.textContent = msg;
+  el.className = "toast " + (bad ? "bad" : "ok");
+  el.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { el.hidden = true; }, bad ? 15000 : 6000);
+}
+
+// confirmThen asks question in the page's modal; on yes it runs act
+// (given the reason typed, when asked for one), shows its answer, and
+// refreshes the page.
+function confirmThen(question, act, askReason) {
+  const box = $("confirm");
+  $("confirm-q").textContent = question;
+  $("confirm-reason-box").hidden = !askReason;
+  $("confirm-reason").value = "";
+  box.hidden = false;
+  $("confirm-yes").focus();
+  return new Promise((resolve) => {
+    const done = async (yes) => {
+      $("confirm-yes").onclick = $("confirm-no").onclick = null;
+      box.hidden = true;
+      if (!yes) return resolve(false);
+      try {
+        toast(await act($("confirm-reason").value.trim()), false);
+        resolve(true);
+      } catch (e) {
+        toast(t("action failed", { why: e.message }), true);
+        resolve(false);
+      }
+      poll();
+    };
+    $("confirm-yes").onclick = () => done(true);
+    $("confirm-no").onclick = () => done(false);
+  });
+}
+
+function actionButton(label, attrs, onclick) {
+  return h("button", Object.assign({ type: "button", class: "act", onclick }, attrs), label);
+}
+
+function fireButton(rule) {
+  if (!roleAllows("operate")) return "";
+  return actionButton(t("fire"), { "data-fire": rule }, () => confirmThen(t("fire q", { rule }), async () => {
+    const res = await call("fire", { params: { name: rule } });
+    return t("fire ok", { rule, run: res.run });
+  }));
+}
 
 // ---- loaders: each fetches one endpoint and renders its panel ----
 
@@ -148,6 +216,11 @@ async function loadStatus() {
     S.status = st;
     S.statusError = "";
     S.loadedAt = new Date();
+    if (st.display_timezone && st.display_timezone !== clock.cluster) {
+      clock.cluster = st.display_timezone;
+      zoneChanged(false);
+    }
+    if (st.role) S.role = st.role;
     renderStatus();
   } catch (e) {
     S.statusError = e.message;
@@ -191,317 +264,79 @@ async function loadDeliveries() {
   }
 }
 
+async function loadPerson() {
+  const who = $("p-query").value.trim();
+  if (!who) {
+    S.person = null;
+    fill("person", empty(t("type a name")));
+    return;
+  }
+  try {
+    const body = await latest("person", () => call("deliveries", { query: { recipient: who, date: $("p-date").value, limit: 1000 } }));
+    if (body === undefined) return;
+    S.person = { who, body };
+    panelError("person", "");
+    renderPerson();
+  } catch (e) {
+    panelError("person", e.message);
+  }
+}
+
 // loadOptional fetches an endpoint that older or newer nodes may lack: a
 // 404 or 405 hides its panel and it is asked again only after PROBE_MS.
-async function loadOptional(name, query, render) {
+async function loadOptional(name, query, render, panels) {
   const o = optional[name];
   if (o.missing && Date.now() < o.probeAt) return;
   try {
     const body = await latest(name, () => call(name, { query }));
     if (body === undefined) return;
     o.missing = false;
-    $(name + "-panel").hidden = false;
-    panelError(name, "");
+    for (const p of panels) { $(p + "-panel").hidden = false; panelError(p, ""); }
     render(body);
   } catch (e) {
     if (e.status === 404 || e.status === 405) {
       o.missing = true;
       o.probeAt = Date.now() + PROBE_MS;
-      $(name + "-panel").hidden = true;
+      for (const p of panels) $(p + "-panel").hidden = true;
     } else {
-      panelError(name, e.message);
+      for (const p of panels) panelError(p, e.message);
     }
   }
 }
 
 function loadTasks() {
-  return loadOptional("tasks", { state: $("t-state").value, limit: 50 }, renderTasks);
+  return loadOptional("tasks", { state: $("t-state").value, limit: 50 }, renderTasks, ["tasks"]);
 }
 
 function loadStats() {
-  return loadOptional("stats", { date: $("s-date").value || todayLocal() }, renderStats);
+  return loadOptional("stats", { date: $("s-date").value || todayInZone() }, (body) => {
+    S.stats = body;
+    renderStats(body);
+    renderDay(body);
+  }, ["stats", "day"]);
 }
 
-// ---- renderers ----
-
-function renderStatus() {
-  const st = S.status;
-  const role = st.state || "unknown";
-  fill("node",
-    "Viewing ", h("b", null, st.node_id || "?"), " ", badge(role, role === "leader" ? "info" : ""),
-    st.leader_id && st.leader_id !== st.node_id ? [" · leader ", h("b", null, st.leader_id)] : "",
-    " · term " + (st.term ?? "?") + " · applied " + (st.applied_index ?? "?"));
-  renderCluster(st);
-  renderRules(st);
-  renderChannels(st);
-  addRuleOptions((st.rules || []).map((r) => r.name));
-}
-
-function memberLink(addr) {
-  if (!addr) return h("span", { class: "muted" }, "—");
-  let base = addr.includes("://") ? addr : location.protocol + "//" + (addr.startsWith(":") ? location.hostname + addr : addr);
-  return h("a", { href: base.replace(/\/$/, "") + "/ui/", title: "open this member's dashboard" }, addr);
-}
-
-function renderCluster(st) {
-  const members = st.members || [];
-  if (!members.length) {
-    fill("cluster", empty("No members known. Is this node bootstrapped or joined?"));
-    return;
-  }
-  // A member's rule-set hash is shown when the status carries it; this
-  // node's own hash always is. Differing hashes mean a rules file has not
-  // reached every node.
-  const hashOf = (m) => m.rules_hash || (m.id === st.node_id ? st.rules_hash : "");
-  const hashes = new Set(members.map(hashOf).filter(Boolean));
-  fill("cluster", table([
-    { label: "Member", cell: (m) => [h("b", null, m.id), " ",
-      m.leader ? badge("leader", "info") : "", m.id === st.node_id ? badge("you are here", "ok") : ""] },
-    { label: "Vote", cell: (m) => (m.voter ? "voter" : badge("non-voter", "warn")) },
-    { label: "Raft", cell: (m) => h("code", null, m.raft_addr || "—") },
-    { label: "HTTP", cell: (m) => memberLink(m.http_addr) },
-    { label: "Rule set", cell: (m) => [short(hashOf(m)), hashes.size > 1 && hashOf(m) ? [" ", badge("differs", "bad")] : ""] },
-  ], members));
-}
-
-function renderRules(st) {
-  const rules = [...(st.rules || [])].sort((a, b) => (!!b.error - !!a.error) || a.name.localeCompare(b.name));
-  fill("rules-hash", st.rules_hash ? ["rule set ", short(st.rules_hash, 12)] : "");
-  if (!rules.length) {
-    fill("rules", empty("No rules loaded. Put .lua rule files in this node's rules directory."));
-    return;
-  }
-  fill("rules", table([
-    { label: "Rule", cell: (r) => h("b", null, r.name || "(unnamed)") },
-    { label: "File", cell: (r) => h("code", null, r.file || "—") },
-    { label: "Hash", cell: (r) => short(r.hash) },
-    { label: "Status", cls: "msg", cell: (r) => r.error
-      ? h("div", { class: "rule-error" }, "✗ Error: last good version running", h("span", { class: "why mono" }, r.error))
-      : badge("ok", "ok") },
-  ], rules, (r) => ({ class: r.error ? "error-row" : null, "data-rule": r.name })));
-}
-
-function renderChannels(st) {
-  const chans = st.channels || [];
-  if (!chans.length) {
-    fill("channels", empty("No channels configured on this node."));
-    return;
-  }
-  fill("channels", table([
-    { label: "Channel", cell: (c) => h("b", null, c.name) },
-    { label: "Plugin", cell: (c) => h("code", null, c.plugin || "—") },
-    { label: "Health", cell: (c) => (c.healthy ? badge("healthy", "ok") : badge("unhealthy", "bad")) },
-    { label: "Error", cls: "msg", cell: (c) => c.error || "" },
-  ], chans));
-}
-
-function renderAlerts() {
-  const alerts = [...S.alerts].sort((a, b) => a.acked - b.acked);
-  const open = alerts.filter((a) => !a.acked).length;
-  $("alerts-count").textContent = alerts.length ? `${open} open · ${alerts.length} total` : "";
-  if (!alerts.length) {
-    fill("alerts", empty("No alerts. All quiet."));
-    return;
-  }
-  fill("alerts", table([
-    { label: "Alert", cls: "msg", cell: (a) => [a.message, h("div", { class: "muted mono" }, a.cause)] },
-    { label: "Rule", cell: (a) => a.rule || "—" },
-    { label: "Count", cls: "num", cell: (a) => a.count },
-    { label: "First", cell: (a) => when(a.first) },
-    { label: "Last", cell: (a) => when(a.last) },
-    { label: "", cell: (a) => [
-      a.acked ? badge("acknowledged", "")
-        : h("button", { type: "button", "data-ack": a.id, disabled: acking.has(a.id), onclick: () => ack(a.id) },
-          acking.has(a.id) ? "Acking…" : "Ack"),
-      ackErrors.has(a.id) ? h("span", { class: "ack-error" }, ackErrors.get(a.id)) : ""] },
-  ], alerts, (a) => ({ class: a.acked ? "acked" : null, "data-alert": a.id })));
-}
-
-async function ack(id) {
-  acking.add(id);
-  renderAlerts();
-  try {
-    await call("ack", { params: { id } });
-    ackErrors.delete(id);
-  } catch (e) {
-    ackErrors.set(id, "Ack failed: " + e.message);
-  }
-  acking.delete(id);
-  await loadAlerts();
-  if (S.alerts) renderAlerts(); // again: a failed refresh must still show the ack's error
+function renderAll() {
+  translateStatic();
+  $("footer").textContent = t("footer", { zone: zoneLabel(), s: POLL_MS / 1000 });
+  $("day-zone").textContent = zoneLabel();
+  if (S.status) renderStatus();
+  if (S.alerts) renderAlerts();
+  if (S.runs) renderRuns();
+  if (S.deliveries) renderDeliveries();
+  if (S.stats) { renderStats(S.stats); renderDay(S.stats); }
+  if (S.person) renderPerson(); else fill("person", empty(t("type a name")));
   renderTiles();
-}
-
-const runBadge = { planned: "ok", planning: "info", failed: "bad", skipped: "warn" };
-
-function renderRuns() {
-  const runs = [...(S.runs.runs || [])].reverse();
-  $("runs-count").textContent = runs.length ? `newest ${runs.length} of ${S.runs.total}` : "";
-  addRuleOptions(runs.map((r) => r.rule));
-  if (!runs.length) {
-    fill("runs", empty("No runs yet. A run appears when a rule's schedule or a task comes due."));
-    return;
-  }
-  fill("runs", table([
-    { label: "Rule", cell: (r) => h("b", null, r.rule) },
-    { label: "Slot", cell: (r) => when(r.slot) },
-    { label: "State", cell: (r) => [badge(r.state, runBadge[r.state]), r.late ? badge("late", "warn") : ""] },
-    { label: "Planned", cls: "num", cell: (r) => r.planned ?? 0 },
-    { label: "Error", cls: "msg", cell: (r) => r.error || "" },
-  ], runs, (r) => ({ title: r.key })));
-}
-
-const deliveryBadge = { sent: "ok", pending: "", claimed: "info", failed: "bad", expired: "bad", cancelled: "warn" };
-
-function renderDeliveries() {
-  const ds = [...(S.deliveries.deliveries || [])].reverse();
-  $("deliveries-count").textContent = ds.length ? `newest ${ds.length} of ${S.deliveries.total}` : "";
-  addRuleOptions(ds.map((d) => d.rule));
-  if (!ds.length) {
-    const filtered = $("f-rule").value || $("f-state").value;
-    fill("deliveries", empty(filtered ? "No deliveries match these filters." : "No deliveries yet."));
-    return;
-  }
-  const cols = [
-    { label: "Rule", cell: (d) => d.rule },
-    { label: "Recipient", cell: (d) => h("b", null, d.recipient) },
-    { label: "Channel", cell: (d) => d.channel },
-    { label: "State", cell: (d) => badge(d.state, deliveryBadge[d.state]) },
-    { label: "Attempts", cls: "num", cell: (d) => d.attempts ?? 0 },
-    { label: "Last error", cls: "msg", cell: (d) => (d.code ? "[" + d.code + "] " : "") + (d.last_error || "") },
-    { label: "Sent at", cell: (d) => when(d.sent_at) },
-  ];
-  const toggle = (id) => () => {
-    if (!openDeliveries.delete(id)) openDeliveries.add(id);
-    renderDeliveries();
-  };
-  fill("deliveries", table(cols, ds,
-    (d) => ({ class: "clickable", "data-delivery": d.id, title: "click for details", onclick: toggle(d.id) }),
-    (d) => openDeliveries.has(d.id) && h("tr", { class: "detail" }, h("td", { colspan: cols.length }, deliveryDetail(d)))));
-}
-
-function deliveryDetail(d) {
-  let payload = d.payload;
-  try { payload = JSON.stringify(d.payload, null, 2); } catch (_) { /* shown as is */ }
-  const kv = [
-    ["id", h("code", null, d.id)], ["run", h("code", null, d.run_key)], ["slot", when(d.slot)],
-    ["priority", d.priority], ["not before", when(d.not_before)], ["deadline", when(d.deadline)],
-    ["next attempt", when(d.next_at)], ["ended", when(d.ended_at)], ["provider id", d.provider_id || "—"],
-    ["claim", d.state === "claimed" && d.claim ? [`attempt in flight by ${d.claim.leader} (term ${d.claim.term}) until `, when(d.claim.expires_at)] : "—"],
-  ];
-  return [h("dl", { class: "kv" }, kv.map(([k, ...v]) => [h("dt", null, k), h("dd", null, v)])), h("pre", null, payload)];
-}
-
-function addRuleOptions(names) {
-  const sel = $("f-rule");
-  const have = new Set([...sel.options].map((o) => o.value));
-  const add = [...new Set(names)].filter((n) => n && !have.has(n)).sort();
-  for (const n of add) sel.append(h("option", { value: n }, n));
-}
-
-const taskBadge = { pending: "info", fired: "ok", cancelled: "warn" };
-
-function deliveryCounts(counts) {
-  const parts = Object.entries(counts || {}).sort().map(([st, n]) => badge(`${n} ${st}`, deliveryBadge[st]));
-  return parts.length ? parts : h("span", { class: "muted" }, "—");
-}
-
-function renderTasks(body) {
-  const tasks = body.tasks || [];
-  const state = $("t-state").value;
-  $("tasks-count").textContent = tasks.length ? `${tasks.length}${body.next ? "+" : ""} ${state || "in all"}, soonest first` : "";
-  if (!tasks.length) {
-    fill("tasks", empty(state ? `No ${state} tasks.` : "No API tasks."));
-    return;
-  }
-  fill("tasks", table([
-    { label: "Key", cls: "msg", cell: (t) => h("code", { title: t.data ? "data: " + JSON.stringify(t.data) : null }, t.key) },
-    { label: "Rule", cell: (t) => t.rule },
-    { label: "Due", cell: (t) => when(t.due_at) },
-    { label: "State", cell: (t) => [badge(t.state, taskBadge[t.state]), t.late ? badge("late", "warn") : ""] },
-    { label: "Deliveries", cell: (t) => deliveryCounts(t.deliveries) },
-  ], tasks, (t) => ({ "data-task": t.key })));
-}
-
-const STAT_COUNTS = [["runs", "runs"], ["late_runs", "late"], ["skipped_runs", "skipped"], ["planned", "planned"],
-  ["sent", "sent"], ["pending", "pending"], ["failed", "failed"], ["expired", "expired"], ["cancelled", "cancelled"]];
-const STAT_BAD = new Set(["skipped_runs", "failed", "expired"]);
-
-const pct = (x) => (x == null ? "—" : (Math.floor(x * 1000) / 10) + "%");
-const secs = (x, sent) => (!sent ? "—" : x < 60 ? x.toFixed(1) + " s" : (x / 60).toFixed(1) + " min");
-
-function renderStats(body) {
-  const rules = body.rules || [];
-  if (!rules.length) {
-    fill("stats", empty(body.date === todayLocal() ? "Nothing planned or sent today yet." : "Nothing was planned for " + body.date + "."));
-    return;
-  }
-  const t = body.total || {};
-  const tile = (label, value, cls, title) => h("div", { class: "tile " + (cls || ""), title }, h("div", { class: "label" }, label), h("div", { class: "value" }, value));
-  fill("stats",
-    h("div", { class: "tiles" },
-      STAT_COUNTS.map(([k, label]) => tile(label, t[k] ?? 0, t[k] > 0 && STAT_BAD.has(k) ? "bad" : k === "late_runs" && t[k] > 0 ? "warn" : "")),
-      tile("success", pct(t.success_rate), t.success_rate < 1 ? "bad" : "ok"),
-      tile("avg delay", secs(t.slot_to_sent_avg_seconds, t.sent), "", "from slot to sent; p95 " + secs(t.slot_to_sent_p95_seconds, t.sent))),
-    table([
-      { label: "Rule", cell: (r) => h("b", null, r.rule) },
-      ...STAT_COUNTS.map(([k, label]) => ({ label: label[0].toUpperCase() + label.slice(1), cls: "num", cell: (r) => (r[k] > 0 && STAT_BAD.has(k) ? h("span", { class: "rule-error" }, r[k]) : r[k] ?? 0) })),
-      { label: "Success", cls: "num", cell: (r) => pct(r.success_rate) },
-      { label: "Slot → sent avg / p95", cls: "num", cell: (r) => secs(r.slot_to_sent_avg_seconds, r.sent) + " / " + secs(r.slot_to_sent_p95_seconds, r.sent) },
-      { label: "Failures", cls: "msg", cell: (r) => Object.entries(r.failures || {}).sort((a, b) => b[1] - a[1]).map(([why, n]) => h("div", null, `${n} × ${why}`)) },
-    ], rules));
-}
-
-function renderTiles() {
-  const st = S.status;
-  const tiles = [];
-  const tile = (label, value, cls, title) =>
-    tiles.push(h("div", { class: "tile " + (cls || ""), title }, h("div", { class: "label" }, label), h("div", { class: "value" }, value)));
-  if (st) {
-    tile("Node", st.node_id || "?", "", st.state);
-    tile("Leader", st.leader_id || "none", st.leader_id ? "" : "bad", st.leader_id ? "" : "no leader: nothing is sent until one is elected");
-    tile("Term", st.term ?? "?");
-    const rules = st.rules || [];
-    const broken = rules.filter((r) => r.error).length;
-    tile("Rules", broken ? `${broken} of ${rules.length} broken` : `${rules.length} ok`, broken ? "bad" : "ok");
-    const chans = st.channels || [];
-    const sick = chans.filter((c) => !c.healthy).length;
-    tile("Channels", `${chans.length - sick} / ${chans.length} healthy`, sick ? "bad" : "ok");
-  }
-  if (S.alerts) {
-    const open = S.alerts.filter((a) => !a.acked).length;
-    tile("Open alerts", open, open ? "bad" : "ok");
-  }
-  fill("tiles", ...tiles);
-}
-
-function renderLive() {
-  const dot = $("live-dot");
-  const banner = $("banner");
-  const at = S.loadedAt ? clockOf(S.loadedAt) : "";
-  if (S.statusError) {
-    dot.className = "dot bad";
-    $("updated").textContent = at ? "stale since " + at : "no data";
-    banner.textContent = "This node's API is not answering: " + S.statusError + (at ? ` — showing data from ${at}.` : "");
-    banner.hidden = false;
-  } else {
-    dot.className = "dot ok";
-    $("updated").textContent = "updated " + at;
-    const warnings = (S.status && S.status.warnings) || [];
-    banner.textContent = warnings.join(" · ");
-    banner.hidden = warnings.length === 0;
-  }
+  renderLive();
+  renderLangSwitch();
 }
 
 // ---- polling ----
 
 async function poll() {
   clearTimeout(timer);
-  await Promise.all([
-    loadStatus(), loadAlerts(), loadRuns(), loadDeliveries(),
-    loadTasks(),
-    loadStats(),
-  ]);
+  await Promise.all([loadStatus(), loadAlerts(), loadRuns(), loadDeliveries(), loadTasks(), loadStats(),
+    S.person ? loadPerson() : null]);
   renderTiles();
   renderLive();
   timer = setTimeout(poll, document.hidden ? POLL_MS * 6 : POLL_MS);
@@ -514,27 +349,80 @@ function readFilters() {
   if (rule) addRuleOptions([rule]);
   $("f-rule").value = rule;
   $("f-state").value = p.get("state") || "";
+  if (p.get("who")) $("p-query").value = p.get("who");
+  setWall(p.has("wall"));
 }
 
-function filtersChanged() {
+function writeFilters() {
   const p = new URLSearchParams();
   if ($("f-rule").value) p.set("rule", $("f-rule").value);
   if ($("f-state").value) p.set("state", $("f-state").value);
+  if ($("p-query").value.trim()) p.set("who", $("p-query").value.trim());
+  if (document.body.classList.contains("wall")) p.set("wall", "1");
   history.replaceState(null, "", p.toString() ? "#" + p : location.pathname);
-  loadDeliveries();
+}
+
+// ---- language, zone, wall mode ----
+
+function renderLangSwitch() {
+  $("lang-zh").classList.toggle("on", LANG === "zh");
+  $("lang-en").classList.toggle("on", LANG === "en");
+  $("lang-zh").setAttribute("aria-pressed", LANG === "zh");
+  $("lang-en").setAttribute("aria-pressed", LANG === "en");
+}
+
+function zoneChanged(user) {
+  const sel = $("zone");
+  const names = [...new Set([clock.cluster, ...ZONES].filter(Boolean))];
+  sel.replaceChildren(...names.map((z) => h("option", { value: z }, z + (z === clock.cluster ? " ★" : ""))));
+  sel.value = zoneName();
+  if (user) { $("s-date").value = todayInZone(); $("p-date").value = todayInZone(); }
+  renderAll();
+}
+
+let wallTimer = 0;
+const WALL_VIEWS = ["sends", "lateness", "alerts", "missed", "upcoming"];
+
+function setWall(on) {
+  document.body.classList.toggle("wall", on);
+  $("wall-toggle").dataset.i18n = on ? "exit wall" : "wall";
+  $("wall-toggle").textContent = t(on ? "exit wall" : "wall");
+  clearInterval(wallTimer);
+  let i = 0;
+  const show = () => {
+    document.body.dataset.wallView = WALL_VIEWS[i % WALL_VIEWS.length];
+    $("wall-title").textContent = t("wall title", { date: $("s-date").value || todayInZone() }) + " · " + zoneLabel();
+    i++;
+  };
+  if (on) { show(); wallTimer = setInterval(show, WALL_MS); } else delete document.body.dataset.wallView;
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  $("footer").textContent = `Times are shown in ${zone}; hover one for its RFC 3339 value. Refreshes every ${POLL_MS / 1000} s.`;
+  setLang(LANG);
   readFilters();
-  $("f-rule").addEventListener("change", filtersChanged);
-  $("f-state").addEventListener("change", filtersChanged);
-  $("delivery-filters").addEventListener("submit", (e) => e.preventDefault());
-  $("task-filters").addEventListener("submit", (e) => e.preventDefault());
-  $("t-state").addEventListener("change", loadTasks);
-  $("s-date").value = todayLocal();
-  $("s-date").addEventListener("change", loadStats);
-  $("stats-filters").addEventListener("submit", (e) => e.preventDefault());
+  zoneChanged(false);
+  $("s-date").value = todayInZone();
+  $("p-date").value = todayInZone();
+  const on = (id, ev, f) => $(id).addEventListener(ev, f);
+  on("f-rule", "change", () => { writeFilters(); loadDeliveries(); });
+  on("f-state", "change", () => { writeFilters(); loadDeliveries(); });
+  on("delivery-filters", "submit", (e) => e.preventDefault());
+  on("task-filters", "submit", (e) => e.preventDefault());
+  on("t-state", "change", loadTasks);
+  on("s-date", "change", loadStats);
+  on("stats-filters", "submit", (e) => e.preventDefault());
+  on("lat-rule", "change", () => S.stats && renderDay(S.stats));
+  on("person-form", "submit", (e) => { e.preventDefault(); writeFilters(); loadPerson(); });
+  on("p-date", "change", () => $("p-query").value.trim() && loadPerson());
+  on("lang-zh", "click", () => { setLang("zh"); renderAll(); });
+  on("lang-en", "click", () => { setLang("en"); renderAll(); });
+  on("zone", "change", () => { chooseZone($("zone").value); zoneChanged(true); poll(); });
+  on("wall-toggle", "click", () => { setWall(!document.body.classList.contains("wall")); writeFilters(); });
+  document.addEventListener("keydown", (e) => { if (e.key === "Escape" && !$("confirm").hidden) $("confirm-no").click(); });
   document.addEventListener("visibilitychange", () => { if (!document.hidden) poll(); });
+  let resized = 0;
+  window.addEventListener("resize", () => { clearTimeout(resized); resized = setTimeout(() => S.stats && renderDay(S.stats), 150); });
+  renderAll();
+  if ($("p-query").value) loadPerson();
   poll();
 });

@@ -192,7 +192,8 @@ func (x *InfoResponse) GetProtocolVersion() int32 {
 	return 0
 }
 
-// Limit is a token bucket: at most count messages per per_ms in scope.
+// Limit is a sliding window: no span of per_ms milliseconds holds more
+// than count messages in scope (see sdk.Limit).
 type Limit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "recipient" or "channel" (sdk.LimitScope).

@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func dirBody(ids ...string) SetDirectory {
+	slices.Sort(ids)
+	body := fmt.Sprintf(`{"source":"test","people":[%q]}`, strings.Join(ids, ","))
+	return SetDirectory{Hash: "h-" + strings.Join(ids, "-"), Source: "test", Body: []byte(body), UserIDs: ids, FetchedAt: t0, Now: t0}
+}
+
+func TestDirectoryCommands(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	require.Nil(b.t, b.apply(CmdStartRun, StartRun{Key: "r0", Rule: "x", Slot: t0, Now: t0}))
+	run, _ := b.fsm.Run("r0")
+	require.Empty(t, run.DirectoryHash, "no directory yet")
+
+	first := dirBody("a", "b", "c", "d", "e")
+	require.Nil(t, b.apply(CmdSetDirectory, first))
+	require.Nil(t, b.apply(CmdStartRun, StartRun{Key: "r1", Rule: "x", Slot: t0, Now: t0}))
+	run, _ = b.fsm.Run("r1")
+	require.Equal(t, first.Hash, run.DirectoryHash, "Apply stamps the directory in force on the run")
+
+	require.ErrorIs(t, b.apply(CmdConfirmDirectory, ConfirmDirectory{By: "op", Now: t0}).(error), ErrNoHeldDirectory)
+	smaller := dirBody("a", "b")
+	hold := HoldDirectory{Hash: smaller.Hash, Source: "test", Body: smaller.Body, UserIDs: smaller.UserIDs,
+		Removed: []string{"c", "d", "e"}, FetchedAt: t0, Now: t0.Add(time.Minute)}
+	require.Nil(t, b.apply(CmdHoldDirectory, hold))
+	require.Nil(t, b.apply(CmdHoldDirectory, hold), "the same hold again changes nothing")
+	cur, held := b.fsm.Directory()
+	require.Equal(t, first.Hash, cur.Hash, "a hold leaves the snapshot in force")
+	require.Equal(t, smaller.Hash, held.Hash)
+	al, ok := b.fsm.Alert(AlertID(AlertDirectoryHeld))
+	require.True(t, ok)
+	require.Equal(t, 1, al.Count)
+	require.Contains(t, al.Message, "would remove 3 of 5 people")
+	require.Contains(t, al.Message, "herald directory confirm "+smaller.Hash)
+
+	require.ErrorIs(t, b.apply(CmdConfirmDirectory, ConfirmDirectory{Hash: "other", By: "op", Now: t0}).(error), ErrHeldDirectoryMismatch)
+
+	// A snapshot round trip keeps both.
+	snap, err := b.fsm.Snapshot()
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, snap.Persist(&buf))
+	restored := NewFSM()
+	require.NoError(t, restored.Restore(bytes.NewReader(buf.Bytes())))
+	rc, rh := restored.Directory()
+	require.Equal(t, cur, rc)
+	require.Equal(t, held, rh)
+
+	res := b.apply(CmdConfirmDirectory, ConfirmDirectory{Hash: smaller.Hash, By: "op", Now: t0.Add(2 * time.Minute)})
+	require.IsType(t, &DirectoryRecord{}, res)
+	cur, held = b.fsm.Directory()
+	require.Nil(t, held)
+	require.Equal(t, smaller.Hash, cur.Hash)
+	require.Equal(t, "op", cur.ConfirmedBy)
+	require.Empty(t, cur.Removed)
+
+	// A newer refresh supersedes a hold.
+	require.Nil(t, b.apply(CmdHoldDirectory, HoldDirectory{Hash: "h-none", Source: "test", Body: []byte(`{}`), Removed: []string{"a", "b"}, Now: t0}))
+	require.Nil(t, b.apply(CmdSetDirectory, dirBody("a", "b", "f")))
+	cur, held = b.fsm.Directory()
+	require.Nil(t, held)
+	require.Equal(t, []string{"a", "b", "f"}, cur.UserIDs)
+}
+
+func TestSnapshotWithoutDirectoryHasNoSection(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	snap, err := b.fsm.Snapshot()
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, snap.Persist(&buf))
+	require.NotContains(t, buf.String(), "directory", "a cluster without a directory writes what older builds read")
+}
+
+// fakeDirectory is a DirectorySource a test steers.
+type fakeDirectory struct {
+	mu    sync.Mutex
+	ids   []string
+	err   error
+	calls int
+}
+
+func (f *fakeDirectory) set(err error, ids ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err, f.ids = err, ids
+}
+
+func (f *fakeDirectory) Fetch(context.Context) (DirectoryFetch, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return DirectoryFetch{}, f.err
+	}
+	d := dirBody(slices.Clone(f.ids)...)
+	return DirectoryFetch{Source: d.Source, Body: d.Body, Hash: d.Hash, UserIDs: d.UserIDs}, nil
+}
+
+func TestDirectoryRefresher(t *testing.T) {
+	t.Parallel()
+	b := setupLeader(t)
+	src := &fakeDirectory{}
+	now := t0
+	b.leader.cfg.Directory = src
+	b.leader.cfg.NowFunc = func() time.Time { return now }
+	r := &dirRefresher{l: b.leader}
+	ctx := context.Background()
+	fsm := b.log.fsm
+	ids := make([]string, 10)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("u%02d", i)
+	}
+
+	src.set(nil, ids...)
+	next := r.runOnce(ctx)
+	require.Equal(t, now.Add(DirectoryIntervalDefault), next)
+	cur, _ := fsm.Directory()
+	require.Equal(t, ids, cur.UserIDs)
+	require.Equal(t, next, r.runOnce(ctx), "not due: no fetch")
+	require.Equal(t, 1, src.calls)
+
+	// Three failures in a row: the snapshot in force stays, one alert.
+	src.set(errors.New("wecom /cgi-bin/user/simplelist: errcode -1: system busy"))
+	for range 3 {
+		now = next
+		next = r.runOnce(ctx)
+		require.Equal(t, now.Add(DirectoryRetry), next, "a failure retries sooner")
+	}
+	got, _ := fsm.Directory()
+	require.Equal(t, cur, got)
+	al, ok := fsm.Alert(AlertID(AlertDirectoryRefresh))
+	require.True(t, ok)
+	require.Equal(t, 1, al.Count, "one alert per failure streak")
+	require.Contains(t, al.Message, "system busy")
+	require.Contains(t, al.Message, "last good snapshot stays in force ("+cur.Hash)
+
+	// Recovered, and one person moved out: within the share, applied.
+	src.set(nil, ids[1:]...)
+	now = next
+	next = r.runOnce(ctx)
+	cur, _ = fsm.Directory()
+	require.Equal(t, ids[1:], cur.UserIDs)
+
+	// Three of nine gone (33%) is over 20%: held, the snapshot stays.
+	src.set(nil, ids[4:]...)
+	now = next
+	next = r.runOnce(ctx)
+	got, held := fsm.Directory()
+	require.Equal(t, cur, got)
+	require.NotNil(t, held)
+	require.Equal(t, []string{"u01", "u02", "u03"}, held.Removed)
+	now = next
+	next = r.runOnce(ctx)
+	_, again := fsm.Directory()
+	require.Same(t, held, again, "the same refresh is not held twice")
+	al, _ = fsm.Alert(AlertID(AlertDirectoryHeld))
+	require.Equal(t, 1, al.Count)
+
+	// WeCom goes back to what is in force: the hold is moot.
+	src.set(nil, ids[1:]...)
+	now = next
+	next = r.runOnce(ctx)
+	got, held = fsm.Directory()
+	require.Equal(t, cur.Hash, got.Hash)
+	require.Nil(t, held)
+
+	// Held again, then confirmed by an operator.
+	src.set(nil, ids[4:]...)
+	now = next
+	r.runOnce(ctx)
+	_, held = fsm.Directory()
+	require.NotNil(t, b.log.fsm.Apply(1000, 1, mustEncode(t, CmdConfirmDirectory, ConfirmDirectory{Hash: held.Hash, By: "op", Now: now})))
+	cur, held = fsm.Directory()
+	require.Nil(t, held)
+	require.Equal(t, ids[4:], cur.UserIDs)
+}

@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Defaults of the directory refresh (LeaderConfig.Directory*).
+const (
+	DirectoryIntervalDefault   = 10 * time.Minute
+	DirectoryMaxRemovalDefault = 0.2
+	// DirectoryRetry is how soon a failed refresh is tried again (or the
+	// interval, if shorter).
+	DirectoryRetry = time.Minute
+	// DirectoryFetchTimeout bounds one fetch of the whole directory.
+	DirectoryFetchTimeout = 2 * time.Minute
+)
+
+// DirectorySource reads the external directory (WeCom's contacts). It is
+// implemented in cmd/herald; only the leader calls it.
+type DirectorySource interface {
+	Fetch(ctx context.Context) (DirectoryFetch, error)
+}
+
+// DirectoryFetch is one snapshot read by a DirectorySource.
+type DirectoryFetch struct {
+	Source  string
+	Body    json.RawMessage // canonical: the same people give the same bytes
+	Hash    string          // of Body
+	UserIDs []string        // sorted
+}
+
+// dirRefresher is the leader's directory loop: fetch every interval,
+// replicate what changed, hold a refresh that would remove too many
+// people, and alert (once per failure streak) when fetching fails. The
+// snapshot in force is never touched by a failure.
+type dirRefresher struct {
+	l       *Leader
+	next    time.Time
+	failing string // the error of the current failure streak; "" when none
+}
+
+func (r *dirRefresher) run(ctx context.Context) {
+	for {
+		next := r.runOnce(ctx)
+		if !wait(ctx, next, r.l.now(), r.l.cfg.DirectoryRefresh) {
+			return
+		}
+		if r.l.now().Before(next) {
+			r.next = time.Time{} // woken by hand: refresh now
+		}
+	}
+}
+
+// runOnce refreshes when due and returns when to look again.
+func (r *dirRefresher) runOnce(ctx context.Context) time.Time {
+	l := r.l
+	now := l.now()
+	if !r.next.IsZero() && now.Before(r.next) {
+		return r.next
+	}
+	fctx, cancel := context.WithTimeout(ctx, DirectoryFetchTimeout)
+	got, err := l.cfg.Directory.Fetch(fctx)
+	cancel()
+	if ctx.Err() != nil {
+		return now
+	}
+	if err == nil {
+		err = r.apply(ctx, got, now)
+	}
+	if err != nil {
+		r.next = now.Add(min(l.cfg.DirectoryInterval, DirectoryRetry))
+		l.log.Warn("directory refresh failed; the snapshot in force stays", "err", err, "retry_in", r.next.Sub(now))
+		if r.failing == "" {
+			cur, _ := l.cfg.FSM.Directory()
+			inForce := "none yet"
+			if cur != nil {
+				inForce = fmt.Sprintf("%s, %d people, fetched %s", cur.Hash, len(cur.UserIDs), cur.FetchedAt.Format(time.RFC3339))
+			}
+			l.raise(ctx, RaiseAlert{Cause: AlertDirectoryRefresh, Now: now,
+				Message: fmt.Sprintf("directory refresh failed; the last good snapshot stays in force (%s): %v", inForce, err)})
+		}
+		r.failing = err.Error()
+		return r.next
+	}
+	if r.failing != "" {
+		l.log.Info("directory refresh works again")
+	}
+	r.failing = ""
+	r.next = now.Add(l.cfg.DirectoryInterval)
+	return r.next
+}
+
+// apply replicates a fetched snapshot: nothing when it is the one in
+// force, a hold when it would remove more than the allowed share of the
+// people in force, else SetDirectory.
+func (r *dirRefresher) apply(ctx context.Context, got DirectoryFetch, now time.Time) error {
+	l := r.l
+	if got.Hash == "" || len(got.Body) == 0 {
+		return fmt.Errorf("the directory source returned an empty snapshot")
+	}
+	cur, held := l.cfg.FSM.Directory()
+	if cur != nil && cur.Hash == got.Hash {
+		if held == nil {
+			return nil
+		}
+		// WeCom is back to what is in force: the hold is moot.
+		_, err := l.propose(ctx, CmdSetDirectory, SetDirectory{Hash: got.Hash, Source: got.Source, Body: got.Body,
+			UserIDs: got.UserIDs, FetchedAt: now, Now: now})
+		return err
+	}
+	if cur != nil && len(cur.UserIDs) > 0 {
+		removed := removedFrom(cur.UserIDs, got.UserIDs)
+		if share := float64(len(removed)) / float64(len(cur.UserIDs)); share > l.cfg.DirectoryMaxRemoval {
+			if held != nil && held.Hash == got.Hash {
+				return nil // held already; the alert says so
+			}
+			l.log.Warn("directory refresh held for confirmation", "hash", got.Hash, "removed", len(removed), "of", len(cur.UserIDs))
+			_, err := l.propose(ctx, CmdHoldDirectory, HoldDirectory{Hash: got.Hash, Source: got.Source, Body: got.Body,
+				UserIDs: got.UserIDs, Removed: removed, FetchedAt: now, Now: now})
+			return err
+		}
+	}
+	l.log.Info("directory refreshed", "hash", got.Hash, "people", len(got.UserIDs))
+	_, err := l.propose(ctx, CmdSetDirectory, SetDirectory{Hash: got.Hash, Source: got.Source, Body: got.Body,
+		UserIDs: got.UserIDs, FetchedAt: now, Now: now})
+	return err
+}
