@@ -19,6 +19,8 @@ type Client struct {
 	Addr string
 	// HTTP is the client used; nil means http.DefaultClient.
 	HTTP *http.Client
+	// Token, when set, is sent as "Authorization: Bearer TOKEN".
+	Token string
 	// Scheme is used when Addr has none: "http" (default) or "https".
 	Scheme string
 	// Secret is the cluster secret. When set, node-to-node writes (join,
@@ -151,6 +153,9 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	var (
 		pa    *peerAuth

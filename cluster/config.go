@@ -133,6 +133,11 @@ type Config struct {
 	// HTTPClient is used to join and to forward requests to the leader.
 	// Default: a client with its own transport, closed on Shutdown.
 	HTTPClient *http.Client
+	// Token is the API token this node presents on its own calls to other
+	// members (join, status, refreshing its member record). It is never
+	// added to a request forwarded for a caller: that carries the caller's
+	// own Authorization header, so a follower lends nobody its power.
+	Token string
 	// Registerer, when set, receives the node's Prometheus gauges.
 	Registerer prometheus.Registerer
 }

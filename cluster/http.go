@@ -101,7 +101,7 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, err)
 			return
 		}
-		if err := n.clientForLeader().Remove(r.Context(), req.ID); err != nil {
+		if err := n.clientForLeader(callerToken(r)).Remove(r.Context(), req.ID); err != nil {
 			writeErr(w, err)
 			return
 		}
@@ -118,14 +118,16 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 // handleLeave removes this node: a follower asks the leader to remove it; a
 // leader first transfers leadership, then asks the new leader.
 func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
-	if err := n.leave(r.Context()); err != nil {
+	if err := n.leave(r.Context(), callerToken(r)); err != nil {
 		writeErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"removed": n.cfg.NodeID})
 }
 
-func (n *Node) leave(ctx context.Context) error {
+// leave asks the leader to remove this node, with the caller's token: the
+// leader checks (and audits) the caller, not this node.
+func (n *Node) leave(ctx context.Context, token string) error {
 	if n.IsLeader() {
 		if err := n.transferLeadership(ctx); err != nil {
 			return err
@@ -134,15 +136,28 @@ func (n *Node) leave(ctx context.Context) error {
 	if n.LeaderHTTPAddr() == "" {
 		return ErrNoLeader
 	}
-	if err := n.clientForLeader().Remove(ctx, n.cfg.NodeID); err != nil {
+	if err := n.clientForLeader(token).Remove(ctx, n.cfg.NodeID); err != nil {
 		return err
 	}
 	n.log.Info("left the cluster; stop this agent (or join it again)")
 	return nil
 }
 
-func (n *Node) clientForLeader() *Client {
-	return n.clientFor(n.LeaderHTTPAddr())
+// clientForLeader calls the leader on a caller's behalf, with the caller's
+// token (never this node's own).
+func (n *Node) clientForLeader(token string) *Client {
+	c := n.clientFor(n.LeaderHTTPAddr())
+	c.Token = token
+	return c
+}
+
+// callerToken is the bearer token r came with, "" for none.
+func callerToken(r *http.Request) string {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(tok)
 }
 
 // ForwardWrites wraps next so that, on a follower, requests that change

@@ -278,7 +278,7 @@ func (n *Node) start(ctx context.Context) error {
 // clientFor is a client for another node's API with this node's HTTP
 // client, scheme and cluster secret.
 func (n *Node) clientFor(addr string) *Client {
-	return &Client{Addr: addr, HTTP: n.client, Scheme: n.cfg.HTTPScheme, Secret: n.cfg.ClusterSecret}
+	return &Client{Addr: addr, HTTP: n.client, Scheme: n.cfg.HTTPScheme, Secret: n.cfg.ClusterSecret, Token: n.cfg.Token}
 }
 
 // waitLeader waits until some leader is known.

@@ -230,3 +230,11 @@ func (s *signedReply) flush() {
 	s.ResponseWriter.WriteHeader(s.status)
 	_, _ = s.ResponseWriter.Write(body)
 }
+
+// PeerSigned reports whether r is a node-to-node write that this node
+// authenticates by the cluster secret itself (a join carrying a proof,
+// with a secret configured). The API's auth middleware lets such a request
+// past its loopback rule; the handler then refuses a wrong proof with 403.
+func (n *Node) PeerSigned(r *http.Request) bool {
+	return n.peer.enabled() && r.Method == http.MethodPost && peerEndpoints[r.URL.Path] && r.Header.Get(PeerAuthHeader) != ""
+}

@@ -26,8 +26,8 @@ import (
 //     every command added with them.
 const FSMVersion uint16 = 2
 
-// CmdIgnorable, set on a command's type byte, tells a build that does not
-// know the type that it may skip the command. It is for commands whose loss
+// CmdIgnorable is the bit of a command's type byte that tells a build that
+// does not know the type that it may skip the command. It is for commands whose loss
 // on an older node changes nothing that node decides (informational
 // records); every other unknown command stops the node.
 const CmdIgnorable CommandType = 0x80

@@ -190,3 +190,61 @@ func TestDirectoryRefresher(t *testing.T) {
 	require.Nil(t, held)
 	require.Equal(t, ids[4:], cur.UserIDs)
 }
+
+// A refresher waiting out its interval wakes up now and then (its timer is
+// capped, the clock may be a test's); only a wake-up by hand refreshes
+// before the interval ends. (A wake-up by the cap used to count as one by
+// hand: WeCom was read every minute, not every 10.)
+func TestDirectoryRefresherKeepsItsInterval(t *testing.T) {
+	t.Parallel()
+	b := setupLeader(t)
+	src := &fakeDirectory{}
+	src.set(nil, "a", "b")
+	refresh := make(chan struct{})
+	b.leader.cfg.Directory, b.leader.cfg.DirectoryRefresh = src, refresh
+	b.leader.cfg.NowFunc = func() time.Time { return t0 } // the interval never ends
+	woke := make(chan struct{})
+	r := &dirRefresher{l: b.leader, maxWait: time.Millisecond, woke: woke}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.run(ctx)
+	}()
+	deadline := time.After(10 * time.Second)
+	for range 5 {
+		select {
+		case <-woke:
+		case <-deadline:
+			t.Fatal("the refresher did not wake up")
+		}
+	}
+	src.mu.Lock()
+	calls := src.calls
+	src.mu.Unlock()
+	require.Equal(t, 1, calls, "capped wake-ups do not refresh")
+	// Ask by hand, draining wake-ups until the refresher takes the ask.
+	for asked := false; !asked; {
+		select {
+		case refresh <- struct{}{}:
+			asked = true
+		case <-woke:
+		case <-deadline:
+			t.Fatal("the refresher did not take the refresh")
+		}
+	}
+	<-woke
+	<-woke // the refresh by hand ran in between
+	src.mu.Lock()
+	calls = src.calls
+	src.mu.Unlock()
+	require.Equal(t, 2, calls)
+	cancel()
+	for {
+		select {
+		case <-done:
+			return
+		case <-woke:
+		}
+	}
+}

@@ -40,16 +40,35 @@ type dirRefresher struct {
 	l       *Leader
 	next    time.Time
 	failing string // the error of the current failure streak; "" when none
+
+	// maxWait bounds one wait on the real clock (NowFunc may be a test's
+	// clock that jumps); default a minute. woke, when set, is signalled
+	// after every wait: tests count wake-ups instead of sleeping.
+	maxWait time.Duration
+	woke    chan<- struct{}
 }
 
 func (r *dirRefresher) run(ctx context.Context) {
+	maxWait := r.maxWait
+	if maxWait <= 0 {
+		maxWait = time.Minute
+	}
 	for {
 		next := r.runOnce(ctx)
-		if !wait(ctx, next, r.l.now(), r.l.cfg.DirectoryRefresh) {
+		t := time.NewTimer(min(max(next.Sub(r.l.now()), 0), maxWait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return
+		case <-t.C:
+			// Due or not, runOnce decides: a timer capped at maxWait
+			// fires long before a 10m interval ends.
+		case <-r.l.cfg.DirectoryRefresh:
+			t.Stop()
+			r.next = time.Time{} // asked by hand: refresh now
 		}
-		if r.l.now().Before(next) {
-			r.next = time.Time{} // woken by hand: refresh now
+		if r.woke != nil {
+			r.woke <- struct{}{}
 		}
 	}
 }

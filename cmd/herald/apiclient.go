@@ -21,13 +21,30 @@ type apiFlags struct {
 	ca      string
 	timeout time.Duration
 	asJSON  bool
+	token   string
 }
 
 func (f *apiFlags) register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&f.addr, "addr", clusterDefaultAddr, "address of any Herald node: host:port, http://host:port or https://host:port")
 	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 30*time.Second, "give up after this long")
 	cmd.PersistentFlags().BoolVar(&f.asJSON, "json", false, "print the raw JSON")
+	registerToken(cmd, &f.token)
 	registerCA(cmd, &f.ca)
+}
+
+// registerToken declares --token. Without it, HERALD_TOKEN is used (see
+// apiToken), so that the secret need not appear in a command line, where
+// ps shows it.
+func registerToken(cmd *cobra.Command, token *string) {
+	cmd.PersistentFlags().StringVar(token, "token", "", "API token, sent as Authorization: Bearer (env HERALD_TOKEN)")
+}
+
+// apiToken is the --token given, else HERALD_TOKEN.
+func apiToken(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv("HERALD_TOKEN")
 }
 
 // registerCA declares --ca (default $HERALD_CA).
@@ -69,6 +86,7 @@ func (f *apiFlags) call(cmd *cobra.Command, method, path string, in, out any) er
 	if err != nil {
 		return err
 	}
+	c.Token = apiToken(f.token)
 	do := func() error { return c.Do(ctx, method, path, in, out) }
 	if method == http.MethodGet {
 		return do()

@@ -54,7 +54,7 @@ func newFSM(log *slog.Logger) *engine.FSM {
 	f := engine.NewFSM()
 	f.SetHalt(func(err error) {
 		log.Error("stopping: the replicated log holds a command this build cannot apply", "err", err)
-		os.Stderr.WriteString(err.Error() + "\n")
+		_, _ = os.Stderr.WriteString(err.Error() + "\n") // exiting: nowhere to report a failed write
 		os.Exit(exitUnreadable)
 	})
 	return f

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,4 +79,33 @@ func parseTime(cmd *cobra.Command, flag, s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%s: %w", flag, err)
 	}
 	return t, nil
+}
+
+// machineZoneName is the IANA name of the machine's zone, for a node whose
+// display_timezone is not set: what the dashboard and the mock outbox are
+// told must be a name a browser knows, never Go's "Local". TZ first, then
+// the target of /etc/localtime; UTC when neither says.
+func machineZoneName() string {
+	if tz := strings.TrimPrefix(os.Getenv("TZ"), ":"); tz != "" {
+		if _, err := time.LoadLocation(tz); err == nil {
+			return tz
+		}
+	}
+	if target, err := os.Readlink("/etc/localtime"); err == nil {
+		if _, name, ok := strings.Cut(target, "zoneinfo/"); ok {
+			if _, err := time.LoadLocation(name); err == nil {
+				return name
+			}
+		}
+	}
+	return "UTC"
+}
+
+// displayZoneName is a node's display zone: display_timezone, else the
+// machine's.
+func displayZoneName(configured string) string {
+	if configured != "" && configured != "Local" {
+		return configured
+	}
+	return machineZoneName()
 }

@@ -23,8 +23,8 @@ const clusterDefaultAddr = "127.0.0.1:8101"
 
 func newClusterCmd() *cobra.Command {
 	var (
-		addr, ca string
-		timeout  time.Duration
+		addr, ca, token string
+		timeout         time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "cluster",
@@ -43,6 +43,7 @@ A new node usually joins on its own with "herald agent --join MEMBER".`,
 	}
 	cmd.PersistentFlags().StringVar(&addr, "addr", clusterDefaultAddr, "address of any Herald node: host:port, http://host:port or https://host:port")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	registerToken(cmd, &token)
 	registerCA(cmd, &ca)
 	clientFor := func(a string) (*cluster.Client, error) {
 		c, err := newAPIClient(a, ca, timeout)
@@ -55,6 +56,7 @@ A new node usually joins on its own with "herald agent --join MEMBER".`,
 				return nil, err
 			}
 		}
+		c.Token = apiToken(token)
 		return c, nil
 	}
 	client := func() (*cluster.Client, error) { return clientFor(addr) }

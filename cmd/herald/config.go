@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api"
 )
 
 // nodeConfig is one node's configuration: a YAML file (--config), where
@@ -58,6 +59,12 @@ type nodeConfig struct {
 	// Directory, when set, loads people from WeCom's contacts (see
 	// directory.go).
 	Directory *directoryConfig `yaml:"directory"`
+	// Tokens are the API tokens: {name, role, token: ${ENV}}. File only
+	// (a list, like channels). None: writes from loopback only.
+	Tokens []tokenConfig `yaml:"tokens"`
+
+	// apiTokens are Tokens resolved by validate.
+	apiTokens []api.Token
 
 	devTimeouts  bool   // `herald dev` and tests: short Raft timeouts
 	raftLogLevel string // "" means the cluster package's default
@@ -224,6 +231,11 @@ func (c *nodeConfig) validate() error {
 			return err
 		}
 	}
+	tokens, err := resolveTokens(c.Tokens, nil)
+	if err != nil {
+		return err
+	}
+	c.apiTokens = tokens
 	switch c.LogLevel {
 	case "", "debug", "info", "warn", "error":
 	default:

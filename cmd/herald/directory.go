@@ -265,4 +265,20 @@ func syncDirectory(ctx context.Context, fsm *engine.FSM, set *rules.Set, log *sl
 	}
 }
 
+// directoryWarnings says, in /v1/status and the dashboard, that a refresh
+// is held for an operator, or that this node's rules lag the snapshot in
+// force (it cannot plan runs started with it).
+func directoryWarnings(fsm *engine.FSM, nodeHash string) []string {
+	cur, held := fsm.Directory()
+	var out []string
+	if held != nil {
+		out = append(out, fmt.Sprintf("directory refresh %s is held: it would remove %d people; `herald directory confirm %s` puts it in force",
+			held.Hash, len(held.Removed), held.Hash))
+	}
+	if cur != nil && cur.Hash != nodeHash {
+		out = append(out, fmt.Sprintf("this node's rules use directory snapshot %q, not %s in force", nodeHash, cur.Hash))
+	}
+	return out
+}
+
 var _ engine.DirectorySource = (*wecomDirectory)(nil)

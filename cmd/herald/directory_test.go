@@ -19,6 +19,7 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest"
 	"github.com/heraldhq/herald/engine/schedule"
+	"github.com/heraldhq/herald/plugins/wecom"
 	"github.com/heraldhq/herald/plugins/wecomfake"
 	"github.com/heraldhq/herald/rules"
 )
@@ -207,4 +208,124 @@ func TestDirectoryFromFakeWecom(t *testing.T) {
 	require.Equal(t, second.Hash, cur.Hash, "the last good snapshot stays in force")
 	require.Equal(t, second.Hash, set.DirectoryHash())
 	require.True(t, strings.HasPrefix(cur.Source, "wecom:wwbig"))
+}
+
+func TestDirectoryConfig(t *testing.T) {
+	t.Setenv("HERALD_TEST_DIR_SECRET", "s3cret-value")
+	channels := map[string]map[string]any{
+		"wecom_sales": {"plugin": "wecom", "corp_id": "ww1", "agent_id": 1000002, "secret": "${HERALD_TEST_DIR_SECRET}", "base_url": "http://127.0.0.1:1"},
+		"wecom_robot": {"plugin": "wecom", "robot_key": "k"},
+		"mock":        {"plugin": "mock"},
+	}
+	s, err := (&directoryConfig{Channel: "wecom_sales", MaxRemoval: "30%", Interval: "5m"}).settings(channels)
+	require.NoError(t, err)
+	require.Equal(t, "s3cret-value", s.contacts.Secret, "the channel's ${ENV} secret is resolved")
+	require.Equal(t, "ww1", s.contacts.CorpID)
+	require.Equal(t, "http://127.0.0.1:1", s.contacts.BaseURL)
+	require.InDelta(t, 0.3, s.maxRemoval, 1e-9)
+	require.Equal(t, 5*time.Minute, s.interval)
+	s, err = (&directoryConfig{CorpID: "ww2", Secret: "own-secret"}).settings(nil)
+	require.NoError(t, err)
+	require.InDelta(t, engine.DirectoryMaxRemovalDefault, s.maxRemoval, 1e-9)
+	require.Equal(t, engine.DirectoryIntervalDefault, s.interval)
+	require.Equal(t, "wecom:ww2", s.source)
+
+	for _, tc := range []struct {
+		cfg  directoryConfig
+		want string
+	}{
+		{directoryConfig{Channel: "nope"}, `channel "nope" is not in channels`},
+		{directoryConfig{Channel: "mock"}, `is a "mock" channel`},
+		{directoryConfig{Channel: "wecom_robot"}, "a robot channel cannot read contacts"},
+		{directoryConfig{}, "give channel"},
+		{directoryConfig{CorpID: "ww", Secret: "${HERALD_TEST_DIR_UNSET}"}, "HERALD_TEST_DIR_UNSET"},
+		{directoryConfig{Channel: "wecom_sales", MaxRemoval: "150%"}, "max_removal"},
+		{directoryConfig{Channel: "wecom_sales", MaxRemoval: "0"}, "max_removal"},
+		{directoryConfig{Channel: "wecom_sales", Interval: "soon"}, "directory.interval"},
+	} {
+		_, err := tc.cfg.settings(channels)
+		require.ErrorContains(t, err, tc.want, "%+v", tc.cfg)
+		require.NotContains(t, err.Error(), "s3cret-value")
+	}
+}
+
+func TestDirectoryFromContactsManagersAndTags(t *testing.T) {
+	t.Parallel()
+	c := &wecom.Contacts{
+		Departments: []wecom.Department{
+			{ID: 1, Name: "总部", Leaders: []string{"boss"}},
+			{ID: 2, ParentID: 1, Name: "销售部", Leaders: []string{"sales-lead"}},
+			{ID: 3, ParentID: 2, Name: "华东销售"},
+		},
+		Users: []wecom.User{
+			{UserID: "boss", Departments: []int{1}},
+			{UserID: "sales-lead", Departments: []int{2}},
+			{UserID: "rep", Name: "Rep", Departments: []int{3, 2}},
+		},
+		Tags: []wecom.Tag{{ID: 1, Name: "region-east", Departments: []int{2}}, {ID: 2, Name: "vip", UserIDs: []string{"boss"}}},
+	}
+	snap := directoryFromContacts(c, "wecom:x")
+	byID := map[string]rules.DirectoryPerson{}
+	for _, p := range snap.People {
+		byID[p.UserID] = p
+	}
+	require.Empty(t, byID["boss"].Manager, "the root's leader has no manager")
+	require.Equal(t, "boss", byID["sales-lead"].Manager, "a leader's manager leads the department above")
+	require.Equal(t, "sales-lead", byID["rep"].Manager, "no leader in 华东销售: the one above")
+	require.Equal(t, []string{"华东销售", "销售部"}, byID["rep"].Departments)
+	require.Equal(t, []string{"region-east"}, byID["rep"].Tags, "a tagged department tags the departments below it")
+	require.Equal(t, []string{"vip"}, byID["boss"].Tags)
+}
+
+// The CLI: show, confirm a held refresh, and preview with a node's
+// snapshot.
+func TestDirectoryCmd(t *testing.T) {
+	t.Parallel()
+	addr, node := startAPI(t)
+	out, err := runHerald(t, "directory", "--addr", addr, "--tz", "Asia/Shanghai")
+	require.NoError(t, err)
+	require.Contains(t, out, "in force: none")
+
+	body, err := (&rules.DirectorySnapshot{Source: "wecom:x", People: []rules.DirectoryPerson{
+		{UserID: "lead", Name: "组长", Departments: []string{"销售部"}},
+		{UserID: "rep", Name: "销售", Departments: []string{"销售部"}, Tags: []string{"region-east"}, Manager: "lead"},
+	}}).EncodeJSON()
+	require.NoError(t, err)
+	hash := rules.DirectoryHash(body)
+	node.apply(t, engine.CmdHoldDirectory, engine.HoldDirectory{Hash: hash, Source: "wecom:x", Body: body,
+		UserIDs: []string{"lead", "rep"}, Removed: []string{"gone"}, FetchedAt: cliNow, Now: cliNow})
+	out, err = runHerald(t, "directory", "show", "--addr", addr, "--tz", "Asia/Shanghai")
+	require.NoError(t, err)
+	require.Contains(t, out, "would remove 1 people: gone")
+	require.Contains(t, out, "confirm with: herald directory confirm "+hash)
+	require.Contains(t, out, "+08:00", "times say their offset")
+
+	_, err = runHerald(t, "directory", "confirm", "0000", "--addr", addr)
+	require.ErrorContains(t, err, "another hash")
+	out, err = runHerald(t, "directory", "confirm", hash, "--by", "ops", "--addr", addr)
+	require.NoError(t, err)
+	require.Contains(t, out, "in force: "+hash)
+	require.Contains(t, out, "confirmed by ops")
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "east.lua"), []byte(`return rule { name = "east", channel = "mock",
+  recipients = function(run) return people.in_tag "region-east" end,
+  message = function(run, to) return { msgtype = "text", content = "hi " .. to.name .. ", " .. people.manager_of(to).name } end }`), 0o644))
+	out, err = runHerald(t, "rules", "preview", "east", "--dir", dir, "--directory", addr, "--at", "2026-12-01T09:00:00+08:00", "--data", "{}")
+	require.NoError(t, err)
+	require.Contains(t, out, "directory: "+hash+" (2 people")
+	require.Contains(t, out, `hi 销售, 组长`)
+}
+
+func TestDirectoryWarnings(t *testing.T) {
+	t.Parallel()
+	n := enginetest.New()
+	require.Empty(t, directoryWarnings(n.FSM, ""))
+	n.MustApply(t, engine.CmdSetDirectory, engine.SetDirectory{Hash: "h1", Source: "s", Body: []byte(`{}`), UserIDs: []string{"a", "b"}})
+	require.Empty(t, directoryWarnings(n.FSM, "h1"))
+	require.Len(t, directoryWarnings(n.FSM, ""), 1, "the node lags")
+	n.MustApply(t, engine.CmdHoldDirectory, engine.HoldDirectory{Hash: "h2", Source: "s", Body: []byte(`{}`), Removed: []string{"a", "b"}})
+	w := directoryWarnings(n.FSM, "h1")
+	require.Len(t, w, 1)
+	require.Contains(t, w[0], "herald directory confirm h2")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 )
 
@@ -26,7 +27,7 @@ func newDirectoryCmd() *cobra.Command {
 		if f.asJSON {
 			return emitJSON(cmd, v)
 		}
-		printDirectory(cmd.OutOrStdout(), v)
+		printDirectory(cmd.OutOrStdout(), v, zoneOf(cmd))
 		return nil
 	}
 	cmd := &cobra.Command{
@@ -63,7 +64,7 @@ until an operator confirms it.`,
 				return emitJSON(cmd, v)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "held refresh confirmed; in force now:")
-			printDirectory(cmd.OutOrStdout(), v)
+			printDirectory(cmd.OutOrStdout(), v, zoneOf(cmd))
 			return nil
 		},
 	}
@@ -84,7 +85,8 @@ until an operator confirms it.`,
 	return cmd
 }
 
-func printDirectory(w io.Writer, v api.DirectoryView) {
+func printDirectory(w io.Writer, v api.DirectoryView, loc *time.Location) {
+	zoned := func(t time.Time) string { return engine.ShowTime(t, loc) }
 	line := func(what string, s *api.DirectorySummary) {
 		if s == nil {
 			fmt.Fprintf(w, "%s: none\n", what)
@@ -110,14 +112,6 @@ func printDirectory(w io.Writer, v api.DirectoryView) {
 	if !v.Configured {
 		fmt.Fprintln(w, "note: this node's config has no directory: section (the leader's decides)")
 	}
-}
-
-// zoned shows a time with its offset, or "-" when zero.
-func zoned(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.Local().Format(time.RFC3339)
 }
 
 func orNone(s string) string {

@@ -71,6 +71,11 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 	}
 	warnInsecure(cfg, log)
+	if len(cfg.apiTokens) == 0 && !api.IsLoopbackAddr(cfg.HTTPAddr) {
+		log.Warn("no API tokens are configured and the HTTP address is reachable from other machines: "+
+			"anyone there can read tasks, deliveries and alerts, and writes are refused unless they come from this machine; "+
+			"configure `tokens:` (see README, Securing Herald)", "http_addr", cfg.HTTPAddr)
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http address %s: %w", cfg.HTTPAddr, unwrapInUse(err))
@@ -93,7 +98,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 	}()
 
-	zone, err := engine.LoadZone(cfg.DisplayTimezone)
+	zone, err := engine.LoadZone(displayZoneName(cfg.DisplayTimezone))
 	if err != nil {
 		return n, err
 	}
@@ -113,7 +118,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	if err != nil {
 		return n, fmt.Errorf("rules: %w", err)
 	}
-	n.host, err = host.New(host.Config{PluginsDir: cfg.Plugins, Channels: channelConfigs(cfg.Channels), Logger: log})
+	n.host, err = host.New(host.Config{PluginsDir: cfg.Plugins, Channels: channelConfigs(cfg.Channels, zone.String()), Logger: log})
 	if err != nil {
 		return n, fmt.Errorf("plugins: %w", err)
 	}
@@ -125,6 +130,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.HTTPAddr,
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: log, Registerer: reg, RaftLogLevel: cfg.raftLogLevel,
 		ClusterSecret: cfg.clusterSecret, Peers: cfg.peerList(), HTTPClient: n.peerHTTP,
+		Token: nodeToken(cfg.apiTokens),
 	}
 	if certs != nil {
 		ccfg.TLS = certs.RaftConfig()
@@ -157,7 +163,8 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
-			People: n.rules, DisplayTimezone: zone.String(),
+			People: n.rules, DisplayTimezone: zone.String(), Tokens: cfg.apiTokens,
+			PeerSignedFunc: n.raft.PeerSigned,
 			Directory: &api.DirectoryConfig{
 				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
 				Refresh: func() {
@@ -279,6 +286,7 @@ func (n *node) status() api.Status {
 	}
 	n.peerRulesHashes(st.Members)
 	st.Warnings = append(calendarWarnings(n.rules.Rules(), time.Now()), upgradeWarnings(st.Members)...)
+	st.Warnings = append(st.Warnings, directoryWarnings(n.fsm, n.rules.DirectoryHash())...)
 	for _, m := range st.Members {
 		if m.RulesHash != "" && m.RulesHash != st.RulesHash {
 			st.RulesMismatch = true
@@ -350,7 +358,7 @@ func (n *node) peerRulesHashes(members []api.MemberStatus) {
 		}
 		wg.Go(func() {
 			var v api.RulesHashView
-			if err := (&cluster.Client{Addr: m.HTTPAddr, HTTP: n.peerHTTP}).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
+			if err := (&cluster.Client{Addr: m.HTTPAddr, HTTP: n.peerHTTP, Token: nodeToken(n.cfg.apiTokens)}).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
 				m.RulesHash = v.RulesHash
 			}
 		})
@@ -358,7 +366,9 @@ func (n *node) peerRulesHashes(members []api.MemberStatus) {
 	wg.Wait()
 }
 
-func channelConfigs(in map[string]map[string]any) map[string]host.ChannelConfig {
+// channelConfigs builds the host's channel configs. The mock channel
+// writes its outbox in the node's display zone unless told otherwise.
+func channelConfigs(in map[string]map[string]any, zone string) map[string]host.ChannelConfig {
 	out := make(map[string]host.ChannelConfig, len(in))
 	for name, raw := range in {
 		cfg := map[string]any{}
@@ -368,6 +378,9 @@ func channelConfigs(in map[string]map[string]any) map[string]host.ChannelConfig 
 			}
 		}
 		p, _ := raw["plugin"].(string)
+		if _, set := cfg["timezone"]; p == "mock" && !set && zone != "" {
+			cfg["timezone"] = zone
+		}
 		out[name] = host.ChannelConfig{Plugin: p, Config: cfg}
 	}
 	return out

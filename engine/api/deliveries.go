@@ -114,7 +114,15 @@ func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
 	if len(ds) > limit {
 		ds = ds[len(ds)-limit:] // the newest
 	}
-	body := map[string]any{"total": total, "deliveries": s.deliveryViews(ds)}
+	items, err := encodeNewest(ds, maxListBytes, func(d *engine.Delivery) any { return s.deliveryViews([]*engine.Delivery{d})[0] })
+	if err != nil {
+		s.writeApplyError(w, err)
+		return
+	}
+	body := map[string]any{"total": total, "deliveries": items}
+	if len(items) < len(ds) {
+		body["truncated"] = truncatedReason
+	}
 	if recipient != "" {
 		people := make([]map[string]string, 0, len(matched))
 		for _, id := range matched {

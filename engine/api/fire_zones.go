@@ -50,6 +50,14 @@ func (s *server) fireZones(w http.ResponseWriter, r *http.Request, rule engine.R
 			Manual: true, RulesHash: s.cfg.Rules.Hash(), Now: at,
 		}
 		_, err := s.apply(r.Context(), engine.CmdStartRun, c)
+		if errors.Is(err, engine.ErrRunExists) {
+			// A zone's slot skipped or paused over fires now after all, once.
+			if run, ok := s.cfg.FSM.Run(c.Key); ok && (run.State == engine.RunSkipped || run.State == engine.RunPaused) {
+				if _, err = s.apply(r.Context(), engine.CmdRefireRun, engine.RefireRun{Key: c.Key, By: actor(r, ""), Now: at}); err == nil {
+					res.Backfilled = run.State.String()
+				}
+			}
+		}
 		switch {
 		case errors.Is(err, engine.ErrRunExists):
 			exists = append(exists, c.Key)

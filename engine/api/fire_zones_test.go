@@ -58,3 +58,26 @@ func TestFireZonesByHand(t *testing.T) {
 	require.Contains(t, out["reason"], "in any of its zones")
 	require.Len(t, n.FSM.Runs(nil), 2)
 }
+
+// A zone's slot that was skipped is fired after all by hand, once.
+func TestFireZonesBackfillsSkipped(t *testing.T) {
+	t.Parallel()
+	n := enginetest.New()
+	b := &apiBundle{node: n, h: api.New(api.Config{
+		FSM: n.FSM, Replicator: n, Rules: zoneRules{}, NowFunc: func() time.Time { return now0 },
+		StatusFunc: func() api.Status { return api.Status{} },
+		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
+			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone}, nil)
+		},
+	})}
+	slot := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC) // 09:00 in Shanghai
+	key := engine.ZoneRunKey("local", "Asia/Shanghai", slot)
+	b.apply(t, engine.CmdStartRun, engine.StartRun{Key: key, Rule: "local", Slot: slot, Zone: "Asia/Shanghai", Skip: true, Now: slot.Add(3 * time.Hour)})
+	code, out := b.do(t, http.MethodPost, "/v1/rules/local/fire", `{"slot":"2026-11-30T09:00:00+08:00"}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	require.Equal(t, "skipped", out["backfilled"])
+	run, _ := n.FSM.Run(key)
+	require.Equal(t, engine.RunPlanning, run.State)
+	code, out = b.do(t, http.MethodPost, "/v1/rules/local/fire", `{"slot":"2026-11-30T09:00:00+08:00"}`)
+	require.Equal(t, http.StatusConflict, code, out)
+}

@@ -17,7 +17,7 @@ type collector struct {
 	deliveries, pending, failures, runs *prometheus.Desc
 	slotToSent, lateness, success       *prometheus.Desc
 	tasks, alerts                       *prometheus.Desc
-	fsmVersion                          *prometheus.Desc
+	fsmVersion, directory               *prometheus.Desc
 }
 
 func newCollector(fsm *engine.FSM) *collector {
@@ -35,12 +35,13 @@ func newCollector(fsm *engine.FSM) *collector {
 		success:    d("herald_send_success_ratio", "Sent over sent, failed and expired, by rule, over the retained days.", "rule"),
 		tasks:      d("herald_tasks_pending", "API tasks waiting for their due time."),
 		alerts:     d("herald_alerts_open", "Alerts not acknowledged."),
+		directory:  d("herald_directory_people", "People in the WeCom directory snapshot in force (state in_force) and in a refresh held for confirmation (state held).", "state"),
 		fsmVersion: d("herald_fsm_version", "The replicated-log (FSM) version each member's build applies, as recorded by the leader; a rolling upgrade is done when all are equal.", "member"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.deliveries, c.pending, c.failures, c.runs, c.slotToSent, c.lateness, c.success, c.tasks, c.alerts, c.fsmVersion} {
+	for _, d := range []*prometheus.Desc{c.deliveries, c.pending, c.failures, c.runs, c.slotToSent, c.lateness, c.success, c.tasks, c.alerts, c.fsmVersion, c.directory} {
 		ch <- d
 	}
 }
@@ -85,6 +86,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	tasks, alerts := c.fsm.Counts()
 	ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(tasks))
 	ch <- prometheus.MustNewConstMetric(c.alerts, prometheus.GaugeValue, float64(alerts))
+	if cur, held := c.fsm.Directory(); cur != nil || held != nil {
+		var nCur, nHeld float64
+		if cur != nil {
+			nCur = float64(len(cur.UserIDs))
+		}
+		if held != nil {
+			nHeld = float64(len(held.UserIDs))
+		}
+		ch <- prometheus.MustNewConstMetric(c.directory, prometheus.GaugeValue, nCur, "in_force")
+		ch <- prometheus.MustNewConstMetric(c.directory, prometheus.GaugeValue, nHeld, "held")
+	}
 	for _, m := range c.fsm.Members() {
 		ch <- prometheus.MustNewConstMetric(c.fsmVersion, prometheus.GaugeValue, float64(m.AppliesFSM()), m.ID)
 	}

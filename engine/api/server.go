@@ -40,6 +40,9 @@ type Status struct {
 	// e.g. calendar data about to run out.
 	Warnings []string        `json:"warnings,omitempty"`
 	Channels []ChannelStatus `json:"channels"`
+	// Role is what the caller of this request may do (read, operate or
+	// admin), so that a page offers only the actions its token allows.
+	Role string `json:"role,omitempty"`
 	// DisplayTimezone is the node's display_timezone (IANA name): the zone
 	// the dashboard shows times in.
 	DisplayTimezone string `json:"display_timezone"`
@@ -113,6 +116,13 @@ type Config struct {
 	// that is not one of the schedule's is refused: its run key would
 	// differ from the scheduler's, and the slot meant would fire as well.
 	ScheduleFunc func(engine.Rule) (engine.Schedule, error)
+	// Tokens are the API tokens (README "Securing Herald"). With none,
+	// anyone may read and only loopback connections may write.
+	Tokens []Token
+	// PeerSignedFunc reports a node-to-node request that its handler
+	// authenticates by the cluster secret (cluster.Node.PeerSigned).
+	// Without tokens such a request may come from another machine.
+	PeerSignedFunc func(*http.Request) bool
 	// People, when set, gives display names for userids (every delivery
 	// carries recipient_name) and lets GET /v1/deliveries?recipient= find
 	// a person by name.
@@ -188,10 +198,16 @@ func New(cfg Config) http.Handler {
 		}
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
-	var h http.Handler = mux
+	var h http.Handler = prettyJSON(mux)
 	if cfg.ForwardFunc != nil {
 		h = cfg.ForwardFunc(h)
 	}
+	// Who may do what is decided here, once for every route (RouteRole),
+	// and before forwarding: a follower forwards only what the caller may
+	// do, with the caller's own Authorization header.
+	auth := newAuthenticator(cfg.Tokens)
+	auth.peerSigned = cfg.PeerSignedFunc
+	h = auth.middleware(h)
 	// A node listens where the operator's browser can reach it: without
 	// this, any page open there could fire rules, submit tasks or ack
 	// alerts with a form or a no-cors fetch. Browsers mark cross-site
@@ -221,8 +237,12 @@ func allowed(mux *http.ServeMux, r *http.Request) []string {
 	return out
 }
 
-func (s *server) status(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.cfg.StatusFunc())
+func (s *server) status(w http.ResponseWriter, r *http.Request) {
+	st := s.cfg.StatusFunc()
+	if id, ok := IdentityFrom(r.Context()); ok && id.Role > RolePublic {
+		st.Role = id.Role.String()
+	}
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *server) delivery(w http.ResponseWriter, r *http.Request) {
@@ -279,19 +299,32 @@ func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 		// task or fire whose data matched no one): done, but no one told.
 		Nobody bool `json:"planned_nobody"`
 	}
-	out := make([]view, len(runs))
-	for i, run := range runs {
-		out[i] = view{run, run.State.String(), run.State == engine.RunPlanned && run.Planned == 0}
+	items, err := encodeNewest(runs, maxListBytes, func(run *engine.Run) any {
+		return view{run, run.State.String(), run.State == engine.RunPlanned && run.Planned == 0}
+	})
+	if err != nil {
+		s.writeApplyError(w, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"total": total, "runs": out})
+	body := map[string]any{"total": total, "runs": items}
+	if len(items) < len(runs) {
+		body["truncated"] = truncatedReason
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *server) alerts(w http.ResponseWriter, _ *http.Request) {
 	alerts := s.cfg.FSM.Alerts()
-	if alerts == nil {
-		alerts = []*engine.Alert{} // [] for a client to iterate, not null
+	items, err := encodeBounded(alerts, maxListBytes, func(a *engine.Alert) any { return a })
+	if err != nil {
+		s.writeApplyError(w, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"alerts": alerts})
+	body := map[string]any{"alerts": items} // [] for a client to iterate, never null
+	if len(items) < len(alerts) {
+		body["truncated"] = truncatedReason
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {
@@ -343,11 +376,15 @@ func intParam(s string, def, most int) (int, error) {
 	return n, nil
 }
 
+// writeJSON answers with v as compact JSON (indented on ?pretty=1): an
+// indented deep document is many times its compact size.
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	if p, ok := w.(interface{ pretty() bool }); ok && p.pretty() {
+		enc.SetIndent("", "  ")
+	}
 	_ = enc.Encode(v)
 }
 

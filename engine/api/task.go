@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -48,7 +47,8 @@ type TaskView struct {
 	Deliveries map[string]int `json:"deliveries,omitempty"`
 }
 
-// TaskList is the body of GET /v1/tasks.
+// TaskList is the body of GET /v1/tasks. A page holds at most limit tasks
+// and about 4 MiB; Next continues after the last one.
 type TaskList struct {
 	Tasks []TaskView `json:"tasks"`
 	// Next is the cursor of the next page; empty on the last.
@@ -88,6 +88,9 @@ func (s *server) parseTask(w http.ResponseWriter, r *http.Request) (engine.Submi
 	if req.Rule == "" {
 		return engine.SubmitTask{}, &FieldError{"rule", "required: the name of the rule to fire"}
 	}
+	if len(req.Rule) > maxRuleName {
+		return engine.SubmitTask{}, &FieldError{"rule", fmt.Sprintf("longer than %d bytes", maxRuleName)}
+	}
 	if s.cfg.Rules != nil {
 		rule, ok := findRule(s.cfg.Rules, req.Rule)
 		if !ok {
@@ -110,6 +113,11 @@ func (s *server) parseTask(w http.ResponseWriter, r *http.Request) (engine.Submi
 	now := s.now()
 	if due.Sub(now) > maxTaskAhead {
 		return engine.SubmitTask{}, &FieldError{"due_at", "more than ten years ahead"}
+	}
+	if now.Sub(due) > maxPastDue {
+		return engine.SubmitTask{}, &FieldError{"due_at", fmt.Sprintf(
+			"%s is more than an hour in the past (now %s): it would fire at once; to send now, give the current time",
+			due.Format(time.RFC3339), now.UTC().Format(time.RFC3339))}
 	}
 	data, err := canonicalData(req.Data)
 	if err != nil {
@@ -137,34 +145,6 @@ func checkKey(k string) error {
 		}
 	}
 	return nil
-}
-
-// canonicalData checks that data is a JSON object and re-encodes it with
-// sorted keys, so that the same data sent with other spacing or key order
-// is the same task.
-func canonicalData(raw json.RawMessage) (json.RawMessage, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	if len(raw) > maxTaskData {
-		return nil, &FieldError{"data", fmt.Sprintf("larger than %d KiB", maxTaskData>>10)}
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, &FieldError{"data", "not valid JSON: " + err.Error()}
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return nil, &FieldError{"data", "want a JSON object (rules read it as run.data)"}
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, &FieldError{"data", err.Error()}
-	}
-	return bytes.TrimSpace(buf.Bytes()), nil
 }
 
 func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
@@ -258,9 +238,18 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	tasks, more := s.cfg.FSM.ListTasks(flt)
-	out := TaskList{Tasks: make([]TaskView, len(tasks))}
-	for i, t := range tasks {
-		out.Tasks[i] = s.taskView(t)
+	items, err := encodeBounded(tasks, maxListBytes, func(t *engine.Task) any { return s.taskView(t) })
+	if err != nil {
+		s.writeApplyError(w, err)
+		return
+	}
+	// TaskList's shape, with each TaskView encoded already.
+	out := struct {
+		Tasks []json.RawMessage `json:"tasks"`
+		Next  string            `json:"next,omitempty"`
+	}{Tasks: items}
+	if len(items) < len(tasks) {
+		more, tasks = true, tasks[:len(items)] // the rest on the next page
 	}
 	if more && len(tasks) > 0 {
 		last := tasks[len(tasks)-1]

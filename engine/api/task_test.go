@@ -54,6 +54,7 @@ func (b *apiBundle) apply(t *testing.T, ct engine.CommandType, body any) any {
 func (b *apiBundle) do(t *testing.T, method, target, body string) (int, map[string]any) {
 	t.Helper()
 	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	req.RemoteAddr = "127.0.0.1:40000" // a local client: no tokens are configured
 	rec := httptest.NewRecorder()
 	b.h.ServeHTTP(rec, req)
 	var out map[string]any

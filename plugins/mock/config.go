@@ -53,6 +53,12 @@ type Config struct {
 	// FailConfigure makes Configure fail with an error that quotes the
 	// whole configuration, for testing that the host redacts secrets.
 	FailConfigure bool `json:"fail_configure"`
+	// Timezone is the IANA zone received_at is written in; default the
+	// process's zone. A node sets it to its display_timezone, so the outbox
+	// reads on the same clock as every other screen.
+	Timezone string `json:"timezone"`
+
+	loc *time.Location
 }
 
 // LimitConfig is an sdk.Limit in the configuration.
@@ -111,6 +117,14 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = Duration(time.Second)
+	}
+	c.loc = time.Local
+	if c.Timezone != "" {
+		loc, err := time.LoadLocation(c.Timezone)
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: timezone %q: %v", ErrConfig, c.Timezone, err)
+		}
+		c.loc = loc
 	}
 	if c.Seed == 0 {
 		c.Seed = 1

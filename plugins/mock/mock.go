@@ -193,7 +193,7 @@ func (c *Channel) judge(m sdk.Message, now time.Time, delivered map[string]bool)
 		Channel:    c.cfg.Channel,
 		Payload:    m.Payload,
 		Attempt:    m.Attempt,
-		ReceivedAt: now,
+		ReceivedAt: now.In(c.cfg.loc),
 		Duplicate:  dup,
 	}
 	line, err := json.Marshal(rec)

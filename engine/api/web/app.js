@@ -38,9 +38,57 @@ class ApiError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
+// ---- the API token ----
+// A node with tokens answers 401 without one. The page asks once and keeps
+// the token for this tab only (sessionStorage: gone when the tab closes,
+// never sent to another origin); a 401 asks again.
+
+const TOKEN_KEY = "herald.token";
+let tokenPrompt = null; // one dialog for every call that got a 401 at once
+let tokenDeclined = false; // cancelled: ask again only from the header button
+
+function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
+
+// askToken shows the token dialog with the server's reason and resolves to
+// the token typed, or "" when the person cancels.
+function askToken(reason) {
+  if (tokenPrompt) return tokenPrompt;
+  tokenPrompt = new Promise((resolve) => {
+    const dlg = $("token-dialog");
+    $("token-reason").textContent = reason || "";
+    $("token-input").value = "";
+    const done = (value) => {
+      $("token-form").onsubmit = null;
+      dlg.onclose = null;
+      if (dlg.open) dlg.close();
+      tokenPrompt = null;
+      resolve(value);
+    };
+    $("token-form").onsubmit = (e) => {
+      e.preventDefault();
+      const v = $("token-input").value.trim();
+      if (!v) return;
+      sessionStorage.setItem(TOKEN_KEY, v);
+      tokenDeclined = false;
+      done(v);
+    };
+    dlg.onclose = () => { tokenDeclined = true; done(""); };
+    dlg.showModal();
+    $("token-input").focus();
+  });
+  return tokenPrompt;
+}
+
+function signIn() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  tokenDeclined = false;
+  askToken("Enter an API token of this cluster.").then((t) => { if (t) poll(); });
+}
+
 // call sends one request to an endpoint of API and returns its JSON body;
 // an error answer becomes an ApiError carrying the server's reason, led
-// by what the status means in the page's language.
+// by what the status means in the page's language. A 401 from a node with
+// tokens asks for a token and tries once more with it.
 async function call(name, opts = {}) {
   let [method, path] = API[name].split(" ");
   for (const [k, v] of Object.entries(opts.params || {})) path = path.replace("{" + k + "}", encodeURIComponent(v));
@@ -54,6 +102,7 @@ async function call(name, opts = {}) {
   }
   let resp;
   try {
+    if (token()) init.headers.Authorization = "Bearer " + token();
     resp = await fetch(url, init);
   } catch (e) {
     throw new ApiError(0, t("cannot reach", { why: e.message }));
@@ -63,6 +112,10 @@ async function call(name, opts = {}) {
   try { body = text ? JSON.parse(text) : null; } catch (_) { /* reported below */ }
   if (!resp.ok) {
     const why = body && body.error ? body.error : text.trim().slice(0, 300) || resp.statusText;
+    if (resp.status === 401 && body && body.auth === "token" && !opts.retried) {
+      sessionStorage.removeItem(TOKEN_KEY);
+      if (!tokenDeclined && await askToken(why)) return call(name, { ...opts, retried: true });
+    }
     const meaning = WORDS.en["http " + resp.status] ? ` (${t("http " + resp.status)})` : "";
     throw new ApiError(resp.status, `${method} ${path} → ${resp.status}: ${why}${meaning}`);
   }
@@ -398,6 +451,8 @@ function setWall(on) {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  $("sign-in").addEventListener("click", signIn);
+  $("token-cancel").addEventListener("click", () => $("token-dialog").close());
   setLang(LANG);
   readFilters();
   zoneChanged(false);

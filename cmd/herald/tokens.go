@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+
+	"github.com/heraldhq/herald/engine/api"
+)
+
+// tokenConfig is one entry of the config's `tokens:` list.
+type tokenConfig struct {
+	Name string `yaml:"name"`
+	Role string `yaml:"role"`
+	// Token is a ${ENV} reference to the secret, never the secret itself:
+	// config files get copied, committed and pasted into tickets.
+	Token string `yaml:"token"`
+}
+
+// envOnly matches a value that is exactly one ${NAME} reference.
+var envOnly = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+
+// tokenName is what a token's name may be: it shows in audit records,
+// answers and logs.
+var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// minTokenLen is the shortest secret accepted: a bearer token is guessed
+// over the network, so it must be long and random (openssl rand -hex 32).
+const minTokenLen = 16
+
+// resolveTokens checks the `tokens:` list and resolves each token's secret
+// from its environment variable. Errors name the entry and the variable,
+// never the value.
+func resolveTokens(in []tokenConfig, lookup func(string) (string, bool)) ([]api.Token, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	out := make([]api.Token, 0, len(in))
+	names := map[string]bool{}
+	secrets := map[string]string{}
+	for i, t := range in {
+		where := fmt.Sprintf("config: tokens[%d]", i)
+		if t.Name != "" {
+			where = fmt.Sprintf("config: token %q", t.Name)
+		}
+		if !tokenName.MatchString(t.Name) {
+			return nil, fmt.Errorf("%s: name is required: letters, digits, _ . - (at most 64)", where)
+		}
+		if names[t.Name] {
+			return nil, fmt.Errorf("%s: the name is used twice", where)
+		}
+		names[t.Name] = true
+		role, err := api.ParseRole(t.Role)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		m := envOnly.FindStringSubmatch(t.Token)
+		if m == nil {
+			return nil, fmt.Errorf("%s: token must be an ${ENV} reference such as ${HERALD_TOKEN_%s}, not the secret itself", where, upperName(t.Name))
+		}
+		secret, ok := lookup(m[1])
+		if !ok || secret == "" {
+			return nil, fmt.Errorf("%s: environment variable %s is not set", where, m[1])
+		}
+		if len(secret) < minTokenLen {
+			return nil, fmt.Errorf("%s: the value of %s is shorter than %d characters; use a long random value (openssl rand -hex 32)", where, m[1], minTokenLen)
+		}
+		if other, dup := secrets[secret]; dup {
+			return nil, fmt.Errorf("%s: has the same secret as token %q; give each token its own", where, other)
+		}
+		secrets[secret] = t.Name
+		out = append(out, api.Token{Name: t.Name, Role: role, Secret: secret})
+	}
+	return out, nil
+}
+
+func upperName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		case c == '-' || c == '.':
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// nodeToken is the token a node presents on its own calls to the other
+// members (join, status, rule hashes): the strongest one configured, since
+// joining needs admin. All members share one `tokens` list.
+func nodeToken(tokens []api.Token) string {
+	best, role := "", api.RolePublic
+	for _, t := range tokens {
+		if t.Role > role {
+			best, role = t.Secret, t.Role
+		}
+	}
+	return best
+}

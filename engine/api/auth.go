@@ -1,0 +1,295 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// Role is what a token may do. Each role includes the ones below it.
+type Role int
+
+// The roles, weakest first.
+const (
+	// RolePublic is no role at all: what anyone may fetch (the dashboard's
+	// page and assets, which then ask for a token).
+	RolePublic Role = iota
+	// RoleRead may GET every endpoint, /metrics included.
+	RoleRead
+	// RoleOperate may also write: tasks, fires, alert acks and every other
+	// operator action.
+	RoleOperate
+	// RoleAdmin may also change membership (join, leave, remove).
+	RoleAdmin
+)
+
+// String is the role's name as written in the config.
+func (r Role) String() string {
+	switch r {
+	case RolePublic:
+		return "public"
+	case RoleRead:
+		return "read"
+	case RoleOperate:
+		return "operate"
+	case RoleAdmin:
+		return "admin"
+	}
+	return fmt.Sprintf("Role(%d)", int(r))
+}
+
+// ParseRole reads a role name from the config: read, operate or admin.
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "read":
+		return RoleRead, nil
+	case "operate":
+		return RoleOperate, nil
+	case "admin":
+		return RoleAdmin, nil
+	}
+	return 0, fmt.Errorf("role %q: want read, operate or admin", s)
+}
+
+// Token is one API token of the node's config.
+type Token struct {
+	// Name identifies the token in audit records and answers; never the
+	// secret itself.
+	Name string
+	Role Role
+	// Secret is the bearer value (resolved from its ${ENV} reference).
+	Secret string
+}
+
+// ActorLoopback is the actor of a write accepted without tokens, from the
+// node's own machine.
+const ActorLoopback = "loopback"
+
+// ActorPeer is the actor of a node-to-node join accepted, without tokens,
+// by its proof of the cluster secret.
+const ActorPeer = "peer"
+
+// ActorAnonymous is the actor of a read served without a token (no tokens
+// configured, or a public path).
+const ActorAnonymous = "anonymous"
+
+// Identity is who sent a request, as the auth middleware established it.
+type Identity struct {
+	// Actor is the token's name, ActorLoopback or ActorAnonymous.
+	Actor string
+	// Role is what the actor may do.
+	Role Role
+	// Remote is the client's address (host), as this node sees it.
+	Remote string
+}
+
+type identityKey struct{}
+
+// IdentityFrom returns the identity the auth middleware put into a
+// request's context.
+func IdentityFrom(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}
+
+// roleOverrides are the routes whose role is not the default (GET and HEAD
+// read; every other method operate). Patterns are http.ServeMux patterns;
+// the most specific one wins, as in the mux. A new endpoint needs an entry
+// here only when it needs another role than its method's default.
+var roleOverrides = map[string]Role{
+	// Membership: anyone who may change it may take the cluster over.
+	"POST /v1/cluster/":   RoleAdmin,
+	"PUT /v1/cluster/":    RoleAdmin,
+	"PATCH /v1/cluster/":  RoleAdmin,
+	"DELETE /v1/cluster/": RoleAdmin,
+	// The dashboard's page and assets: the page asks for a token itself.
+	"GET /ui/":  RolePublic,
+	"GET /{$}":  RolePublic,
+	"HEAD /ui/": RolePublic,
+}
+
+// roleMux resolves roleOverrides with the mux's own matching rules, so an
+// override means exactly the requests its pattern would route.
+var roleMux = func() *http.ServeMux {
+	m := http.NewServeMux()
+	for p := range roleOverrides {
+		m.Handle(p, http.NotFoundHandler())
+	}
+	return m
+}()
+
+// RouteRole is the role a request needs: its route's override, else read
+// for GET and HEAD and operate for every other method.
+func RouteRole(r *http.Request) Role {
+	if _, p := roleMux.Handler(r); p != "" {
+		if role, ok := roleOverrides[p]; ok {
+			return role
+		}
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return RoleRead
+	}
+	return RoleOperate
+}
+
+// authenticator checks every request against the node's tokens.
+type authenticator struct {
+	tokens     []tokenHash
+	peerSigned func(*http.Request) bool
+}
+
+type tokenHash struct {
+	name string
+	role Role
+	sum  [sha256.Size]byte
+}
+
+func newAuthenticator(tokens []Token) *authenticator {
+	a := &authenticator{}
+	for _, t := range tokens {
+		a.tokens = append(a.tokens, tokenHash{name: t.Name, role: t.Role, sum: sha256.Sum256([]byte(t.Secret))})
+	}
+	return a
+}
+
+// lookup finds the token whose secret is presented. Every configured token
+// is compared, in constant time over equal-length hashes, so the answer's
+// timing tells nothing about how much of a secret was right or which token
+// nearly matched.
+func (a *authenticator) lookup(presented string) (tokenHash, bool) {
+	sum := sha256.Sum256([]byte(presented))
+	var (
+		found tokenHash
+		ok    int
+	)
+	for _, t := range a.tokens {
+		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
+			found, ok = t, 1
+		}
+	}
+	return found, ok == 1
+}
+
+// middleware establishes the caller's identity and refuses what its role
+// does not allow: 401 without a known token, 403 with too weak a role.
+// It runs before forwarding, so a follower never forwards a request it
+// refused, and the leader checks the forwarded request (which carries the
+// caller's Authorization header, never the follower's) again.
+func (a *authenticator) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		need := RouteRole(r)
+		id := Identity{Actor: ActorAnonymous, Remote: remoteHost(r)}
+		switch {
+		case len(a.tokens) == 0:
+			// No tokens: anyone reads, only this machine writes. A
+			// loopback connection is the one thing a remote caller cannot
+			// fake (headers can be), and it is what `herald dev` and a
+			// single-machine install need.
+			switch {
+			case isLoopback(r.RemoteAddr):
+				id.Actor, id.Role = ActorLoopback, RoleAdmin
+			case need > RoleRead && a.peerSigned != nil && a.peerSigned(r):
+				// A join proving the cluster secret: the cluster handler
+				// checks the proof and refuses a wrong one.
+				id.Actor, id.Role = ActorPeer, RoleAdmin
+			default:
+				id.Role = RoleRead
+			}
+			if need > id.Role {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+				writeAuthError(w, http.StatusUnauthorized, authLoopback, fmt.Sprintf(
+					"%s %s: this node has no API tokens, so it accepts writes from its own machine (loopback) only; "+
+						"configure `tokens:` (name, role, token) on every node and send Authorization: Bearer TOKEN (herald --token, HERALD_TOKEN)",
+					r.Method, r.URL.Path))
+				return
+			}
+		case need == RolePublic:
+			// Identify the caller if it says who it is; never refuse.
+			if t, ok := a.lookup(bearer(r)); ok {
+				id.Actor, id.Role = t.name, t.role
+			}
+		default:
+			presented := bearer(r)
+			if presented == "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+				writeAuthError(w, http.StatusUnauthorized, authToken, fmt.Sprintf(
+					"%s %s needs a token with role %s: send Authorization: Bearer TOKEN (herald --token, HERALD_TOKEN)", r.Method, r.URL.Path, need))
+				return
+			}
+			t, ok := a.lookup(presented)
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
+				writeAuthError(w, http.StatusUnauthorized, authToken, "unknown token: it matches none of this node's tokens")
+				return
+			}
+			if t.role < need {
+				writeAuthError(w, http.StatusForbidden, authToken, fmt.Sprintf(
+					"token %s has role %s; %s %s needs %s", t.name, t.role, r.Method, r.URL.Path, need))
+				return
+			}
+			id.Actor, id.Role = t.name, t.role
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+	})
+}
+
+// How a refused caller can get in, in the "auth" field of a 401 or 403:
+// the dashboard asks for a token only when one would help.
+const (
+	authToken    = "token"    // send a (stronger) token
+	authLoopback = "loopback" // no tokens here: write from the node's machine
+)
+
+func writeAuthError(w http.ResponseWriter, code int, auth, reason string) {
+	writeJSON(w, code, map[string]string{"error": reason, "auth": auth})
+}
+
+// bearer returns the token of an "Authorization: Bearer TOKEN" header, or
+// "".
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(tok)
+}
+
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// isLoopback reports whether a connection's address is this machine's own.
+// An in-process request (httptest's ServeHTTP) has the address 192.0.2.1,
+// which is not.
+func isLoopback(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// IsLoopbackAddr reports whether a listen address (host:port) can be
+// reached from this machine only: the agent warns at start when its HTTP
+// address is not, and no tokens are configured.
+func IsLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

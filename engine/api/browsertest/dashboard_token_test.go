@@ -1,0 +1,111 @@
+package browsertest
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api"
+	"github.com/heraldhq/herald/engine/enginetest"
+)
+
+// TestDashboardAsksForToken: on a node with tokens the page asks for one,
+// keeps it for the tab (a reload does not ask again), sends it on every
+// call, and asks again when it stops working.
+func TestDashboardAsksForToken(t *testing.T) {
+	t.Parallel()
+	bin := chromium(t)
+	rep := enginetest.New()
+	f := &fixture{fsm: rep.FSM, rep: rep}
+	const readSecret, operateSecret = "dash-read-secret-000111", "dash-operate-secret-000222"
+	f.api = api.New(api.Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus, Tokens: []api.Token{
+		{Name: "wall", Role: api.RoleRead, Secret: readSecret}, {Name: "ops", Role: api.RoleOperate, Secret: operateSecret}}})
+	f.populate(t)
+	srv := httptest.NewServer(f.api)
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(bin),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		require.NoError(t, err, sel)
+		return s
+	}
+	enter := func(tok string) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(bctx,
+			chromedp.WaitVisible(chromedp.CSS(`#token-dialog`)),
+			chromedp.SendKeys(chromedp.CSS(`#token-input`), tok),
+			chromedp.Click(chromedp.CSS(`#token-submit`)),
+			chromedp.WaitNotVisible(chromedp.CSS(`#token-dialog`)),
+		))
+	}
+
+	// First visit: the page asks, with the server's reason.
+	require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#token-dialog`))))
+	require.Contains(t, text("#token-reason"), "needs a token with role read")
+	enter("wrong-token-value-xyz")
+	// A wrong token gets a 401: asked again.
+	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#token-dialog`))))
+	require.Contains(t, text("#token-reason"), "unknown token")
+	enter(readSecret)
+	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#deliveries tr[data-delivery]`))))
+	stored, err := chromedp.Run(bctx, chromedp.Evaluate[string](`sessionStorage.getItem("herald.token")`))
+	require.NoError(t, err)
+	require.Equal(t, readSecret, stored)
+
+	// A read token is not offered the ack (status says the page's role);
+	// the API would refuse it anyway (403, engine/api's auth tests).
+	id := engine.AlertID("channel:wecom_sales:token")
+	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#alerts [data-alert="`+id+`"]`))))
+	require.NoError(t, chromedp.Do(bctx, chromedp.Poll[chromedp.Void](
+		`document.querySelectorAll("#alerts button[data-ack]").length === 0`, chromedp.WithPollingTimeout(12*time.Second))),
+		"no ack button for a read token")
+
+	// A reload keeps the token (no dialog), and the data loads.
+	require.NoError(t, chromedp.Do(bctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#runs tr`))))
+	open, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById("token-dialog").open`))
+	require.NoError(t, err)
+	require.False(t, open)
+
+	// The header button takes another token; an operate token acks.
+	require.NoError(t, chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#sign-in`))))
+	enter(operateSecret)
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`#alerts button[data-ack="`+id+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#alerts .card.acked[data-alert="`+id+`"]`))))
+	a, ok := f.fsm.Alert(id)
+	require.True(t, ok)
+	require.True(t, a.Acked)
+
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(90))
+	require.NoError(t, err)
+	dir := os.Getenv("HERALD_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard-token.png"), shot, 0o644))
+}
