@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,9 +37,12 @@ type executor struct {
 	l        *Leader
 	mu       sync.Mutex
 	inflight map[string]bool // ids claimed by this leader and not yet settled
-	sends    chan struct{}   // bounds batches in flight
-	done     chan struct{}   // signalled when a batch settles
-	wg       sync.WaitGroup
+	sends    chan struct{}   // bounds claim groups in flight (MaxSends)
+	// sendSlots bounds the channel batches in flight across groups
+	// (SendConcurrency).
+	sendSlots chan struct{}
+	done      chan struct{} // signalled when a batch settles
+	wg        sync.WaitGroup
 	// resend holds deliveries an older leader claimed and never settled:
 	// this leader sends them again at once, with the same key.
 	resend []*Delivery
@@ -49,11 +53,12 @@ type executor struct {
 
 func newExecutor(l *Leader) *executor {
 	return &executor{
-		l:        l,
-		inflight: map[string]bool{},
-		plain:    map[string]bool{},
-		sends:    make(chan struct{}, l.cfg.MaxSends),
-		done:     make(chan struct{}, 1),
+		l:         l,
+		inflight:  map[string]bool{},
+		plain:     map[string]bool{},
+		sends:     make(chan struct{}, l.cfg.MaxSends),
+		sendSlots: make(chan struct{}, l.cfg.SendConcurrency),
+		done:      make(chan struct{}, 1),
 	}
 }
 
@@ -81,12 +86,7 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 
 	var expired []string
 	batches := map[string][]*Delivery{}
-	slices.SortStableFunc(due, func(a, b *Delivery) int {
-		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
-			return c
-		}
-		return a.dueAt().Compare(b.dueAt())
-	})
+	fairOrder(due)
 	seen := map[string]bool{}
 	refused := map[chanPrio]int{}
 	for _, d := range due {
@@ -119,12 +119,28 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 			failed = true
 		}
 	}
+	// Claims are proposed together (Raft appends the proposals waiting at
+	// once as one batch) and the pass returns once all of them committed or
+	// failed; the sends go on in the background.
+	var claiming sync.WaitGroup
+	var claimFailed atomic.Bool
+dispatch:
 	for ch, ds := range batches {
-		for start := 0; start < len(ds); start += x.l.cfg.BatchSize {
-			if !x.claimAndSend(ctx, ch, ds[start:min(start+x.l.cfg.BatchSize, len(ds))]) {
-				failed = true
+		for start := 0; start < len(ds); start += x.l.cfg.ClaimBatch {
+			group := ds[start:min(start+x.l.cfg.ClaimBatch, len(ds))]
+			select {
+			case x.sends <- struct{}{}:
+			case <-ctx.Done():
+				claimFailed.Store(true)
+				break dispatch
 			}
+			claiming.Add(1)
+			x.wg.Go(func() { x.claimAndSend(ctx, ch, group, claiming.Done, &claimFailed) })
 		}
+	}
+	claiming.Wait()
+	if claimFailed.Load() {
+		failed = true
 	}
 	if at := now.Add(retryFailedProposal); failed && at.Before(wake) {
 		wake = at
@@ -152,57 +168,57 @@ func (x *executor) isInflight(id string) bool {
 	return x.inflight[id]
 }
 
-// claimAndSend claims a batch through the log and, for what was claimed,
-// sends it in the background. It returns false if the claim failed.
-func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Delivery) bool {
+// claimAndSend claims a group of deliveries in one log entry and sends
+// what was claimed. It holds one of x.sends, which it gives back when the
+// group is settled; claimed is called once the claim committed (or
+// failed), and failed is set if it failed.
+func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Delivery, claimed func(), failed *atomic.Bool) {
 	ids := make([]string, len(ds))
 	byID := make(map[string]*Delivery, len(ds))
 	for i, d := range ds {
 		ids[i] = d.ID
 		byID[d.ID] = d
 	}
-	select {
-	case x.sends <- struct{}{}:
-	case <-ctx.Done():
-		return false
-	}
 	res, err := x.l.propose(ctx, CmdClaim, ClaimDeliveries{IDs: ids, Leader: x.l.cfg.NodeID, Now: x.l.now(), Timeout: x.l.cfg.ClaimTimeout})
 	if err != nil {
+		failed.Store(true)
+		claimed()
 		<-x.sends
 		x.l.log.Warn("claim failed", "channel", channel, "n", len(ids), "err", err)
-		return false
+		return
 	}
-	claimed := res.(ClaimResult).Claimed
-	if len(claimed) == 0 {
+	got := res.(ClaimResult).Claimed
+	if len(got) == 0 {
+		claimed()
 		<-x.sends
-		return true
+		return
 	}
 	x.mu.Lock()
-	for _, c := range claimed {
+	for _, c := range got {
 		x.inflight[c.ID] = true
 	}
 	x.mu.Unlock()
-	x.wg.Go(func() {
-		defer func() {
-			x.mu.Lock()
-			for _, c := range claimed {
-				delete(x.inflight, c.ID)
-			}
-			x.mu.Unlock()
-			<-x.sends
-			select {
-			case x.done <- struct{}{}:
-			default:
-			}
-		}()
-		x.send(ctx, channel, claimed, byID)
-	})
-	return true
+	claimed()
+	defer func() {
+		x.mu.Lock()
+		for _, c := range got {
+			delete(x.inflight, c.ID)
+		}
+		x.mu.Unlock()
+		<-x.sends
+		select {
+		case x.done <- struct{}{}:
+		default:
+		}
+	}()
+	x.send(ctx, channel, got, byID)
 }
 
-// send confirms leadership, sends the claimed batch and replicates the
-// results. If leadership is lost, nothing is recorded: the claims become
-// ambiguous and the next leader sends them again with the same keys.
+// send confirms leadership once for the claimed group, sends it in batches
+// of BatchSize (up to SendConcurrency batches in flight across groups) and
+// replicates all their results in one entry. If leadership is lost,
+// nothing is recorded: the claims become ambiguous and the next leader
+// sends them again with the same keys.
 func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) {
 	if err := x.l.cfg.Replicator.VerifyLeader(ctx); err != nil {
 		x.l.log.Warn("not sending: leadership not confirmed", "channel", channel, "err", err)
@@ -226,42 +242,89 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 	if len(claimed) == 0 {
 		return
 	}
-	batch := make([]Outgoing, len(claimed))
-	seqs := make(map[string]int, len(claimed))
-	for i, c := range claimed {
-		d := byID[c.ID]
-		batch[i] = Outgoing{ID: d.ID, IdempotencyKey: d.ID, Recipient: d.Recipient, Payload: d.Payload, Priority: d.Priority, Attempt: c.Attempt}
-		seqs[c.ID] = c.Seq
-	}
 	// A send may not outlive its claim: past it, the deliveries are
 	// claimable again and would go twice at once.
 	sctx, cancel := context.WithTimeout(ctx, x.l.cfg.ClaimTimeout)
-	outs, err := x.l.cfg.Sender.Send(sctx, channel, batch)
-	stuck := errors.Is(sctx.Err(), context.DeadlineExceeded)
-	cancel()
+	defer cancel()
+	var (
+		mu            sync.Mutex
+		results       = make([]Result, 0, len(claimed))
+		stuckLost     int // messages of batches stuck past the claim, unanswered
+		stuckAnswered int // answered, but only after the claim ran out
+		wg            sync.WaitGroup
+	)
+	for start := 0; start < len(claimed); start += x.l.cfg.BatchSize {
+		part := claimed[start:min(start+x.l.cfg.BatchSize, len(claimed))]
+		select {
+		case x.sendSlots <- struct{}{}:
+		case <-sctx.Done():
+		}
+		if sctx.Err() != nil {
+			// Not sent: its claims run out and it goes again, same keys.
+			mu.Lock()
+			stuckLost += len(part)
+			mu.Unlock()
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-x.sendSlots }()
+			rs, lost, late := x.sendBatch(sctx, channel, part, byID)
+			mu.Lock()
+			defer mu.Unlock()
+			results = append(results, rs...)
+			stuckLost += lost
+			stuckAnswered += late
+		})
+	}
+	wg.Wait()
 	if ctx.Err() != nil {
 		return
 	}
-	if stuck && err != nil {
-		x.l.log.Warn("send stuck past its claim; it will be sent again with the same keys", "channel", channel, "n", len(batch))
+	if stuckLost > 0 {
+		x.l.log.Warn("send stuck past its claim; it will be sent again with the same keys", "channel", channel, "n", stuckLost)
 		x.l.raise(ctx, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
-			"a batch of %d on channel %s was still in flight after %s; it will be sent again with the same idempotency keys",
-			len(batch), channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
+			"%d message(s) on channel %s were still in flight after %s; they will be sent again with the same idempotency keys",
+			stuckLost, channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
+	}
+	if stuckAnswered > 0 {
+		// They outlived their claim, but the channel answered: record
+		// that, rather than send them again.
+		x.l.log.Warn("send answered only after its claim ran out", "channel", channel, "n", stuckAnswered)
+		x.l.raise(ctx, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
+			"%d message(s) on channel %s were answered only after %s, when their claim had run out",
+			stuckAnswered, channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
+	}
+	if len(results) == 0 {
 		return
 	}
+	if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results}); err != nil {
+		x.l.log.Warn("cannot record results; claims will time out and be resent with the same keys", "channel", channel, "err", err)
+	}
+}
+
+// sendBatch hands one batch to the channel and turns its answer into
+// results. lost counts the messages of a batch that was stuck past its
+// claim without an answer (no results: they go again with the same keys);
+// late those answered only after the claim ran out (results recorded).
+func (x *executor) sendBatch(sctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) (results []Result, lost, late int) {
+	batch := make([]Outgoing, len(claimed))
+	for i, c := range claimed {
+		d := byID[c.ID]
+		batch[i] = Outgoing{ID: d.ID, IdempotencyKey: d.ID, Recipient: d.Recipient, Payload: d.Payload, Priority: d.Priority, Attempt: c.Attempt}
+	}
+	outs, err := x.l.cfg.Sender.Send(sctx, channel, batch)
+	stuck := errors.Is(sctx.Err(), context.DeadlineExceeded)
+	if stuck && err != nil {
+		return nil, len(batch), 0
+	}
 	if stuck {
-		// It outlived its claim, but the channel answered: record that,
-		// rather than send the batch again.
-		x.l.log.Warn("send answered only after its claim ran out", "channel", channel, "n", len(batch))
-		x.l.raise(ctx, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
-			"a batch of %d on channel %s was answered only after %s, when its claim had run out",
-			len(batch), channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
+		late = len(batch)
 	}
 	byOut := make(map[string]Outcome, len(outs))
 	for _, o := range outs {
 		byOut[o.ID] = o
 	}
-	results := make([]Result, 0, len(claimed))
+	results = make([]Result, 0, len(claimed))
 	for _, c := range claimed {
 		o, ok := byOut[c.ID]
 		switch {
@@ -273,11 +336,39 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 			// A bad plugin answer fails this message's attempt, never the node.
 			o = Outcome{Status: OutcomeRetryable, Error: "channel " + channel + " returned an unknown status"}
 		}
-		results = append(results, Result{ID: c.ID, Seq: seqs[c.ID], Status: o.Status, ProviderID: o.ProviderID, RetryAfter: o.RetryAfter, Code: o.Code, Error: o.Error})
+		results = append(results, Result{ID: c.ID, Seq: c.Seq, Status: o.Status, ProviderID: o.ProviderID, RetryAfter: o.RetryAfter, Code: o.Code, Error: o.Error})
 	}
-	if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results}); err != nil {
-		x.l.log.Warn("cannot record results; claims will time out and be resent with the same keys", "channel", channel, "err", err)
+	return results, 0, late
+}
+
+// fairOrder orders due deliveries by priority and, within a priority,
+// round-robin across runs (each run's own in due order): the first of
+// every run, then the second of every run, and so on. One huge run then
+// takes its turn beside a small rule's slot instead of ahead of it.
+func fairOrder(due []*Delivery) {
+	slices.SortStableFunc(due, func(a, b *Delivery) int {
+		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
+			return c
+		}
+		return a.dueAt().Compare(b.dueAt())
+	})
+	type runPrio struct {
+		run string
+		p   Priority
 	}
+	rank := make(map[*Delivery]int, len(due))
+	next := map[runPrio]int{}
+	for _, d := range due {
+		k := runPrio{d.RunKey, d.Priority}
+		rank[d] = next[k]
+		next[k]++
+	}
+	slices.SortStableFunc(due, func(a, b *Delivery) int {
+		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(rank[a], rank[b])
+	})
 }
 
 // holdPaused hands back, unsent and spending no attempt, the claims of

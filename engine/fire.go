@@ -56,6 +56,7 @@ func (s *scheduler) fire(ctx context.Context, r Rule, hash string, now time.Time
 	for i, sc := range scheds {
 		next[i], has[i] = sc.Next(after)
 	}
+	ahead := false // a slot after now was started in this pass
 	for range maxSlotsPerPass {
 		slot, found := time.Time{}, false
 		for i := range zones {
@@ -66,9 +67,20 @@ func (s *scheduler) fire(ctx context.Context, r Rule, hash string, now time.Time
 		if !found {
 			return time.Time{}, false
 		}
-		if slot.After(now) {
-			return slot, true
+		// A slot is started (and so planned and replicated) PlanAhead
+		// before it: its deliveries wait in the due index for their send
+		// time, and the first one leaves at the slot, not after planning.
+		if start := slot.Add(-s.l.planLead(r.Name)); start.After(now) {
+			return start, true
 		}
+		if ahead && slot.After(now) {
+			// One slot ahead a pass: a rule not planned yet has the whole
+			// PlanAhead as its lead, and a fast schedule would otherwise
+			// start a minute of runs with the rules of this instant. By the
+			// next pass its plan has measured its lead.
+			return now.Add(planLeadMin), true
+		}
+		ahead = ahead || slot.After(now)
 		for i, z := range zones {
 			if !has[i] || !next[i].Equal(slot) {
 				continue

@@ -11,17 +11,23 @@ import (
 
 // Defaults of LeaderConfig.
 const (
-	BatchSizeDefault     = 50
-	ClaimTimeoutDefault  = 30 * time.Second
-	PlanChunkDefault     = 500
-	PlannersDefault      = 4
-	PlanTimeoutDefault   = time.Minute
-	LateAfterDefault     = 5 * time.Second
-	MaxSendsDefault      = 8
-	ProposeTimeout       = 10 * time.Second
-	AlertRuleDefault     = "ops_alert"
-	AlertIntervalDefault = time.Hour
-	LatePlanDefault      = 5 * time.Minute
+	BatchSizeDefault       = 50
+	ClaimTimeoutDefault    = 30 * time.Second
+	PlanChunkDefault       = 500
+	PlannersDefault        = 4
+	PlanTimeoutDefault     = time.Minute
+	LateAfterDefault       = 5 * time.Second
+	MaxSendsDefault        = 8
+	ClaimBatchDefault      = 1000
+	SendConcurrencyDefault = 16
+	ProposeTimeout         = 10 * time.Second
+	AlertRuleDefault       = "ops_alert"
+	AlertIntervalDefault   = time.Hour
+	LatePlanDefault        = 5 * time.Minute
+	// MaxPlanAhead caps LeaderConfig.PlanAhead: the longer ahead, the
+	// longer a planned run's deliveries sit in memory, and the older the
+	// rules they were planned with.
+	MaxPlanAhead = 10 * time.Minute
 )
 
 // Schedule yields the slots of a rule's trigger.
@@ -51,13 +57,30 @@ type LeaderConfig struct {
 	// planned took to evaluate and to replicate (metrics, herald bench).
 	PlanObserver func(PlanTiming)
 
-	BatchSize    int           // deliveries per Claim and per Send; default BatchSizeDefault
-	ClaimTimeout time.Duration // a claim not settled by then is ambiguous; default ClaimTimeoutDefault
-	PlanChunk    int           // deliveries per AddDeliveries; default PlanChunkDefault
-	Planners     int           // runs planned at once; default PlannersDefault
-	PlanTimeout  time.Duration // default PlanTimeoutDefault
-	LateAfter    time.Duration // a run started this long after its slot is flagged late
-	MaxSends     int           // batches in flight at once; default MaxSendsDefault
+	// PlanAhead is the most a scheduled slot's run is started before the
+	// slot, so that it is planned and replicated when the slot comes and
+	// its deliveries (held until their send time) leave at once. The lead
+	// is twice what the rule's last run took to plan, plus a second, up to
+	// PlanAhead (all of it for a rule never planned yet). A run is planned
+	// with the rules and data in force when it starts (recorded in
+	// Run.RulesHash): an edit in between applies from the next slot.
+	// Zero: at the slot. At most MaxPlanAhead.
+	PlanAhead time.Duration
+
+	BatchSize int // deliveries per Send to a channel; default BatchSizeDefault
+	// ClaimBatch is the most deliveries one Claim entry takes (sent in
+	// batches of BatchSize after one leadership check, their results
+	// recorded in one entry); default ClaimBatchDefault.
+	ClaimBatch int
+	// SendConcurrency bounds the channel batches in flight at once;
+	// default SendConcurrencyDefault.
+	SendConcurrency int
+	ClaimTimeout    time.Duration // a claim not settled by then is ambiguous; default ClaimTimeoutDefault
+	PlanChunk       int           // deliveries per AddDeliveries; default PlanChunkDefault
+	Planners        int           // runs planned at once; default PlannersDefault
+	PlanTimeout     time.Duration // default PlanTimeoutDefault
+	LateAfter       time.Duration // a run started this long after its slot is flagged late
+	MaxSends        int           // claim groups in flight at once; default MaxSendsDefault
 
 	// AlertRule is the rule that delivers Herald's own alerts (as API
 	// tasks); default AlertRuleDefault. Alerts are only listed while it is
@@ -112,6 +135,9 @@ func (c *LeaderConfig) setDefaults() error {
 	setDefault(&c.PlanTimeout, PlanTimeoutDefault)
 	setDefault(&c.LateAfter, LateAfterDefault)
 	setDefault(&c.MaxSends, MaxSendsDefault)
+	setDefault(&c.ClaimBatch, ClaimBatchDefault)
+	c.PlanAhead = min(max(c.PlanAhead, 0), MaxPlanAhead)
+	setDefault(&c.SendConcurrency, SendConcurrencyDefault)
 	setDefault(&c.AlertInterval, AlertIntervalDefault)
 	setDefault(&c.LatePlan, LatePlanDefault)
 	setDefault(&c.Retention, RetentionDefault)
@@ -152,6 +178,9 @@ type PlanTiming struct {
 type Leader struct {
 	cfg LeaderConfig
 	log *slog.Logger
+	// planTook remembers how long each rule's last run took to plan (rule
+	// name → time.Duration), for the plan-ahead lead.
+	planTook sync.Map
 }
 
 // NewLeader validates cfg and returns a Leader.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/heraldhq/herald/engine/backoff"
@@ -55,11 +56,8 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 	}
 	all, doomed := l.deliveries(run, rule, planned)
 	replStart := time.Now()
-	for start := 0; start < len(all); start += l.cfg.PlanChunk {
-		chunk := all[start:min(start+l.cfg.PlanChunk, len(all))]
-		if _, err := l.propose(ctx, CmdAddDeliveries, AddDeliveries{RunKey: run.Key, Deliveries: chunk}); err != nil {
-			return fmt.Errorf("replicate plan of %s: %w", run.Key, err)
-		}
+	if err := l.replicatePlan(ctx, run.Key, all); err != nil {
+		return err
 	}
 	if len(doomed) > 0 {
 		// Said now, when it is known, not only when the deadline passes:
@@ -69,6 +67,9 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 			len(doomed), run.Key, run.Rule, strings.Join(doomed, "; "))})
 	}
 	_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Now: l.now()})
+	if err == nil {
+		l.planTook.Store(run.Rule, evaluate+time.Since(replStart))
+	}
 	if err == nil && l.cfg.PlanObserver != nil {
 		l.cfg.PlanObserver(PlanTiming{Rule: run.Rule, RunKey: run.Key, Deliveries: len(all),
 			Evaluate: evaluate, Replicate: time.Since(replStart)})
@@ -135,6 +136,79 @@ func (l *Leader) findRule(name string) (Rule, bool) {
 		}
 	}
 	return Rule{}, false
+}
+
+// planPipeline is how many AddDeliveries chunks of one run are in flight
+// at once. Raft appends and fsyncs the proposals waiting together as one
+// batch, so a large plan costs a few disk round trips, not one per chunk.
+const planPipeline = 8
+
+// replicatePlan proposes a run's deliveries in chunks, up to planPipeline
+// at once. The chunks may commit in any order: AddDeliveries leaves ids
+// already present alone, and FinishPlan comes only after all of them.
+func (l *Leader) replicatePlan(ctx context.Context, runKey string, all []NewDelivery) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slots := make(chan struct{}, planPipeline)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for start := 0; start < len(all); start += l.cfg.PlanChunk {
+		chunk := all[start:min(start+l.cfg.PlanChunk, len(all))]
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if _, err := l.propose(ctx, CmdAddDeliveries, AddDeliveries{RunKey: runKey, Deliveries: chunk}); err != nil {
+				select {
+				case errs <- fmt.Errorf("replicate plan of %s: %w", runKey, err):
+				default:
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	return ctx.Err()
+}
+
+// planLeadMin is the least lead of a planned-ahead slot: what a small rule
+// needs to be planned and replicated on a busy machine.
+const planLeadMin = time.Second
+
+// planLead is how long before its slot a run of rule is started: twice
+// what its last run took to plan, plus planLeadMin, at most PlanAhead.
+// A rule this leader has not planned yet counts its last planned run in
+// the state; one never planned gets all of PlanAhead.
+func (l *Leader) planLead(rule string) time.Duration {
+	if l.cfg.PlanAhead <= 0 {
+		return 0
+	}
+	took, ok := l.planTook.Load(rule)
+	if !ok {
+		var last *Run
+		for _, r := range l.cfg.FSM.Runs(func(r *Run) bool { return r.Rule == rule && r.State == RunPlanned && !r.PlannedAt.IsZero() }) {
+			last = r
+		}
+		d := time.Duration(-1) // never planned: remembered, so as not to look again each pass
+		if last != nil {
+			d = max(last.PlannedAt.Sub(last.StartedAt), 0)
+		}
+		took, _ = l.planTook.LoadOrStore(rule, d)
+	}
+	if took.(time.Duration) < 0 {
+		return l.cfg.PlanAhead
+	}
+	return min(l.cfg.PlanAhead, 2*took.(time.Duration)+planLeadMin)
 }
 
 // planPending plans every run still planning — ours, or one an earlier

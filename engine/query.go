@@ -122,9 +122,10 @@ func (f *FSM) Alerts() []*Alert {
 	return out
 }
 
-// Due returns up to limit deliveries the executor must act on at now:
-// pending ones that may be sent, and claimed ones whose claim timed out,
-// high priority first, then by due time. It walks the due index, so its
+// Due returns the deliveries the executor must act on at now: pending
+// ones that may be sent, and claimed ones whose claim timed out, high
+// priority first, then by due time; up to limit oldest, plus, where those
+// filled it, up to limit/8 of the most recently due of each priority. It walks the due index, so its
 // cost is in what is due, not in what waits; and a backlog of normal
 // deliveries never hides a high one.
 func (f *FSM) Due(now time.Time, limit int) []*Delivery {
@@ -132,16 +133,45 @@ func (f *FSM) Due(now time.Time, limit int) []*Delivery {
 	defer f.mu.RUnlock()
 	var out []*Delivery
 	for p := PriorityHigh; p <= PriorityLow; p++ {
+		full := false
+		taken := map[string]bool{}
 		f.st.due[p].Ascend(func(it dueItem) bool {
-			if it.at.After(now) || len(out) >= limit {
+			if it.at.After(now) {
+				return false
+			}
+			if len(out) >= limit {
+				full = true
 				return false
 			}
 			out = append(out, f.st.Deliveries[it.id])
+			taken[it.id] = true
+			return true
+		})
+		if !full {
+			continue
+		}
+		// A backlog fills the limit with its oldest deliveries; the most
+		// recently due ones (another rule's slot that just came) are added
+		// too, so that a huge run cannot hide them until it has drained.
+		newest := 0
+		f.st.due[p].DescendLessOrEqual(dueItem{at: now, id: maxID}, func(it dueItem) bool {
+			if taken[it.id] || newest >= limit/dueNewestShare {
+				return false
+			}
+			out = append(out, f.st.Deliveries[it.id])
+			newest++
 			return true
 		})
 	}
 	return out
 }
+
+// dueNewestShare: Due adds up to limit/dueNewestShare of the most recently
+// due deliveries of a priority whose oldest filled the limit.
+const dueNewestShare = 8
+
+// maxID sorts after every delivery id (hex strings) at the same instant.
+const maxID = "\xff"
 
 // NextDue returns when the earliest delivery not yet due becomes due.
 func (f *FSM) NextDue() (time.Time, bool) {

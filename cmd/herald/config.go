@@ -41,6 +41,15 @@ type nodeConfig struct {
 	// listener of its own: for `herald bench --profile` and diagnosis.
 	// Keep it on loopback: profiles show the process's insides.
 	PprofAddr string `yaml:"pprof_addr"`
+	// RaftTimeouts tunes Raft's failure detection: "lan" (default: a new
+	// leader within about a second of a crash), "wan" (for members far
+	// apart), or "heartbeat=D,election=D,lease=D" (any of them, the rest
+	// from lan).
+	RaftTimeouts string `yaml:"raft_timeouts"`
+	// PlanAhead: a scheduled slot is planned and replicated this long
+	// before it (default 1m, at most 10m, 0s at the slot), so that its
+	// first message leaves at the slot.
+	PlanAhead string `yaml:"plan_ahead"`
 	// Channels are the channel instances by name: {plugin: NAME, ...the
 	// plugin's own keys}. Values may reference ${ENV} variables (secrets).
 	Channels map[string]map[string]any `yaml:"channels"`
@@ -94,6 +103,8 @@ func (c *nodeConfig) keys() []configKey {
 		{"cluster_secret", "cluster-secret", "${ENV} reference to the secret every member must hold to join", &c.ClusterSecret, nil},
 		{"peers", "peers", "the other members' HTTP addresses (comma separated), asked before bootstrapping an empty data dir", &c.Peers, nil},
 		{"display_timezone", "display-timezone", "zone of the times shown to people: alert texts, dashboard (IANA name; default the machine's zone)", &c.DisplayTimezone, nil},
+		{"plan_ahead", "plan-ahead", "plan and replicate a scheduled slot this long before it (default 1m, at most 10m; 0s: at the slot)", &c.PlanAhead, nil},
+		{"raft_timeouts", "raft-timeouts", "Raft failure detection: lan (default), wan, or heartbeat=D,election=D,lease=D", &c.RaftTimeouts, nil},
 		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty", &c.PprofAddr, nil},
 	}
 }
@@ -226,6 +237,12 @@ func (c *nodeConfig) validate() error {
 	if _, err := engine.LoadZone(c.DisplayTimezone); err != nil {
 		return fmt.Errorf("config: display_timezone: %w", err)
 	}
+	if _, err := parsePlanAhead(c.PlanAhead); err != nil {
+		return fmt.Errorf("config: plan_ahead %q: %w", c.PlanAhead, err)
+	}
+	if _, err := parseRaftTimeouts(c.RaftTimeouts); err != nil {
+		return fmt.Errorf("config: raft_timeouts %q: %w", c.RaftTimeouts, err)
+	}
 	if c.Directory != nil {
 		if _, err := c.Directory.settings(c.Channels); err != nil {
 			return err
@@ -252,6 +269,58 @@ func (c *nodeConfig) validate() error {
 		c.clusterSecret = s
 	}
 	return nil
+}
+
+// raftTimeouts are the Raft timeouts a node runs with.
+type raftTimeouts struct {
+	Heartbeat, Election, Lease time.Duration
+}
+
+// The raft_timeouts presets. lan: a follower that hears nothing for 500 ms
+// (raft randomises up to twice that) stands for election, so a crashed
+// leader is replaced in about a second; the lease equals the heartbeat
+// timeout so that a leader on a busy machine does not step down for a
+// scheduling hiccup. wan: raft's own defaults doubled, for members tens of
+// milliseconds apart.
+var (
+	raftTimeoutsLAN = raftTimeouts{Heartbeat: 500 * time.Millisecond, Election: 500 * time.Millisecond, Lease: 500 * time.Millisecond}
+	raftTimeoutsWAN = raftTimeouts{Heartbeat: 2 * time.Second, Election: 2 * time.Second, Lease: time.Second}
+)
+
+// parseRaftTimeouts reads raft_timeouts: "" or "lan", "wan", or
+// comma-separated heartbeat=, election=, lease= durations over lan.
+func parseRaftTimeouts(s string) (raftTimeouts, error) {
+	switch strings.TrimSpace(s) {
+	case "", "lan":
+		return raftTimeoutsLAN, nil
+	case "wan":
+		return raftTimeoutsWAN, nil
+	}
+	t := raftTimeoutsLAN
+	for part := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if !ok || err != nil || d <= 0 {
+			return t, fmt.Errorf("want lan, wan or heartbeat=D,election=D,lease=D with positive durations (e.g. heartbeat=1s,election=1s,lease=500ms); %q is not one", part)
+		}
+		switch strings.TrimSpace(k) {
+		case "heartbeat":
+			t.Heartbeat = d
+		case "election":
+			t.Election = d
+		case "lease":
+			t.Lease = d
+		default:
+			return t, fmt.Errorf("unknown timeout %q: want heartbeat, election or lease", k)
+		}
+	}
+	if t.Lease > t.Heartbeat {
+		return t, fmt.Errorf("lease %s exceeds heartbeat %s", t.Lease, t.Heartbeat)
+	}
+	if t.Election < t.Heartbeat {
+		return t, fmt.Errorf("election %s is below heartbeat %s", t.Election, t.Heartbeat)
+	}
+	return t, nil
 }
 
 func countSet(vals ...string) int {
@@ -296,4 +365,20 @@ func (c *nodeConfig) peerList() []string {
 		}
 	}
 	return out
+}
+
+// planAheadDefault is plan_ahead when it is not set.
+const planAheadDefault = time.Minute
+
+// parsePlanAhead reads plan_ahead: "" is the default, else a duration from
+// 0s (plan at the slot) to engine.MaxPlanAhead.
+func parsePlanAhead(s string) (time.Duration, error) {
+	if s == "" {
+		return planAheadDefault, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > engine.MaxPlanAhead {
+		return 0, fmt.Errorf("want a duration from 0s to %s, such as 1m", engine.MaxPlanAhead)
+	}
+	return d, nil
 }

@@ -142,6 +142,8 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	if cfg.JoinTimeout != "" {
 		ccfg.JoinTimeout, _ = time.ParseDuration(cfg.JoinTimeout) // validated by load
 	}
+	rt, _ := parseRaftTimeouts(cfg.RaftTimeouts) // validated by load
+	ccfg.HeartbeatTimeout, ccfg.ElectionTimeout, ccfg.LeaderLeaseTimeout = rt.Heartbeat, rt.Election, rt.Lease
 	if cfg.devTimeouts {
 		ccfg = cluster.DevConfig(ccfg)
 	}
@@ -203,6 +205,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return n, err
 	}
 
+	planAhead, _ := parsePlanAhead(cfg.PlanAhead) // validated by load
 	planSeconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herald_plan_seconds",
 		Help:    "Time this node, as leader, took to plan a run: phase evaluate (the rule) or replicate (its deliveries through Raft).",
@@ -213,6 +216,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
 		ScheduleFunc: scheduleFunc, DisplayZone: zone, DirectoryRefresh: n.dirRefresh,
+		PlanAhead: planAhead,
 		PlanObserver: func(t engine.PlanTiming) {
 			planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
 			planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
