@@ -166,7 +166,7 @@ func (a applier) claimable(d *Delivery, now time.Time) bool {
 	}
 	switch d.State {
 	case StatePending:
-		return !now.Before(d.dueAt()) && !a.st.held(d) // a claim proposed just before a pause
+		return d.Digest == "" && !now.Before(d.dueAt()) && !a.st.held(d) // a claim proposed just before a pause
 	case StateClaimed:
 		return d.Claim.Term < a.term || !now.Before(d.Claim.ExpiresAt)
 	}
@@ -188,8 +188,10 @@ func (a applier) recordResults(c RecordResults) any {
 			nd.Attempts++
 			nd.State, nd.SentAt, nd.EndedAt, nd.ProviderID = StateSent, c.Now, c.Now, r.ProviderID
 			nd.LastError, nd.Code = "", ""
-			a.madeGood(&nd)
-			a.count(&nd)
+			if len(nd.Members) == 0 { // a digest's members are counted one by one
+				a.madeGood(&nd)
+				a.count(&nd)
+			}
 		case OutcomeRateLimited:
 			// The provider's limit is not the message's fault: no attempt spent.
 			nd.State, nd.NextAt = StatePending, c.Now.Add(max(r.RetryAfter, time.Second))
@@ -215,6 +217,7 @@ func (a applier) recordResults(c RecordResults) any {
 			panic(fmt.Sprintf("herald: RecordResults: unknown outcome status %d", r.Status))
 		}
 		a.st.putDelivery(&nd)
+		a.settleDigest(&nd)
 		applied++
 	}
 	return applied
@@ -238,6 +241,15 @@ func (a applier) fail(d *Delivery, st DeliveryState, now time.Time, why string) 
 	}
 	a.st.raiseCause(AlertCause{kind, d.RunKey}, d.Rule, p,
 		fmt.Sprintf("%s to %s (run %s) %s: %s", d.Rule, d.Recipient, d.RunKey, st, why), now)
+	if len(d.Members) > 0 {
+		return // a digest: settleDigest ends its members, each compensated and counted
+	}
+	a.failed(d)
+}
+
+// failed queues the on_failed of d, which just ended failed or expired,
+// counts it and remembers its missed slot.
+func (a applier) failed(d *Delivery) {
 	a.st.Compensate[d.ID] = true
 	a.count(d)
 	if run, ok := a.st.Runs[d.RunKey]; ok && run.TaskKey == "" {
@@ -278,8 +290,8 @@ func (a applier) expire(c Expire) any {
 	n := 0
 	for _, id := range c.IDs {
 		d, ok := a.st.Deliveries[id]
-		if !ok || d.State.Final() || d.Deadline.IsZero() || c.Now.Before(d.Deadline) {
-			continue
+		if !ok || d.State.Final() || d.Deadline.IsZero() || c.Now.Before(d.Deadline) || d.Digest != "" {
+			continue // a folded delivery ends with its digest
 		}
 		nd := *d
 		if nd.Claim != nil {
@@ -289,6 +301,7 @@ func (a applier) expire(c Expire) any {
 		nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Error: why})
 		a.fail(&nd, StateExpired, c.Now, why)
 		a.st.putDelivery(&nd)
+		a.settleDigest(&nd)
 		n++
 	}
 	return n

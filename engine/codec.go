@@ -68,6 +68,7 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdNotifyAlert:   {name: "NotifyAlert", since: []uint16{1}},
 	CmdCompensated:   {name: "Compensated", since: []uint16{1}},
 	CmdPrune:         {name: "Prune", since: []uint16{1}},
+	CmdFoldDigest:    {name: "FoldDigest", since: []uint16{2}},
 
 	CmdPauseRule:        {name: "PauseRule", since: []uint16{2}},
 	CmdResumeRule:       {name: "ResumeRule", since: []uint16{2}},

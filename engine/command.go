@@ -27,6 +27,8 @@ const (
 	CmdNotifyAlert   CommandType = 14
 	CmdCompensated   CommandType = 15
 	CmdPrune         CommandType = 16
+	// 33–40: issue 10 (people's local time, quiet hours, digests).
+	CmdFoldDigest CommandType = 33
 
 	// The directory (directory.go); 41–44 are the directory's numbers.
 	CmdSetDirectory     CommandType = 41

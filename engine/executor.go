@@ -46,12 +46,16 @@ type executor struct {
 	// resend holds deliveries an older leader claimed and never settled:
 	// this leader sends them again at once, with the same key.
 	resend []*Delivery
+	// plain holds deliveries of digest rules whose digest could not be
+	// built: they go one by one.
+	plain map[string]bool
 }
 
 func newExecutor(l *Leader) *executor {
 	return &executor{
 		l:         l,
 		inflight:  map[string]bool{},
+		plain:     map[string]bool{},
 		sends:     make(chan struct{}, l.cfg.MaxSends),
 		sendSlots: make(chan struct{}, l.cfg.SendConcurrency),
 		done:      make(chan struct{}, 1),
@@ -75,7 +79,10 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 	wake := now.Add(time.Minute)
 	resend := x.resend
 	x.resend = nil
+	// Read before the due deliveries: see digestHold.
+	hold := x.digestHold(now)
 	due := append(x.l.cfg.FSM.Due(now, maxDuePerPass), resend...)
+	due, foldFailed := x.foldDigests(ctx, due, now, hold)
 
 	var expired []string
 	batches := map[string][]*Delivery{}
@@ -105,7 +112,7 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 		refused[cp] = 0
 		batches[d.Channel] = append(batches[d.Channel], d)
 	}
-	failed := false
+	failed := foldFailed
 	if len(expired) > 0 {
 		if _, err := x.l.propose(ctx, CmdExpire, Expire{IDs: expired, Now: now}); err != nil {
 			x.l.log.Warn("cannot expire deliveries", "n", len(expired), "err", err)

@@ -182,6 +182,8 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		return a.compensated(decode[Compensated](d))
 	case CmdPrune:
 		return a.prune(decode[Prune](d))
+	case CmdFoldDigest:
+		return a.foldDigest(decode[FoldDigest](d))
 	case CmdPauseRule:
 		return a.pauseRule(decode[PauseRule](d))
 	case CmdResumeRule:

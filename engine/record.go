@@ -114,6 +114,13 @@ type Delivery struct {
 	// each one failed: LastError holds only the last. Nil in records of a
 	// build that did not keep them.
 	Failures []AttemptFailure `json:"failures,omitempty"`
+
+	// Digest, on a delivery folded into a digest (FoldDigest), is the id of
+	// the digest delivery it goes out in: it leaves the due index and ends
+	// as its digest ends. Members, on a digest delivery, are the ids it
+	// carries. Both empty in records of builds before digests.
+	Digest  string   `json:"digest,omitempty"`
+	Members []string `json:"members,omitempty"`
 }
 
 // MaxFailures bounds Delivery.Failures: a delivery rate limited all
@@ -146,6 +153,9 @@ func (d *Delivery) withFailure(f AttemptFailure) []AttemptFailure {
 func (d *Delivery) dueAt() time.Time {
 	switch d.State {
 	case StatePending:
+		if d.Digest != "" {
+			return time.Time{} // its digest goes instead
+		}
 		if d.NextAt.After(d.NotBefore) {
 			return d.NextAt
 		}
