@@ -113,8 +113,22 @@ func TestSecureCluster(t *testing.T) {
 		st, err := secureStatus(n3.http, ca)
 		return err == nil && len(voters(st)) == 3 && st.LeaderID != ""
 	})
-	st, err := secureStatus(n2.http, ca)
-	require.NoError(t, err)
+	// n3's member record (its HTTP address) follows its AddVoter: wait
+	// until n2 has applied every record, then check them (read at once,
+	// it failed under load with n3's address still empty).
+	var st cluster.Status
+	eventually(t, 30*time.Second, "n2 has every member's HTTP address", func() bool {
+		st, err = secureStatus(n2.http, ca)
+		if err != nil || len(st.Members) != 3 {
+			return false
+		}
+		for _, m := range st.Members {
+			if m.HTTPAddr == "" {
+				return false
+			}
+		}
+		return true
+	})
 	for _, m := range st.Members {
 		require.True(t, strings.HasPrefix(m.HTTPAddr, "https://"), "member records say https: %+v", m)
 	}
