@@ -282,17 +282,17 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 	}
 	if stuckLost > 0 {
 		x.l.log.Warn("send stuck past its claim; it will be sent again with the same keys", "channel", channel, "n", stuckLost)
-		x.l.raise(ctx, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
-			"%d message(s) on channel %s were still in flight after %s; they will be sent again with the same idempotency keys",
-			stuckLost, channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
+		x.l.raise(ctx, NewRaiseAlert(AlertCause{AlertSendStuck, channel}, "", AlertParams{Channel: channel, Count: stuckLost, Late: x.l.cfg.ClaimTimeout},
+			fmt.Sprintf("%d message(s) on channel %s were still in flight after %s; they will be sent again with the same idempotency keys",
+				stuckLost, channel, x.l.cfg.ClaimTimeout), x.l.now()))
 	}
 	if stuckAnswered > 0 {
 		// They outlived their claim, but the channel answered: record
 		// that, rather than send them again.
 		x.l.log.Warn("send answered only after its claim ran out", "channel", channel, "n", stuckAnswered)
-		x.l.raise(ctx, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
-			"%d message(s) on channel %s were answered only after %s, when their claim had run out",
-			stuckAnswered, channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
+		x.l.raise(ctx, NewRaiseAlert(AlertCause{AlertSendStuck, channel}, "", AlertParams{Channel: channel, Count: stuckAnswered, Late: x.l.cfg.ClaimTimeout},
+			fmt.Sprintf("%d message(s) on channel %s were answered only after %s, when their claim had run out",
+				stuckAnswered, channel, x.l.cfg.ClaimTimeout), x.l.now()))
 	}
 	if len(results) == 0 {
 		return

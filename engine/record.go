@@ -184,14 +184,19 @@ func (d *Delivery) retryWait(n int) (time.Duration, bool) {
 
 // Alert is an operator-visible problem, deduplicated by cause.
 type Alert struct {
-	ID      string    `json:"id"`
-	Cause   string    `json:"cause"`
-	Rule    string    `json:"rule,omitempty"`
-	Message string    `json:"message"`
-	First   time.Time `json:"first"`
-	Last    time.Time `json:"last"`
-	Count   int       `json:"count"`
-	Acked   bool      `json:"acked"`
+	ID      string `json:"id"`
+	Cause   string `json:"cause"`
+	Rule    string `json:"rule,omitempty"`
+	Message string `json:"message"`
+	// Kind and Params say what it is about, for readers to word it in
+	// their language; nil Params in alerts recorded before they existed
+	// (those are read by their Message, Kind from their cause).
+	Kind   AlertKind    `json:"kind,omitempty"`
+	Params *AlertParams `json:"params,omitempty"`
+	First  time.Time    `json:"first"`
+	Last   time.Time    `json:"last"`
+	Count  int          `json:"count"`
+	Acked  bool         `json:"acked"`
 	// Notified counts the times the alert was handed to the alert rule;
 	// NotifiedAt is the last of them (see NotifyAlert).
 	Notified   int       `json:"notified,omitempty"`
