@@ -94,6 +94,7 @@ const WORDS = {
     "alertx.rule_broken": "Rule file {file} is broken on {nodes}: {error}. Its last good version stays in force.",
     "alertx.channel_down": "Channel {channel} has been unhealthy since {since}: {error}. Its messages wait and expire at their deadline.",
     "alert count": "×{n}",
+    "token button": "Token…", "token title": "Enter another API token", "token heading": "API token", "token label": "Token", "use token": "Use token",
   },
   zh: {
     title: "Herald", operator: "运维台", connecting: "连接中…", "not yet loaded": "尚未加载",
@@ -179,6 +180,7 @@ const WORDS = {
     "alertx.rule_broken": "规则文件 {file} 在 {nodes} 上出错：{error}。仍在运行其上一个正确版本。",
     "alertx.channel_down": "通道 {channel} 自 {since} 起不可用：{error}。其消息会等待，并在截止时间过期。",
     "alert count": "×{n}",
+    "token button": "令牌…", "token title": "输入另一个 API 令牌", "token heading": "API 令牌", "token label": "令牌", "use token": "使用此令牌",
   },
 };
 
