@@ -42,8 +42,8 @@ LINTER    := $(or $(shell command -v golangci-lint 2>/dev/null),$(GOBIN_DIR)/gol
 
 lint: ## golangci-lint with the repo's .golangci.yml
 	@test -x $(LINTER) || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(LINT_VER)
-	$(LINTER) run ./...
-	@set -e; for m in $(TEST_MODULES); do (cd $$m && $(LINTER) run ./...); done
+	$(LINTER) run --timeout 10m ./...
+	@set -e; for m in $(TEST_MODULES); do (cd $$m && $(LINTER) run --timeout 10m ./...); done
 
 generate: ## regenerate the channel protocol's Go code from its .proto (needs protoc)
 	@command -v protoc-gen-go >/dev/null 2>&1 || $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VER)

@@ -25,6 +25,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require github.com/kylelemons/godebug v1.1.0 // indirect
+
 require (
 	github.com/armon/go-metrics v0.4.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

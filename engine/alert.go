@@ -107,32 +107,24 @@ type AlertData struct {
 func alertData(al *Alert, loc *time.Location) AlertData {
 	d := AlertData{Severity: "warning", Alert: al.ID, Cause: al.Cause, Rule: al.Rule, Message: LocalizeText(al.Message, loc),
 		Count: al.Count, First: al.First.In(loc).Format(time.RFC3339), Last: al.Last.In(loc).Format(time.RFC3339)}
-	kind, rest, _ := strings.Cut(al.Cause, ":")
+	kind := al.Kind
+	if kind == "" {
+		kind = ParseAlertCause(al.Cause).Kind // recorded before kinds were
+	}
+	d.Kind = string(kind)
+	if kind == "" {
+		d.Kind, _, _ = strings.Cut(al.Cause, ":")
+	}
+	subject := ParseAlertCause(al.Cause).Subject
 	switch kind {
-	case "failed":
-		d.Kind, d.Run = "delivery_failed", rest
-	case "expired":
-		d.Kind, d.Run = "delivery_expired", rest
-	case "skipped":
-		d.Kind = "slot_skipped"
-	case "channel-config":
-		d.Kind, d.Channel, d.Severity = "channel_config", rest, "critical"
-	case "stuck":
-		d.Kind, d.Channel = "send_stuck", rest
-	case "rule-error":
-		d.Kind, d.Run = "rule_error", rest
-	case "late-run":
-		d.Kind, d.Run = "run_late", rest
-	case "on-failed":
-		d.Kind = "compensation_error"
-	case "rule-broken":
-		d.Kind, d.Severity = "rule_broken", "critical"
-	case "channel-down":
-		d.Kind, d.Channel, d.Severity = "channel_down", rest, "critical"
-	case "rules-mismatch":
-		d.Kind = "rules_mismatch"
-	default:
-		d.Kind = kind
+	case AlertDeliveryFailed, AlertDeliveryExpired, AlertRuleError, AlertRunLate, AlertQuietExpired:
+		d.Run = subject
+	case AlertChannelConfig, AlertChannelDown:
+		d.Channel, d.Severity = subject, "critical"
+	case AlertSendStuck:
+		d.Channel = subject
+	case AlertRuleBroken:
+		d.Severity = "critical"
 	}
 	return d
 }

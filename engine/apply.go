@@ -53,7 +53,7 @@ func (a applier) startRun(c StartRun) any {
 	}
 	if c.Skip {
 		r.State = RunSkipped
-		a.st.raise("skipped:"+c.Rule, c.Rule,
+		a.st.raiseCause(AlertCause{AlertSlotSkipped, c.Rule}, c.Rule, AlertParams{Run: c.Key, Slot: c.Slot},
 			fmt.Sprintf("slot %s of rule %s was missed beyond its catch-up window and skipped", c.Slot.Format(time.RFC3339), c.Rule), c.Now)
 	}
 	a.st.putRun(r)
@@ -121,7 +121,7 @@ func (a applier) finishPlan(c FinishPlan) any {
 	if c.Error != "" {
 		r.State = RunFailed
 		r.Error = c.Error
-		a.st.raise("rule-error:"+r.Key, r.Rule, fmt.Sprintf("rule %s failed to plan %s: %s", r.Rule, r.Key, c.Error), c.Now)
+		a.st.raiseCause(AlertCause{AlertRuleError, r.Key}, r.Rule, AlertParams{Run: r.Key, Slot: r.Slot, Error: c.Error}, fmt.Sprintf("rule %s failed to plan %s: %s", r.Rule, r.Key, c.Error), c.Now)
 	} else {
 		r.State = RunPlanned
 	}
@@ -140,7 +140,8 @@ func (a applier) claim(c ClaimDeliveries) any {
 		if d.State == StateClaimed && d.Claim.Term == a.term {
 			// This leader's own claim ran out: the send is stuck (or its
 			// result was lost). It goes again with the same key.
-			a.st.raise("stuck:"+d.Channel, d.Rule, fmt.Sprintf(
+			a.st.raiseCause(AlertCause{AlertSendStuck, d.Channel}, d.Rule, AlertParams{Run: d.RunKey, Channel: d.Channel, Recipient: d.Recipient,
+				Late: c.Now.Sub(d.Claim.At)}, fmt.Sprintf(
 				"a send on channel %s was still unsettled %s after its claim (delivery %s to %s); sending it again with the same idempotency key",
 				d.Channel, c.Now.Sub(d.Claim.At), d.ID, d.Recipient), c.Now)
 		}
@@ -165,7 +166,7 @@ func (a applier) claimable(d *Delivery, now time.Time) bool {
 	}
 	switch d.State {
 	case StatePending:
-		return !now.Before(d.dueAt()) && !a.st.held(d) // a claim proposed just before a pause
+		return d.Digest == "" && !now.Before(d.dueAt()) && !a.st.held(d) // a claim proposed just before a pause
 	case StateClaimed:
 		return d.Claim.Term < a.term || !now.Before(d.Claim.ExpiresAt)
 	}
@@ -187,8 +188,10 @@ func (a applier) recordResults(c RecordResults) any {
 			nd.Attempts++
 			nd.State, nd.SentAt, nd.EndedAt, nd.ProviderID = StateSent, c.Now, c.Now, r.ProviderID
 			nd.LastError, nd.Code = "", ""
-			a.madeGood(&nd)
-			a.count(&nd)
+			if len(nd.Members) == 0 { // a digest's members are counted one by one
+				a.madeGood(&nd)
+				a.count(&nd)
+			}
 		case OutcomeRateLimited:
 			// The provider's limit is not the message's fault: no attempt spent.
 			nd.State, nd.NextAt = StatePending, c.Now.Add(max(r.RetryAfter, time.Second))
@@ -207,13 +210,14 @@ func (a applier) recordResults(c RecordResults) any {
 			nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Status: r.Status, Code: r.Code, Error: r.Error})
 			a.fail(&nd, StateFailed, c.Now, r.Error)
 			if r.Status == OutcomeConfig {
-				a.st.raise("channel-config:"+nd.Channel, nd.Rule,
+				a.st.raiseCause(AlertCause{AlertChannelConfig, nd.Channel}, nd.Rule, AlertParams{Channel: nd.Channel, Code: r.Code, Error: r.Error},
 					fmt.Sprintf("channel %s is misconfigured (%s): %s", nd.Channel, r.Code, r.Error), c.Now)
 			}
 		default:
 			panic(fmt.Sprintf("herald: RecordResults: unknown outcome status %d", r.Status))
 		}
 		a.st.putDelivery(&nd)
+		a.settleDigest(&nd)
 		applied++
 	}
 	return applied
@@ -225,8 +229,27 @@ func (a applier) recordResults(c RecordResults) any {
 // run can carry it.
 func (a applier) fail(d *Delivery, st DeliveryState, now time.Time, why string) {
 	d.State, d.EndedAt, d.LastError = st, now, why
-	a.st.raise(st.String()+":"+d.RunKey, d.Rule,
+	kind := AlertDeliveryFailed
+	if st == StateExpired {
+		kind = AlertDeliveryExpired
+	}
+	// The params carry the provider's own words (the last attempt's), not
+	// the English sentence around them; an expiry has none.
+	p := AlertParams{Run: d.RunKey, Slot: d.Slot, Recipient: d.Recipient, Channel: d.Channel, Code: d.Code, Count: d.Attempts}
+	if n := len(d.Failures); n > 0 && st == StateFailed {
+		p.Error = d.Failures[n-1].Error
+	}
+	a.st.raiseCause(AlertCause{kind, d.RunKey}, d.Rule, p,
 		fmt.Sprintf("%s to %s (run %s) %s: %s", d.Rule, d.Recipient, d.RunKey, st, why), now)
+	if len(d.Members) > 0 {
+		return // a digest: settleDigest ends its members, each compensated and counted
+	}
+	a.failed(d)
+}
+
+// failed queues the on_failed of d, which just ended failed or expired,
+// counts it and remembers its missed slot.
+func (a applier) failed(d *Delivery) {
 	a.st.Compensate[d.ID] = true
 	a.count(d)
 	if run, ok := a.st.Runs[d.RunKey]; ok && run.TaskKey == "" {
@@ -267,8 +290,8 @@ func (a applier) expire(c Expire) any {
 	n := 0
 	for _, id := range c.IDs {
 		d, ok := a.st.Deliveries[id]
-		if !ok || d.State.Final() || d.Deadline.IsZero() || c.Now.Before(d.Deadline) {
-			continue
+		if !ok || d.State.Final() || d.Deadline.IsZero() || c.Now.Before(d.Deadline) || d.Digest != "" {
+			continue // a folded delivery ends with its digest
 		}
 		nd := *d
 		if nd.Claim != nil {
@@ -278,6 +301,7 @@ func (a applier) expire(c Expire) any {
 		nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Error: why})
 		a.fail(&nd, StateExpired, c.Now, why)
 		a.st.putDelivery(&nd)
+		a.settleDigest(&nd)
 		n++
 	}
 	return n

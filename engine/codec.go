@@ -61,13 +61,14 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdInitCursor:    {name: "InitCursor", since: []uint16{1}},
 	CmdFinishPlan:    {name: "FinishPlan", since: []uint16{1}},
 	CmdExpire:        {name: "Expire", since: []uint16{1}},
-	CmdRaiseAlert:    {name: "RaiseAlert", since: []uint16{1}},
+	CmdRaiseAlert:    {name: "RaiseAlert", since: []uint16{1, 2}},
 	CmdAckAlert:      {name: "AckAlert", since: []uint16{1}},
 	CmdSubmitTask:    {name: "SubmitTask", since: []uint16{1}},
 	CmdCancelTask:    {name: "CancelTask", since: []uint16{1}},
 	CmdNotifyAlert:   {name: "NotifyAlert", since: []uint16{1}},
 	CmdCompensated:   {name: "Compensated", since: []uint16{1}},
 	CmdPrune:         {name: "Prune", since: []uint16{1}},
+	CmdFoldDigest:    {name: "FoldDigest", since: []uint16{2}},
 
 	CmdPauseRule:        {name: "PauseRule", since: []uint16{2}},
 	CmdResumeRule:       {name: "ResumeRule", since: []uint16{2}},
@@ -112,6 +113,10 @@ type downgrader interface{ downgrade(to uint8) bool }
 // downgraders decode a body for its downgrade check; only types with a
 // body version written differently are here.
 var downgraders = map[CommandType]func([]byte) (downgrader, error){
+	CmdRaiseAlert: func(b []byte) (downgrader, error) {
+		var c RaiseAlert
+		return &c, json.Unmarshal(b, &c)
+	},
 	CmdAddDeliveries: func(b []byte) (downgrader, error) {
 		var c AddDeliveries
 		return &c, json.Unmarshal(b, &c)

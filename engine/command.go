@@ -27,6 +27,8 @@ const (
 	CmdNotifyAlert   CommandType = 14
 	CmdCompensated   CommandType = 15
 	CmdPrune         CommandType = 16
+	// 33–40: issue 10 (people's local time, quiet hours, digests).
+	CmdFoldDigest CommandType = 33
 
 	// The directory (directory.go); 41–44 are the directory's numbers.
 	CmdSetDirectory     CommandType = 41
@@ -190,13 +192,30 @@ type InitCursor struct {
 	At   time.Time `json:"at"`
 }
 
-// RaiseAlert raises (or repeats) an alert for a cause.
+// RaiseAlert raises (or repeats) an alert for a cause. Body version 2
+// adds the cause's Kind and the occurrence's Params (build it with
+// NewRaiseAlert); a version 1 body's kind is read from its cause key, and
+// it has no params.
 type RaiseAlert struct {
-	Cause   string    `json:"cause"`
-	Rule    string    `json:"rule,omitempty"`
-	Message string    `json:"message"`
-	Now     time.Time `json:"now"`
+	Cause   string       `json:"cause"`
+	Kind    AlertKind    `json:"kind,omitempty"`
+	Params  *AlertParams `json:"params,omitempty"`
+	Rule    string       `json:"rule,omitempty"`
+	Message string       `json:"message"`
+	Now     time.Time    `json:"now"`
 }
+
+func (c *RaiseAlert) upgrade(from uint8) {
+	if from < 2 || c.Kind == "" {
+		c.Kind = ParseAlertCause(c.Cause).Kind
+	}
+}
+
+// downgrade writes c for a cluster whose oldest member applies version 1
+// bodies: always possible, as version 1 builds ignore the kind and
+// params (and a newer build reading it as version 1 derives the same
+// kind from the cause); the alert's text there is its message.
+func (c *RaiseAlert) downgrade(uint8) bool { return true }
 
 // AckAlert acknowledges an alert.
 type AckAlert struct {

@@ -104,7 +104,7 @@ func (a applier) holdDirectory(c HoldDirectory) any {
 	if a.st.Directory != nil {
 		before = len(a.st.Directory.UserIDs)
 	}
-	a.st.raise(AlertDirectoryHeld, "", fmt.Sprintf(
+	a.st.raise(ParseAlertCause(AlertDirectoryHeld), AlertDirectoryHeld, "", AlertParams{Count: len(c.Removed)}, fmt.Sprintf(
 		"directory refresh held: it would remove %d of %d people (%s); the snapshot in force stays until an operator confirms with `herald directory confirm %s`",
 		len(c.Removed), before, sample(c.Removed, 5), c.Hash), c.Now)
 	return nil

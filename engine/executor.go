@@ -46,12 +46,16 @@ type executor struct {
 	// resend holds deliveries an older leader claimed and never settled:
 	// this leader sends them again at once, with the same key.
 	resend []*Delivery
+	// plain holds deliveries of digest rules whose digest could not be
+	// built: they go one by one.
+	plain map[string]bool
 }
 
 func newExecutor(l *Leader) *executor {
 	return &executor{
 		l:         l,
 		inflight:  map[string]bool{},
+		plain:     map[string]bool{},
 		sends:     make(chan struct{}, l.cfg.MaxSends),
 		sendSlots: make(chan struct{}, l.cfg.SendConcurrency),
 		done:      make(chan struct{}, 1),
@@ -75,7 +79,10 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 	wake := now.Add(time.Minute)
 	resend := x.resend
 	x.resend = nil
+	// Read before the due deliveries: see digestHold.
+	hold := x.digestHold(now)
 	due := append(x.l.cfg.FSM.Due(now, maxDuePerPass), resend...)
+	due, foldFailed := x.foldDigests(ctx, due, now, hold)
 
 	var expired []string
 	batches := map[string][]*Delivery{}
@@ -105,7 +112,7 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 		refused[cp] = 0
 		batches[d.Channel] = append(batches[d.Channel], d)
 	}
-	failed := false
+	failed := foldFailed
 	if len(expired) > 0 {
 		if _, err := x.l.propose(ctx, CmdExpire, Expire{IDs: expired, Now: now}); err != nil {
 			x.l.log.Warn("cannot expire deliveries", "n", len(expired), "err", err)
@@ -275,17 +282,17 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 	}
 	if stuckLost > 0 {
 		x.l.log.Warn("send stuck past its claim; it will be sent again with the same keys", "channel", channel, "n", stuckLost)
-		x.l.raise(ctx, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
-			"%d message(s) on channel %s were still in flight after %s; they will be sent again with the same idempotency keys",
-			stuckLost, channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
+		x.l.raise(ctx, NewRaiseAlert(AlertCause{AlertSendStuck, channel}, "", AlertParams{Channel: channel, Count: stuckLost, Late: x.l.cfg.ClaimTimeout},
+			fmt.Sprintf("%d message(s) on channel %s were still in flight after %s; they will be sent again with the same idempotency keys",
+				stuckLost, channel, x.l.cfg.ClaimTimeout), x.l.now()))
 	}
 	if stuckAnswered > 0 {
 		// They outlived their claim, but the channel answered: record
 		// that, rather than send them again.
 		x.l.log.Warn("send answered only after its claim ran out", "channel", channel, "n", stuckAnswered)
-		x.l.raise(ctx, RaiseAlert{Cause: "stuck:" + channel, Message: fmt.Sprintf(
-			"%d message(s) on channel %s were answered only after %s, when their claim had run out",
-			stuckAnswered, channel, x.l.cfg.ClaimTimeout), Now: x.l.now()})
+		x.l.raise(ctx, NewRaiseAlert(AlertCause{AlertSendStuck, channel}, "", AlertParams{Channel: channel, Count: stuckAnswered, Late: x.l.cfg.ClaimTimeout},
+			fmt.Sprintf("%d message(s) on channel %s were answered only after %s, when their claim had run out",
+				stuckAnswered, channel, x.l.cfg.ClaimTimeout), x.l.now()))
 	}
 	if len(results) == 0 {
 		return

@@ -164,7 +164,11 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		return a.initCursor(decode[InitCursor](d))
 	case CmdRaiseAlert:
 		c := decode[RaiseAlert](d)
-		f.st.raise(c.Cause, c.Rule, c.Message, c.Now)
+		var p AlertParams
+		if c.Params != nil {
+			p = *c.Params
+		}
+		f.st.raise(AlertCause{Kind: c.Kind, Subject: ParseAlertCause(c.Cause).Subject}, c.Cause, c.Rule, p, c.Message, c.Now)
 		return nil
 	case CmdAckAlert:
 		return a.ackAlert(decode[AckAlert](d))
@@ -178,6 +182,8 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		return a.compensated(decode[Compensated](d))
 	case CmdPrune:
 		return a.prune(decode[Prune](d))
+	case CmdFoldDigest:
+		return a.foldDigest(decode[FoldDigest](d))
 	case CmdPauseRule:
 		return a.pauseRule(decode[PauseRule](d))
 	case CmdResumeRule:

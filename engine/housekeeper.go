@@ -102,8 +102,9 @@ func (l *Leader) compensate(ctx context.Context) {
 		}
 		if err != nil {
 			l.log.Warn("rule's on_failed failed", "rule", d.Rule, "delivery", d.ID, "err", err)
-			l.raise(ctx, RaiseAlert{Cause: "on-failed:" + d.Rule, Rule: d.Rule,
-				Message: fmt.Sprintf("on_failed of rule %s failed for delivery %s to %s: %v", d.Rule, d.ID, d.Recipient, err), Now: l.now()})
+			l.raise(ctx, NewRaiseAlert(AlertCause{AlertCompensationError, d.Rule}, d.Rule,
+				AlertParams{Run: d.RunKey, Slot: d.Slot, Recipient: d.Recipient, Error: err.Error()},
+				fmt.Sprintf("on_failed of rule %s failed for delivery %s to %s: %v", d.Rule, d.ID, d.Recipient, err), l.now()))
 		}
 		ids = append(ids, d.ID)
 	}
@@ -165,12 +166,13 @@ func (l *Leader) reportLateRuns(ctx context.Context, now time.Time) time.Time {
 			}
 			continue
 		}
-		cause := "late-run:" + r.Key
-		if _, ok := l.cfg.FSM.Alert(AlertID(cause)); ok {
+		cause := AlertCause{AlertRunLate, r.Key}
+		if _, ok := l.cfg.FSM.Alert(AlertID(cause.Key())); ok {
 			continue
 		}
-		l.raise(ctx, RaiseAlert{Cause: cause, Rule: r.Rule,
-			Message: fmt.Sprintf("run %s is still planning %s after it started", r.Key, now.Sub(start).Round(time.Second)), Now: now})
+		late := now.Sub(start).Round(time.Second)
+		l.raise(ctx, NewRaiseAlert(cause, r.Rule, AlertParams{Run: r.Key, Slot: r.Slot, Late: late},
+			fmt.Sprintf("run %s is still planning %s after it started", r.Key, late), now))
 	}
 	return wake
 }

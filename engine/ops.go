@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -134,9 +135,15 @@ func (a applier) retryDeliveries(c RetryDeliveries) any {
 		case !c.Deadline.After(c.Now):
 			res.Skipped = append(res.Skipped, RetrySkip{id, "the new deadline is not after now"})
 			continue
+		case len(d.Members) > 0:
+			// Its members were counted and compensated one by one: retry
+			// them, and each goes alone.
+			res.Skipped = append(res.Skipped, RetrySkip{id, "a digest: retry the deliveries it folded (" + strings.Join(d.Members, ", ") + ")"})
+			continue
 		}
 		was := d.State
 		nd := *d
+		nd.Digest = "" // a folded delivery retried by hand goes alone
 		nd.State, nd.Attempts, nd.NextAt, nd.Deadline, nd.EndedAt = StatePending, 0, c.Now, c.Deadline, time.Time{}
 		nd.RetriedBy, nd.RetriedAt, nd.Retries = c.By, c.Now, d.Retries+1
 		a.st.putDelivery(&nd)

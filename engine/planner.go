@@ -62,9 +62,9 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 	if len(doomed) > 0 {
 		// Said now, when it is known, not only when the deadline passes:
 		// the expiry's own alert cannot say why it was held.
-		l.raise(ctx, RaiseAlert{Cause: "quiet-expired:" + run.Key, Rule: run.Rule, Now: l.now(), Message: fmt.Sprintf(
-			"%d message(s) of %s (rule %s) fall in quiet hours that end after their deadline; they will expire unsent at it: %s",
-			len(doomed), run.Key, run.Rule, strings.Join(doomed, "; "))})
+		l.raise(ctx, NewRaiseAlert(AlertCause{AlertQuietExpired, run.Key}, run.Rule, AlertParams{Run: run.Key, Slot: run.Slot, Count: len(doomed)},
+			fmt.Sprintf("%d message(s) of %s (rule %s) fall in quiet hours that end after their deadline; they will expire unsent at it: %s",
+				len(doomed), run.Key, run.Rule, strings.Join(doomed, "; ")), l.now()))
 	}
 	_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Now: l.now()})
 	if err == nil {

@@ -27,13 +27,24 @@ type DeliveryFilter struct {
 	// daily aggregates count it).
 	Date string
 	Keep func(*Delivery) bool // called under the state's read lock: it must not call the FSM
+	// Newest, when above 0, keeps only the last Newest matches in the
+	// order (the newest): a dashboard asking for 100 of 100,000 pays for
+	// a heap of 100, not a sort of 100,000.
+	Newest int
 }
 
 // FindDeliveries returns the deliveries that match flt, by not_before
-// then id.
-func (f *FSM) FindDeliveries(flt DeliveryFilter) []*Delivery {
-	f.mu.RLock()
+// then id, and how many matched in all.
+func (f *FSM) FindDeliveries(flt DeliveryFilter) ([]*Delivery, int) {
+	less := func(a, b *Delivery) bool {
+		if c := a.NotBefore.Compare(b.NotBefore); c != 0 {
+			return c < 0
+		}
+		return a.ID < b.ID
+	}
 	var out []*Delivery
+	total := 0
+	f.mu.RLock()
 	for _, d := range f.st.Deliveries {
 		if len(flt.Recipients) > 0 && !slices.Contains(flt.Recipients, d.Recipient) {
 			continue
@@ -44,7 +55,19 @@ func (f *FSM) FindDeliveries(flt DeliveryFilter) []*Delivery {
 		if flt.Date != "" && f.st.deliveryDate(d) != flt.Date {
 			continue
 		}
-		out = append(out, d)
+		total++
+		if flt.Newest <= 0 || len(out) < flt.Newest {
+			out = append(out, d)
+			if len(out) == flt.Newest {
+				heapify(out, less)
+			}
+			continue
+		}
+		// out is a min-heap of the newest so far: d replaces its oldest.
+		if less(out[0], d) {
+			out[0] = d
+			siftDown(out, 0, less)
+		}
 	}
 	f.mu.RUnlock()
 	slices.SortFunc(out, func(a, b *Delivery) int {
@@ -53,7 +76,30 @@ func (f *FSM) FindDeliveries(flt DeliveryFilter) []*Delivery {
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	return out
+	return out, total
+}
+
+func heapify(h []*Delivery, less func(a, b *Delivery) bool) {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		siftDown(h, i, less)
+	}
+}
+
+func siftDown(h []*Delivery, i int, less func(a, b *Delivery) bool) {
+	for {
+		l, small := 2*i+1, i
+		if l < len(h) && less(h[l], h[small]) {
+			small = l
+		}
+		if r := l + 1; r < len(h) && less(h[r], h[small]) {
+			small = r
+		}
+		if small == i {
+			return
+		}
+		h[i], h[small] = h[small], h[i]
+		i = small
+	}
 }
 
 // DeliveryDate is the date of d's run, as DeliveriesTo and the daily

@@ -114,6 +114,13 @@ type Delivery struct {
 	// each one failed: LastError holds only the last. Nil in records of a
 	// build that did not keep them.
 	Failures []AttemptFailure `json:"failures,omitempty"`
+
+	// Digest, on a delivery folded into a digest (FoldDigest), is the id of
+	// the digest delivery it goes out in: it leaves the due index and ends
+	// as its digest ends. Members, on a digest delivery, are the ids it
+	// carries. Both empty in records of builds before digests.
+	Digest  string   `json:"digest,omitempty"`
+	Members []string `json:"members,omitempty"`
 }
 
 // MaxFailures bounds Delivery.Failures: a delivery rate limited all
@@ -146,6 +153,9 @@ func (d *Delivery) withFailure(f AttemptFailure) []AttemptFailure {
 func (d *Delivery) dueAt() time.Time {
 	switch d.State {
 	case StatePending:
+		if d.Digest != "" {
+			return time.Time{} // its digest goes instead
+		}
 		if d.NextAt.After(d.NotBefore) {
 			return d.NextAt
 		}
@@ -174,14 +184,19 @@ func (d *Delivery) retryWait(n int) (time.Duration, bool) {
 
 // Alert is an operator-visible problem, deduplicated by cause.
 type Alert struct {
-	ID      string    `json:"id"`
-	Cause   string    `json:"cause"`
-	Rule    string    `json:"rule,omitempty"`
-	Message string    `json:"message"`
-	First   time.Time `json:"first"`
-	Last    time.Time `json:"last"`
-	Count   int       `json:"count"`
-	Acked   bool      `json:"acked"`
+	ID      string `json:"id"`
+	Cause   string `json:"cause"`
+	Rule    string `json:"rule,omitempty"`
+	Message string `json:"message"`
+	// Kind and Params say what it is about, for readers to word it in
+	// their language; nil Params in alerts recorded before they existed
+	// (those are read by their Message, Kind from their cause).
+	Kind   AlertKind    `json:"kind,omitempty"`
+	Params *AlertParams `json:"params,omitempty"`
+	First  time.Time    `json:"first"`
+	Last   time.Time    `json:"last"`
+	Count  int          `json:"count"`
+	Acked  bool         `json:"acked"`
 	// Notified counts the times the alert was handed to the alert rule;
 	// NotifiedAt is the last of them (see NotifyAlert).
 	Notified   int       `json:"notified,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -86,5 +87,34 @@ func TestSketchBucketsAreContiguous(t *testing.T) {
 		require.Equal(t, i, sketchIndex(lo), "bucket %d", i)
 		require.Equal(t, i, sketchIndex(hi-time.Microsecond), "bucket %d", i)
 		prevHi = hi
+	}
+}
+
+// FindDeliveries with Newest keeps exactly the tail of the full order.
+func TestFindDeliveriesNewest(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	key := RunKey("r", t0)
+	b.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: t0, Now: t0})
+	rng := rand.New(rand.NewPCG(3, 4))
+	var nds []NewDelivery
+	for i := range 500 {
+		nds = append(nds, NewDelivery{ID: DeliveryID(key, string(rune('a'+i%26))+strconv.Itoa(i)), Recipient: "u" + strconv.Itoa(i%7),
+			NotBefore: t0.Add(time.Duration(rng.IntN(40)) * time.Second), Deadline: t0.Add(time.Hour)})
+	}
+	b.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds})
+	all, total := b.fsm.FindDeliveries(DeliveryFilter{})
+	require.Equal(t, 500, total)
+	require.Len(t, all, 500)
+	for _, k := range []int{1, 7, 100, 499, 500, 900} {
+		got, total := b.fsm.FindDeliveries(DeliveryFilter{Newest: k})
+		require.Equal(t, 500, total)
+		require.Equal(t, all[max(len(all)-k, 0):], got, "newest %d", k)
+	}
+	some, total := b.fsm.FindDeliveries(DeliveryFilter{Recipients: []string{"u3"}, Newest: 10})
+	require.Len(t, some, 10)
+	require.Greater(t, total, 10)
+	for _, d := range some {
+		require.Equal(t, "u3", d.Recipient)
 	}
 }

@@ -249,9 +249,17 @@ func AlertID(cause string) string {
 	return hex.EncodeToString(h[:8])
 }
 
-func (s *state) raise(cause, rule, msg string, now time.Time) {
-	id := AlertID(cause)
-	a := &Alert{ID: id, Cause: cause, Rule: rule, Message: msg, First: now, Last: now, Count: 1}
+// raiseCause raises the alert of c, keyed by c.Key().
+func (s *state) raiseCause(c AlertCause, rule string, p AlertParams, msg string, now time.Time) {
+	s.raise(c, c.Key(), rule, p, msg, now)
+}
+
+// raise raises the alert of cause (keyed by key: c.Key() for the causes
+// Apply raises, the command's own key for RaiseAlert) with the facts of
+// this occurrence.
+func (s *state) raise(c AlertCause, key, rule string, p AlertParams, msg string, now time.Time) {
+	id := AlertID(key)
+	a := &Alert{ID: id, Cause: key, Kind: c.Kind, Params: &p, Rule: rule, Message: msg, First: now, Last: now, Count: 1}
 	if old, ok := s.Alerts[id]; ok {
 		a.First = old.First
 		a.Count = old.Count + 1

@@ -217,6 +217,11 @@ func (a applier) cancelTask(c CancelTask) any {
 		attempted := false
 		for _, id := range ids {
 			d := a.st.Deliveries[id]
+			if d.Digest != "" {
+				states["in digest"]++ // its message is already folded into another
+				attempted = true
+				continue
+			}
 			states[d.State.String()]++
 			attempted = attempted || d.State != StatePending || d.Attempts > 0 || d.Claim != nil
 		}

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -171,4 +172,32 @@ func TestFollowUpDigest(t *testing.T) {
 	}
 	_, err = s.Digest(context.Background(), "daily_report", "wangfang", items)
 	require.ErrorContains(t, err, "no digest")
+}
+
+// TestPreviewTasksShowsDigests: 30 tasks for wangfang and one for lina at
+// 09:00 preview as 31 messages and the one digest wangfang would get.
+func TestPreviewTasksShowsDigests(t *testing.T) {
+	t.Parallel()
+	s := examples(t)
+	var data []json.RawMessage
+	for i := range 30 {
+		data = append(data, json.RawMessage(fmt.Sprintf(`{"owner":"wangfang","customer":"客户%02d"}`, i+1)))
+	}
+	data = append(data, json.RawMessage(`{"owner":"lina","customer":"华东机电"}`))
+	nine := mustTime(t, "2026-12-01T09:00:00+08:00")
+	res, err := s.PreviewTasks(context.Background(), "follow_up", nine, data)
+	require.NoError(t, err)
+	require.Len(t, res.Deliveries, 31)
+	require.Len(t, res.Digests, 1)
+	dg := res.Digests[0]
+	require.Equal(t, "wangfang", dg.Recipient)
+	require.Len(t, dg.Members, 30)
+	require.True(t, dg.At.Equal(nine.Add(10*time.Minute)))
+	require.Equal(t, engine.DigestID("follow_up", "wangfang", dg.Members), dg.ID)
+	require.Contains(t, content(t, dg.Payload), "30. 客户30：按约定跟进")
+
+	_, err = s.PreviewTasks(context.Background(), "follow_up", nine, []json.RawMessage{json.RawMessage(`{"owner":"lina"}`), json.RawMessage(`[1]`)})
+	require.ErrorIs(t, err, ErrPreviewData)
+	_, err = s.PreviewTasks(context.Background(), "daily_report", nine, data[:2])
+	require.ErrorContains(t, err, "has a schedule")
 }

@@ -56,6 +56,9 @@ type PreviewResult struct {
 	// window, several to one person folded into one.
 	Digest     time.Duration     `json:"digest,omitempty"`
 	Deliveries []PreviewDelivery `json:"deliveries"`
+	// Digests are what a digest rule would send instead of several of
+	// Deliveries (PreviewTasks only).
+	Digests []PreviewDigest `json:"digests,omitempty"`
 }
 
 // PreviewZone is one zone's run of a per-recipient rule.

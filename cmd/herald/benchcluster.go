@@ -117,12 +117,12 @@ func (c *benchCluster) start(ctx context.Context) error {
 			return err
 		}
 		if i == 0 {
-			if err := c.waitReady(ctx, 1, time.Minute); err != nil {
+			if err := c.waitReady(ctx, 1, 2*time.Minute); err != nil {
 				return err
 			}
 		}
 	}
-	return c.waitReady(ctx, 3, time.Minute)
+	return c.waitReady(ctx, 3, 2*time.Minute)
 }
 
 // startNode starts (or restarts, with its data) one agent in its own
@@ -212,18 +212,27 @@ func (c *benchCluster) status(ctx context.Context) (api.Status, error) {
 	return api.Status{}, err
 }
 
-// leader returns the node that leads now, as the live nodes see it.
+// leader returns the node that leads now, as the live nodes see it,
+// waiting up to a minute for one (an election may be under way).
 func (c *benchCluster) leader(ctx context.Context) (*benchNode, error) {
-	st, err := c.status(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range c.live() {
-		if n.id == st.LeaderID {
-			return n, nil
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := c.status(ctx)
+		if err == nil {
+			for _, n := range c.live() {
+				if n.id == st.LeaderID {
+					return n, nil
+				}
+			}
+			err = fmt.Errorf("no live leader (leader_id %q)", st.LeaderID)
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return nil, ctx.Err()
 		}
 	}
-	return nil, fmt.Errorf("no live leader (leader_id %q)", st.LeaderID)
 }
 
 // kill ends a node and its plugins at once (SIGKILL to its process group).

@@ -123,6 +123,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	if err != nil {
 		return n, fmt.Errorf("plugins: %w", err)
 	}
+	reg.MustRegister(n.host.Collector())
 	if err = n.host.Start(ctx); err != nil {
 		return n, fmt.Errorf("plugins: %w", err)
 	}

@@ -188,6 +188,7 @@ func newRulesPreviewCmd(dirArg func([]string) string) *cobra.Command {
 	var (
 		at        string
 		data      string
+		tasks     string
 		directory string
 		asJSON    bool
 	)
@@ -232,8 +233,17 @@ plans use) or @file (GET /v1/directory/snapshot saved to a file).`,
 			if err != nil {
 				return err
 			}
-			res, err := s.Preview(cmd.Context(), name, when, raw)
-			if err != nil {
+			var res rules.PreviewResult
+			if tasks != "" {
+				list, err := previewTasks(tasks)
+				if err != nil {
+					return err
+				}
+				res, err = s.PreviewTasks(cmd.Context(), name, when, list)
+				if err != nil {
+					return err
+				}
+			} else if res, err = s.Preview(cmd.Context(), name, when, raw); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -249,6 +259,7 @@ plans use) or @file (GET /v1/directory/snapshot saved to a file).`,
 	}
 	cmd.Flags().StringVar(&at, "at", "", "instant to preview (RFC 3339, or YYYY-MM-DD HH:MM[:SS] in --tz)")
 	cmd.Flags().StringVar(&data, "data", "", "API task data: JSON, or @file")
+	cmd.Flags().StringVar(&tasks, "tasks", "", "several API tasks due at --at: a JSON array of their data, or @file; shows the digests a digest rule would send")
 	cmd.Flags().StringVar(&directory, "directory", "", "WeCom directory snapshot to merge: a node's HTTP address, or @file")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
@@ -351,4 +362,29 @@ func printPreview(w io.Writer, res rules.PreviewResult, loc *time.Location) {
 			d.Offset.Round(time.Millisecond), who, d.Payload, note)
 	}
 	_ = tw.Flush()
+	for _, dg := range res.Digests {
+		who := dg.Recipient
+		if dg.Name != "" {
+			who += " (" + dg.Name + ")"
+		}
+		if dg.Payload == nil {
+			fmt.Fprintf(w, "digest to %s: digest.message returned nil; the %d messages go one by one\n", who, len(dg.Members))
+			continue
+		}
+		fmt.Fprintf(w, "digest %s to %s at %s %s: %d messages as one:\n  %s\n", dg.ID, who,
+			dg.At.Format("2006-01-02 15:04:05 MST -07:00"), dg.Zone, len(dg.Members), dg.Payload)
+	}
+}
+
+// previewTasks reads --tasks: a JSON array of task data objects, or @file.
+func previewTasks(arg string) ([]json.RawMessage, error) {
+	raw, err := previewData(arg)
+	if err != nil {
+		return nil, fmt.Errorf("--tasks: %w", err)
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("--tasks: want a JSON array of task data objects: %w", err)
+	}
+	return list, nil
 }

@@ -22,6 +22,23 @@ import (
 // The secret the secure e2e cluster shares, passed by ${ENV} reference.
 const e2eSecret = "e2e-cluster-secret-7f3a9c1d0b2e4f68"
 
+// The secure cluster's tokens: variable → value.
+var secureTokens = map[string]string{
+	"HS_READ":    "hs-read-5e1c7a9b3d2f4068",
+	"HS_OPERATE": "hs-operate-8b0d2f4a6c1e3957",
+	"HS_ADMIN":   "hs-admin-2a9c4e6b8d0f1735",
+}
+
+// remindRule has no schedule: API tasks fire it.
+const remindRule = `return rule {
+  name     = "remind",
+  timezone = "Asia/Shanghai",
+  channel  = "mock",
+  recipients = function(run) return { "carol" } end,
+  message = function(run, to) return { msgtype = "text", content = "remind" } end,
+}
+`
+
 // startEnv starts an agent like start, with extra environment variables.
 func (c *e2eCluster) startEnv(n *agentProc, env []string, extra ...string) {
 	c.t.Helper()
@@ -62,12 +79,14 @@ func tlsFlags(dir, node string) []string {
 		"--tls-ca", filepath.Join(dir, "ca.pem")}
 }
 
-// secureStatus asks a TLS node for /v1/cluster/status, trusting ca.
+// secureStatus asks a TLS node for /v1/cluster/status, trusting ca, with
+// the read token.
 func secureStatus(addr, ca string) (cluster.Status, error) {
 	c, err := newAPIClient(addr, ca, 2*time.Second)
 	if err != nil {
 		return cluster.Status{}, err
 	}
+	c.Token = secureTokens["HS_READ"]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return c.Status(ctx)
@@ -83,11 +102,12 @@ func voters(st cluster.Status) []string {
 	return ids
 }
 
-// A three-node cluster with TLS and a cluster secret: strangers cannot
-// join (no secret, a wrong one, another CA's certificate), cannot talk
-// Raft, plain HTTP gets no API answer, the rogue takeover of issue 8 fails
-// at its first step, and neither key material nor the secret shows in
-// status, metrics, logs or errors.
+// A three-node cluster with TLS, a cluster secret and tokens: strangers
+// cannot join (no token, no secret, a wrong one, another CA's
+// certificate), cannot talk Raft, plain HTTP gets no API answer, each role
+// gets what it may, the rogue takeover of issue 8 fails at its first step,
+// and neither key material, the secret nor a token shows in status,
+// metrics, logs or errors.
 func TestSecureCluster(t *testing.T) {
 	c := setupE2E(t)
 	tlsDir, rogueDir := filepath.Join(c.dir, "tls"), filepath.Join(c.dir, "rogue-tls")
@@ -98,7 +118,26 @@ func TestSecureCluster(t *testing.T) {
 	require.NoError(t, err, out)
 	ca := filepath.Join(tlsDir, "ca.pem")
 
+	require.NoError(t, os.WriteFile(filepath.Join(c.rules, "remind.lua"), []byte(remindRule), 0o644))
+	base, err := os.ReadFile(c.config)
+	require.NoError(t, err)
+	strangerConfig := filepath.Join(c.dir, "stranger.yaml") // no tokens: a stranger has none
+	require.NoError(t, os.WriteFile(strangerConfig, base, 0o644))
+	require.NoError(t, os.WriteFile(c.config, append(base, []byte("tokens:\n"+
+		"  - {name: dashboard, role: read, token: \"${HS_READ}\"}\n"+
+		"  - {name: ops, role: operate, token: \"${HS_OPERATE}\"}\n"+
+		"  - {name: root, role: admin, token: \"${HS_ADMIN}\"}\n")...), 0o644))
 	env := []string{"HERALD_E2E_SECRET=" + e2eSecret}
+	for k, v := range secureTokens {
+		env = append(env, k+"="+v)
+	}
+	cliAs := func(token string, args ...string) (string, error) {
+		cmd := exec.Command(heraldBin, args...)
+		cmd.Env = append(os.Environ(), "HERALD_TOKEN="+token)
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+	read, operate, admin := secureTokens["HS_READ"], secureTokens["HS_OPERATE"], secureTokens["HS_ADMIN"]
 	secret := []string{"--cluster-secret", "${HERALD_E2E_SECRET}"}
 	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
 	c.startEnv(n1, env, append(append(tlsFlags(tlsDir, "n1"), secret...), "--bootstrap", "--peers", n2.http+","+n3.http)...)
@@ -113,35 +152,28 @@ func TestSecureCluster(t *testing.T) {
 		st, err := secureStatus(n3.http, ca)
 		return err == nil && len(voters(st)) == 3 && st.LeaderID != ""
 	})
-	// A member's record (its HTTP address) is replicated just after Raft
-	// adds it as a voter: wait for the records, then check them.
-	var st cluster.Status
-	eventually(t, 30*time.Second, "every member's record", func() bool {
-		var err error
-		st, err = secureStatus(n2.http, ca)
-		if err != nil {
+	eventually(t, 30*time.Second, "every member record says https", func() bool {
+		st, err := secureStatus(n2.http, ca)
+		if err != nil || len(st.Members) != 3 {
 			return false
 		}
 		for _, m := range st.Members {
-			if m.HTTPAddr == "" {
+			if !strings.HasPrefix(m.HTTPAddr, "https://") {
 				return false
 			}
 		}
 		return true
 	})
-	for _, m := range st.Members {
-		require.True(t, strings.HasPrefix(m.HTTPAddr, "https://"), "member records say https: %+v", m)
-	}
 	eventually(t, 30*time.Second, "slots delivered over the TLS cluster", func() bool { return c.slotsDelivered() >= 2 })
 
 	// The CLI with --ca, with and without a scheme.
-	out, err = c.cli("cluster", "status", "--addr", "https://"+n2.http, "--ca", ca)
+	out, err = cliAs(read, "cluster", "status", "--addr", "https://"+n2.http, "--ca", ca)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "https://"+n1.http)
-	out, err = c.cli("cluster", "status", "--addr", n2.http, "--ca", ca)
+	out, err = cliAs(read, "cluster", "status", "--addr", n2.http, "--ca", ca)
 	require.NoError(t, err, out)
 	// Without the CA the node's certificate is not trusted.
-	out, err = c.cli("cluster", "status", "--addr", "https://"+n2.http)
+	out, err = cliAs(read, "cluster", "status", "--addr", "https://"+n2.http)
 	require.Error(t, err, out)
 	require.Contains(t, out, "certificate")
 
@@ -153,34 +185,67 @@ func TestSecureCluster(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.NotContains(t, string(body), "node_id")
 	require.Contains(t, string(body), "HTTPS")
-	out, err = c.cli("cluster", "status", "--addr", n2.http)
+	out, err = cliAs(read, "cluster", "status", "--addr", n2.http)
 	require.Error(t, err)
 	require.Contains(t, out, "--ca")
+
+	// Roles, over HTTPS, through a follower and at the leader.
+	due := time.Now().Add(time.Hour).Format(time.RFC3339)
+	submit := func(token, key string, via *agentProc) (string, error) {
+		return cliAs(token, "task", "submit", key, "--rule", "remind", "--due", due, "--addr", via.http, "--ca", ca)
+	}
+	for _, via := range []*agentProc{n1, n2} {
+		out, err = submit("", "k-"+via.id, via)
+		require.Error(t, err, out)
+		require.Contains(t, out, "HTTP 401", out)
+		out, err = submit(read, "k-"+via.id, via)
+		require.Error(t, err, out)
+		require.Contains(t, out, "HTTP 403", out)
+		out, err = submit(operate, "k-"+via.id, via)
+		require.NoError(t, err, out)
+	}
+	out, err = cliAs(operate, "task", "get", "k-n2", "--addr", n3.http, "--ca", ca)
+	require.NoError(t, err, out)
+	out, err = cliAs(operate, "cluster", "remove", n3.id, "--addr", n2.http, "--ca", ca)
+	require.Error(t, err, out)
+	require.Contains(t, out, "HTTP 403", out)
 
 	// The rogue takeover of issue 8, step one: a stranger runs an agent
 	// and joins through a member. Every variant fails there, and the agent
 	// exits with the reason.
-	rogue := func(id string, extra ...string) (int, string) {
+	rogue := func(id, config string, extra ...string) (int, string) {
 		n := &agentProc{id: id, raft: freeAddr(t), http: freeAddr(t), data: filepath.Join(c.dir, id)}
 		c.nodes = append(c.nodes, n)
-		c.startEnv(n, append(env, "HERALD_E2E_WRONG=wrong-secret-0123456789abcdef"), append(extra, "--join", n2.http, "--join-timeout", "5s")...)
+		c.startEnv(n, append(env, "HERALD_E2E_WRONG=wrong-secret-0123456789abcdef"),
+			append(extra, "--config", config, "--join", n2.http, "--join-timeout", "5s")...)
 		return c.waitExit(n, 60*time.Second), c.logOf(n)
 	}
 	_, err = cluster.InitTLS(tlsDir, []string{"stolen"}, []string{"127.0.0.1"}, time.Now())
 	require.NoError(t, err) // a certificate of the right CA, as if stolen
-	code, log := rogue("stolen", tlsFlags(tlsDir, "stolen")...)
+	// A stranger with a certificate of the right CA, but no token and no
+	// secret: 401.
+	code, log := rogue("stolen", strangerConfig, tlsFlags(tlsDir, "stolen")...)
+	require.Equal(t, 1, code, log)
+	require.Contains(t, log, "HTTP 401")
+	// Even holding an admin token (a copied config), no secret: 403.
+	code, log = rogue("insider", c.config, tlsFlags(tlsDir, "stolen")...)
 	require.Equal(t, 1, code, log)
 	require.Contains(t, log, "HTTP 403")
 	require.Contains(t, log, "requires cluster_secret")
-	code, log = rogue("wrongsecret", append(tlsFlags(tlsDir, "stolen"), "--cluster-secret", "${HERALD_E2E_WRONG}")...)
+	code, log = rogue("wrongsecret", c.config, append(tlsFlags(tlsDir, "stolen"), "--cluster-secret", "${HERALD_E2E_WRONG}")...)
 	require.Equal(t, 1, code, log)
 	require.Contains(t, log, "HTTP 403")
 	require.Contains(t, log, "differs")
-	code, log = rogue("evil", append(tlsFlags(rogueDir, "evil"), secret...)...)
+	code, log = rogue("evil", c.config, append(tlsFlags(rogueDir, "evil"), secret...)...)
 	require.Equal(t, 1, code, log)
 	require.Contains(t, log, "certificate")
-	code, log = rogue("plain")
+	code, log = rogue("plain", strangerConfig)
 	require.Equal(t, 1, code, log)
+	// Step two of the takeover, for the record: remove a member without
+	// the admin token.
+	out, err = cliAs("", "cluster", "remove", n3.id, "--addr", n1.http, "--ca", ca)
+	require.Error(t, err, out)
+	require.Contains(t, out, "HTTP 401", out)
 
 	// Straight at a member's Raft port with the other CA's certificate,
 	// and with none: the handshake fails.
@@ -200,16 +265,16 @@ func TestSecureCluster(t *testing.T) {
 	// An operator's `herald cluster join` proves the secret from
 	// HERALD_CLUSTER_SECRET; without it the cluster refuses.
 	joinArgs := []string{"cluster", "join", "--addr", n2.http, "--ca", ca, "--id", "n9", "--raft-addr", freeAddr(t), "--http-addr", freeAddr(t), "--timeout", "10s"}
-	out, err = c.cli(joinArgs...)
+	out, err = cliAs(admin, joinArgs...)
 	require.Error(t, err, out)
 	require.Contains(t, out, "requires cluster_secret")
 	cmd := exec.Command(heraldBin, joinArgs...)
-	cmd.Env = append(os.Environ(), "HERALD_CLUSTER_SECRET="+e2eSecret)
+	cmd.Env = append(os.Environ(), "HERALD_CLUSTER_SECRET="+e2eSecret, "HERALD_TOKEN="+admin)
 	b, err := cmd.CombinedOutput()
 	require.Error(t, err, string(b))
 	require.Contains(t, string(b), "raft address does not answer", "past the secret check, to the probe of n9's Raft address")
 
-	st, err = secureStatus(n1.http, ca)
+	st, err := secureStatus(n1.http, ca)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"n1", "n2", "n3"}, voters(st), "no stranger became a member")
 
@@ -220,6 +285,7 @@ func TestSecureCluster(t *testing.T) {
 		require.NoError(t, err)
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://"+n1.http+path, nil)
 		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+read)
 		resp, err := cl.HTTP.Do(req)
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
@@ -231,7 +297,7 @@ func TestSecureCluster(t *testing.T) {
 	for _, n := range c.nodes {
 		seen.WriteString(c.logOf(n))
 	}
-	requireNoSecrets(t, seen.String(), e2eSecret, "wrong-secret-0123456789abcdef",
+	requireNoSecrets(t, seen.String(), e2eSecret, "wrong-secret-0123456789abcdef", read, operate, admin,
 		filepath.Join(tlsDir, "ca-key.pem"), filepath.Join(tlsDir, "n1-key.pem"), filepath.Join(tlsDir, "n2-key.pem"),
 		filepath.Join(tlsDir, "n3-key.pem"), filepath.Join(tlsDir, "stolen-key.pem"), filepath.Join(rogueDir, "evil-key.pem"))
 }

@@ -120,9 +120,10 @@ func (w *opsWatch) checkMismatch(ctx context.Context, peers []peerRules, now tim
 		slices.Sort(ids)
 		parts = append(parts, fmt.Sprintf("%s run %s", strings.Join(ids, ", "), h[:min(12, len(h))]))
 	}
-	w.mismatchRaised = w.raiseAlert(ctx, engine.RaiseAlert{Cause: "rules-mismatch", Now: now, Message: fmt.Sprintf(
-		"the nodes' rule sets have differed since %s: %s; deploy the same rules directory to every node",
-		w.mismatchSince.UTC().Format(time.RFC3339), strings.Join(parts, "; "))})
+	w.mismatchRaised = w.raiseAlert(ctx, engine.NewRaiseAlert(engine.AlertCause{Kind: engine.AlertRulesMismatch}, "",
+		engine.AlertParams{Error: strings.Join(parts, "; "), Since: w.mismatchSince}, fmt.Sprintf(
+			"the nodes' rule sets have differed since %s: %s; deploy the same rules directory to every node",
+			w.mismatchSince.UTC().Format(time.RFC3339), strings.Join(parts, "; ")), now))
 }
 
 func (w *opsWatch) checkBroken(ctx context.Context, peers []peerRules, now time.Time, leader bool) {
@@ -146,13 +147,14 @@ func (w *opsWatch) checkBroken(ctx context.Context, peers []peerRules, now time.
 	for _, file := range slices.Sorted(maps.Keys(files)) {
 		f := files[file]
 		slices.Sort(f.nodes)
-		cause := "rule-broken:" + file
+		cause := engine.AlertCause{Kind: engine.AlertRuleBroken, Subject: file}.Key()
 		seen[cause] = true
 		msg := fmt.Sprintf("rule file %s is broken on %s: %s; its last good version stays in force", file, strings.Join(f.nodes, ", "), f.msg)
 		if !leader || w.brokenRaised[cause] == msg {
 			continue
 		}
-		if w.raiseAlert(ctx, engine.RaiseAlert{Cause: cause, Message: msg, Now: now}) {
+		if w.raiseAlert(ctx, engine.NewRaiseAlert(engine.AlertCause{Kind: engine.AlertRuleBroken, Subject: file}, "",
+			engine.AlertParams{File: file, Nodes: f.nodes, Error: f.msg}, msg, now)) {
 			w.brokenRaised[cause] = msg
 		}
 	}
@@ -182,9 +184,10 @@ func (w *opsWatch) checkChannels(ctx context.Context, now time.Time, leader bool
 		if why == "" {
 			why = "unhealthy"
 		}
-		w.downRaised[c.Name] = w.raiseAlert(ctx, engine.RaiseAlert{Cause: "channel-down:" + c.Name, Now: now, Message: fmt.Sprintf(
-			"channel %s (plugin %s) has been unhealthy since %s: %s; its messages wait and expire at their deadline",
-			c.Name, c.Plugin, since.UTC().Format(time.RFC3339), why)})
+		w.downRaised[c.Name] = w.raiseAlert(ctx, engine.NewRaiseAlert(engine.AlertCause{Kind: engine.AlertChannelDown, Subject: c.Name}, "",
+			engine.AlertParams{Channel: c.Name, Since: since, Error: why}, fmt.Sprintf(
+				"channel %s (plugin %s) has been unhealthy since %s: %s; its messages wait and expire at their deadline",
+				c.Name, c.Plugin, since.UTC().Format(time.RFC3339), why), now))
 	}
 	for name := range w.downSince {
 		if !seen[name] {

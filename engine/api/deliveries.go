@@ -109,11 +109,8 @@ func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
 		}
 		flt.Recipients = matched
 	}
-	ds := s.cfg.FSM.FindDeliveries(flt)
-	total := len(ds)
-	if len(ds) > limit {
-		ds = ds[len(ds)-limit:] // the newest
-	}
+	flt.Newest = limit // the newest
+	ds, total := s.cfg.FSM.FindDeliveries(flt)
 	items, err := encodeNewest(ds, maxListBytes, func(d *engine.Delivery) any { return s.deliveryViews([]*engine.Delivery{d})[0] })
 	if err != nil {
 		s.writeApplyError(w, err)

@@ -315,7 +315,7 @@ func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) alerts(w http.ResponseWriter, _ *http.Request) {
 	alerts := s.cfg.FSM.Alerts()
-	items, err := encodeBounded(alerts, maxListBytes, func(a *engine.Alert) any { return a })
+	items, err := encodeBounded(alerts, maxListBytes, func(a *engine.Alert) any { return s.alertView(a) })
 	if err != nil {
 		s.writeApplyError(w, err)
 		return

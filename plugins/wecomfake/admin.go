@@ -20,7 +20,7 @@ import (
 //	GET    /calls?path=gettoken  {"count":n,"calls":[…]}
 //	GET    /received?userid=ID   messages the member received
 //	GET    /robot?key=KEY        messages the robot posted
-//	GET    /messages             every delivered message
+//	GET    /messages             every delivered message: a page per member, newest first; JSON with ?format=json
 //	GET    /drops                every silent drop
 //	POST   /reset                forget the records
 //	POST   /contacts/move        {"corp_id":"","userid":"u1","departments":[3]}: move a member
@@ -142,9 +142,7 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /robot", func(w http.ResponseWriter, r *http.Request) {
 		writeAdmin(w, http.StatusOK, nonNil(s.RobotReceived(r.URL.Query().Get("key"))))
 	})
-	mux.HandleFunc("GET /messages", func(w http.ResponseWriter, r *http.Request) {
-		writeAdmin(w, http.StatusOK, nonNil(s.Messages()))
-	})
+	mux.HandleFunc("GET /messages", s.serveMessages)
 	mux.HandleFunc("GET /drops", func(w http.ResponseWriter, r *http.Request) {
 		writeAdmin(w, http.StatusOK, nonNil(s.Drops()))
 	})

@@ -276,6 +276,39 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Contains(t, b.text(t, "#person .person-head"), "李娜 (lina) — 2026-12-01")
 	require.Contains(t, b.text(t, "#person"), "补发日报", "the hand-fired run reached her too")
 
+	// Retry her failed report (confirmed): the leader sends it again and
+	// her card turns sent.
+	lina := engine.DeliveryID(engine.RunKey("daily_report", t0), "lina")
+	require.NoError(t, chromedp.Do(b.ctx,
+		chromedp.Click(chromedp.CSS(`#person button[data-retry="`+lina+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+	))
+	require.Contains(t, b.text(t, "#confirm-q"), "李娜")
+	require.NoError(t, chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(`#confirm-yes`)), poll(`document.querySelector("#toast.ok") && document.querySelector("#toast").textContent.includes("已安排重发：1")`)))
+	d, _ := f.fsm.Delivery(lina)
+	require.Equal(t, engine.StatePending, d.State, "retried: waiting for the leader")
+	c := f.apply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{lina}, Leader: "n1", Now: d.NextAt, Timeout: time.Minute}).(engine.ClaimResult)
+	require.Len(t, c.Claimed, 1)
+	f.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: d.NextAt.Add(time.Second), Results: []engine.Result{
+		{ID: lina, Seq: c.Claimed[0].Seq, Status: engine.OutcomeSent}}})
+	require.NoError(t, chromedp.Do(b.ctx, poll(`!!document.querySelector('#person .card.delivery[data-delivery="`+lina+`"][data-state="sent"]')`)))
+
+	// Alerts are worded in Chinese from their typed causes.
+	require.Contains(t, b.text(t, "#alerts"), "投递失败")
+	require.Contains(t, b.text(t, "#alerts"), "发给 李娜 (lina) 的消息")
+
+	// Pause asks why, and says it is done.
+	require.NoError(t, chromedp.Do(b.ctx,
+		chromedp.Click(chromedp.CSS(`#rules button[data-pause="daily_report"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm-reason`)),
+		chromedp.SetValue(chromedp.CSS(`#confirm-reason`), "国庆放假"),
+		chromedp.Click(chromedp.CSS(`#confirm-yes`)),
+		poll(`document.querySelector("#toast").textContent.includes("规则 daily_report 已暂停")`),
+	))
+	p, paused := f.fsm.Paused("daily_report")
+	require.True(t, paused)
+	require.Equal(t, "国庆放假", p.Reason)
+
 	// The switch: English, kept by this browser across a reload.
 	require.NoError(t, chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(`#lang-en`)), poll(`document.documentElement.lang === "en"`)))
 	require.Equal(t, "The day in pictures", b.text(t, `#day-panel h2 [data-i18n="day"]`))

@@ -17,6 +17,9 @@ const API = {
   tasks: "GET /v1/tasks",
   stats: "GET /v1/stats",
   fire: "POST /v1/rules/{name}/fire",
+  pause: "POST /v1/rules/{name}/pause",
+  resume: "POST /v1/rules/{name}/resume",
+  retry: "POST /v1/deliveries/{id}/retry",
 };
 
 const POLL_MS = 5000;
@@ -245,6 +248,21 @@ function fireButton(rule) {
     const res = await call("fire", { params: { name: rule } });
     return t("fire ok", { rule, run: res.run });
   }));
+}
+
+// pauseButton pauses a running rule (asking why) or resumes a paused one.
+function pauseButton(rule, paused) {
+  if (!roleAllows("operate")) return "";
+  if (paused) {
+    return actionButton(t("resume"), { "data-resume": rule }, () => confirmThen(t("resume q", { rule }), async () => {
+      await call("resume", { params: { name: rule }, body: {} });
+      return t("resume ok", { rule });
+    }));
+  }
+  return actionButton(t("pause"), { "data-pause": rule }, () => confirmThen(t("pause q", { rule }), async (reason) => {
+    await call("pause", { params: { name: rule }, body: reason ? { reason } : {} });
+    return t("pause ok", { rule });
+  }, true));
 }
 
 // ---- loaders: each fetches one endpoint and renders its panel ----

@@ -110,6 +110,10 @@ function bucketLabel(b) {
   return secsText(b.from_seconds) + "–" + secsText(b.to_seconds);
 }
 
+// axisLabel is a bar's short name under the axis (its upper bound); the
+// tooltip has the full range.
+function axisLabel(b) { return b.to_seconds == null ? "≥ " + secsText(b.from_seconds) : "< " + secsText(b.to_seconds); }
+
 // latencyChart draws a Durations histogram (slot → sent) with its true
 // percentiles written beside it.
 function latencyChart(d, width) {
@@ -135,7 +139,7 @@ function latencyChart(d, width) {
     const x = L + i * bw;
     g.append(svg("rect", { x: x + 2, y: y(b.count), width: bw - 4, height: y(0) - y(b.count), class: "bar" },
       svg("title", null, `${bucketLabel(b)}: ${b.count}`)),
-    bw >= 70 || i % Math.ceil(70 / bw) === 0 ? svg("text", { x: x + bw / 2, y: H - 12, class: "tick", "text-anchor": "middle" }, bucketLabel(b)) : null);
+    bw >= 56 || i % Math.ceil(56 / bw) === 0 ? svg("text", { x: x + bw / 2, y: H - 12, class: "tick", "text-anchor": "middle" }, axisLabel(b)) : null);
   });
   g.append(svg("line", { x1: L, x2: W - R, y1: y(0), y2: y(0), class: "axis" }));
   const q = (k) => h("span", { class: "q", "data-q": k }, h("b", null, t(k)), " ", secsText(d[k + "_seconds"]));

@@ -55,7 +55,7 @@ function renderRules(st) {
     { label: t("status"), cls: "msg", cell: (r) => [r.error
       ? h("div", { class: "rule-error" }, t("rule error"), h("span", { class: "why mono" }, r.error))
       : badge(t("ok"), "ok"), r.paused ? [" ", badge(t("paused"), "warn")] : ""] },
-    { label: "", cls: "acts", cell: (r) => (scheduled.has(r.name) ? fireButton(r.name) : "") },
+    { label: "", cls: "acts", cell: (r) => [scheduled.has(r.name) ? fireButton(r.name) : "", " ", r.error && !r.hash ? "" : pauseButton(r.name, r.paused)] },
   ], rules, (r) => ({ class: r.error ? "error-row" : null, "data-rule": r.name })));
 }
 
@@ -79,11 +79,18 @@ function renderChannels(st) {
 function alertText(a) {
   const kind = a.kind && WORDS.en["alert." + a.kind] ? a.kind : "";
   if (!kind) return { title: t("alert.other"), text: a.message };
+  // Recorded before alerts had params: the kind's title, the engine's words.
+  if (!a.params || !Object.keys(a.params).some((k) => a.params[k])) return { title: t("alert." + kind), text: a.message };
   const p = Object.assign({}, a.params || {});
   if (p.recipient) p.recipient = p.recipient_name ? `${p.recipient_name} (${p.recipient})` : p.recipient;
   if (p.slot) p.slot = stamp(new Date(p.slot));
   if (p.late_seconds != null) p.late = secsText(p.late_seconds);
-  for (const k of ["rule", "run", "recipient", "channel", "error", "code", "slot"]) if (p[k] == null || p[k] === "") p[k] = "—";
+  if (p.since) p.since = stamp(new Date(p.since));
+  if (p.nodes) p.nodes = p.nodes.join(", ");
+  p.rule = p.rule || a.rule;
+  for (const k of ["rule", "run", "recipient", "channel", "error", "code", "slot", "since", "file", "nodes", "count", "late"]) {
+    if (p[k] == null || p[k] === "") p[k] = "—";
+  }
   return { title: t("alert." + kind), text: t("alertx." + kind, p) };
 }
 
@@ -249,8 +256,8 @@ function retryButton(d) {
   if (!API.retry || !roleAllows("operate")) return "";
   const who = d.recipient_name || d.recipient;
   return actionButton(t("retry"), { "data-retry": d.id }, () => confirmThen(t("retry q", { state: t(d.state), who }), async () => {
-    const res = await call("retry", { params: { id: d.id } });
-    return t("retry ok", { n: res.retried ?? 1 });
+    const res = await call("retry", { params: { id: d.id }, body: {} });
+    return t("retry ok", { n: (res.retried || []).length });
   }));
 }
 

@@ -1,0 +1,337 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Digests: a rule with digest = { window = … } has its deliveries planned
+// for the end of a window aligned on the clock (DigestRelease). When the
+// window ends, the leader groups the due deliveries of the rule to each
+// person, builds one message for each group of two or more with the rule's
+// digest.message (outside Apply), and proposes FoldDigest. Apply checks the
+// group against the replicated state and makes the digest a delivery of its
+// own, which is claimed, sent, retried and expired like any other, under its
+// own id as idempotency key; the members wait, out of the due index, and
+// end as the digest ends.
+
+// FoldDigest folds pending deliveries of one rule to one person into one
+// digest delivery with Payload, the message the leader built from them.
+// Apply refuses the whole fold (ErrDigestStale) unless every member is
+// still pending, never attempted nor retried by hand, not folded, and of the same rule,
+// recipient and channel: the message lists exactly its members. ID must
+// be DigestID of the members, so two leaders folding the same deliveries
+// propose the same digest, and the second changes nothing.
+type FoldDigest struct {
+	ID      string          `json:"id"`
+	Members []string        `json:"members"`
+	Payload json.RawMessage `json:"payload"`
+	Now     time.Time       `json:"now"`
+}
+
+// ErrDigestStale means a member of a FoldDigest was sent, claimed, cancelled or
+// folded since the leader grouped it; the leader groups again.
+var ErrDigestStale = errors.New("digest members changed")
+
+// DigestID is the id (and idempotency key) of the digest of rule to
+// recipient made of the deliveries members, in any order.
+func DigestID(rule, recipient string, members []string) string {
+	ms := slices.Sorted(slices.Values(members))
+	h := sha256.Sum256([]byte("digest\x00" + rule + "\x00" + recipient + "\x00" + strings.Join(ms, "\x00")))
+	return hex.EncodeToString(h[:16])
+}
+
+// DigestRunKey is the run key a digest delivery is filed under: it belongs
+// to no run of its own (its members do).
+func DigestRunKey(id string) string { return "digest:" + id }
+
+func (a applier) foldDigest(c FoldDigest) any {
+	if _, ok := a.st.Deliveries[c.ID]; ok {
+		return nil // folded before, by this or an earlier leader
+	}
+	if len(c.Members) < 2 {
+		return fmt.Errorf("fold digest %s: a digest has two members or more, got %d", c.ID, len(c.Members))
+	}
+	first, ok := a.st.Deliveries[c.Members[0]]
+	if !ok {
+		return fmt.Errorf("%w: no delivery %s", ErrDigestStale, c.Members[0])
+	}
+	if want := DigestID(first.Rule, first.Recipient, c.Members); c.ID != want {
+		return fmt.Errorf("fold digest: id %s is not the id of its members (%s)", c.ID, want)
+	}
+	dg := &Delivery{
+		ID: c.ID, RunKey: DigestRunKey(c.ID), Rule: first.Rule, Slot: first.Slot, Recipient: first.Recipient,
+		Channel: first.Channel, Payload: c.Payload, Priority: first.Priority, NotBefore: first.NotBefore,
+		Deadline: first.Deadline, Retry: first.Retry, NoRetry: first.NoRetry, State: StatePending,
+		Members: slices.Sorted(slices.Values(c.Members)),
+	}
+	members := make([]*Delivery, 0, len(c.Members))
+	for _, id := range dg.Members {
+		m, ok := a.st.Deliveries[id]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: no delivery %s", ErrDigestStale, id)
+		case m.State != StatePending || m.Attempts > 0 || m.Retries > 0 || m.Digest != "" || len(m.Members) > 0:
+			return fmt.Errorf("%w: delivery %s is %s (attempts %d, digest %q)", ErrDigestStale, id, m.State, m.Attempts, m.Digest)
+		case m.Rule != dg.Rule || m.Recipient != dg.Recipient || m.Channel != dg.Channel:
+			return fmt.Errorf("fold digest %s: delivery %s is of %s to %s on %s, not %s to %s on %s",
+				c.ID, id, m.Rule, m.Recipient, m.Channel, dg.Rule, dg.Recipient, dg.Channel)
+		}
+		members = append(members, m)
+		// The digest goes as soon as its last member may, and no later
+		// than its first member must.
+		if m.Slot.Before(dg.Slot) {
+			dg.Slot = m.Slot
+		}
+		if m.NotBefore.After(dg.NotBefore) {
+			dg.NotBefore = m.NotBefore
+		}
+		if !m.Deadline.IsZero() && (dg.Deadline.IsZero() || m.Deadline.Before(dg.Deadline)) {
+			dg.Deadline = m.Deadline
+		}
+		dg.Priority = min(dg.Priority, m.Priority)
+	}
+	a.st.putDelivery(dg)
+	for _, m := range members {
+		nm := *m
+		nm.Digest = c.ID
+		a.st.putDelivery(&nm)
+	}
+	return nil
+}
+
+// settleDigest ends the members of d, a digest that just ended, as d
+// ended: sent (with its provider id), or failed or expired (each
+// compensated, counted and remembered as a missed slot, as if it had
+// failed alone; the alert was raised once, for the digest).
+func (a applier) settleDigest(d *Delivery) {
+	if len(d.Members) == 0 || !d.State.Final() {
+		return
+	}
+	for _, id := range d.Members {
+		m, ok := a.st.Deliveries[id]
+		if !ok || m.State.Final() || m.Digest != d.ID {
+			continue
+		}
+		nm := *m
+		nm.State, nm.Attempts, nm.EndedAt = d.State, d.Attempts, d.EndedAt
+		nm.Code, nm.LastError, nm.ProviderID = d.Code, d.LastError, d.ProviderID
+		switch d.State {
+		case StateSent:
+			nm.SentAt = d.SentAt
+			a.madeGood(&nm)
+			a.count(&nm)
+		case StateFailed, StateExpired:
+			nm.LastError = "digest " + d.ID + " " + d.State.String() + ": " + d.LastError
+			a.failed(&nm)
+		default:
+			a.count(&nm)
+		}
+		a.st.putDelivery(&nm)
+	}
+}
+
+// maxDigestItems bounds the deliveries one digest folds: a person with
+// more in one window gets several digests (a message has a size limit).
+const maxDigestItems = 100
+
+// digestGroup is the deliveries of one rule to one person due together.
+type digestGroup struct {
+	rule, recipient, channel string
+	at                       time.Time
+	members                  []*Delivery
+}
+
+// foldDigests folds, among the due deliveries, those of digest rules that
+// wait for the end of the same window for the same person, and returns
+// what is due after the folds: the digests instead of their members.
+// A group whose digest cannot be built (the rule failed, or its message
+// returned nil) goes out as plain messages, once per leader and group.
+func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Time, hold *digestHold) (out []*Delivery, failed bool) {
+	b, ok := x.l.cfg.Rules.(DigestBuilder)
+	if !ok || hold == nil {
+		return due, false
+	}
+	windows := hold.windows
+	groups := map[string]*digestGroup{}
+	var keys []string
+	out = due[:0:0]
+	for _, d := range due {
+		w := windows[d.Rule]
+		foldable := w > 0 && d.State == StatePending && d.Attempts == 0 && d.Retries == 0 && d.Digest == "" && len(d.Members) == 0 &&
+			d.NotBefore.UnixNano()%int64(w) == 0 && (d.Deadline.IsZero() || now.Before(d.Deadline)) && !x.plain[d.ID]
+		if !foldable {
+			out = append(out, d)
+			continue
+		}
+		k := d.Rule + "\x00" + d.Recipient + "\x00" + d.Channel + "\x00" + d.NotBefore.UTC().Format(time.RFC3339Nano)
+		g := groups[k]
+		if g == nil {
+			g = &digestGroup{rule: d.Rule, recipient: d.Recipient, channel: d.Channel, at: d.NotBefore}
+			groups[k] = g
+			keys = append(keys, k)
+		}
+		g.members = append(g.members, d)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		g := groups[k]
+		if hold.waits(g, now) {
+			failed = true // looked at again within a second, or when the plan lands
+			continue
+		}
+		// Every leader orders and cuts a group the same way: by slot, run
+		// key and id.
+		slices.SortFunc(g.members, func(a, b *Delivery) int {
+			return cmp.Or(a.Slot.Compare(b.Slot), cmp.Compare(a.RunKey, b.RunKey), cmp.Compare(a.ID, b.ID))
+		})
+		for start := 0; start < len(g.members); start += maxDigestItems {
+			part := g.members[start:min(start+maxDigestItems, len(g.members))]
+			if len(part) < 2 {
+				out = append(out, part...) // alone in its window: the plain message
+				continue
+			}
+			dg, err := x.fold(ctx, b, g, part)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				x.l.log.Warn("cannot fold a digest; will try again", "rule", g.rule, "recipient", g.recipient, "err", err)
+				failed = true
+			case dg == nil:
+				out = append(out, part...) // sent one by one
+			default:
+				out = append(out, dg)
+			}
+		}
+	}
+	return out, failed
+}
+
+// digestSettle is how long past its window's end a digest waits for runs
+// of its rule still being fired or planned, at most: a run stuck planning
+// must not hold the others' messages back for long.
+const digestSettle = time.Minute
+
+// digestHold is what may still add deliveries to a digest group: the
+// due tasks of digest rules not fired yet, and their runs still planning.
+// It is read before the due deliveries (tasks, then runs, then
+// deliveries, each later in the life of a message than the one before),
+// so a delivery missing from the due list shows up here, and a group is
+// never folded without a member that was on its way.
+type digestHold struct {
+	windows  map[string]time.Duration // digest rules and their windows
+	planning []*Run
+	tasks    []*Task
+}
+
+// digestHold reads the hold at now; nil when no rule has a digest.
+func (x *executor) digestHold(now time.Time) *digestHold {
+	h := &digestHold{windows: map[string]time.Duration{}}
+	for _, r := range x.l.cfg.Rules.Rules() {
+		if r.Digest > 0 {
+			h.windows[r.Name] = r.Digest
+		}
+	}
+	if len(h.windows) == 0 {
+		return nil
+	}
+	for _, t := range x.l.cfg.FSM.DueTasks(now, maxTasksPerPass) {
+		if h.windows[t.Rule] > 0 {
+			h.tasks = append(h.tasks, t)
+		}
+	}
+	for _, r := range x.l.cfg.FSM.PlanningRuns() {
+		if h.windows[r.Rule] > 0 {
+			h.planning = append(h.planning, r)
+		}
+	}
+	return h
+}
+
+// waits reports whether g must wait: a task of its rule due before the
+// window's end has not fired, or a run of its rule whose slot is before
+// the window's end is still planning; their deliveries would belong in it.
+// Not past digestSettle after the window's end: a run stuck planning must
+// not hold the others' messages back for long.
+func (h *digestHold) waits(g *digestGroup, now time.Time) bool {
+	if !now.Before(g.at.Add(digestSettle)) {
+		return false
+	}
+	for _, r := range h.planning {
+		if r.Rule == g.rule && r.Slot.Before(g.at) {
+			return true
+		}
+	}
+	for _, t := range h.tasks {
+		if t.Rule == g.rule && t.DueAt.Before(g.at) {
+			return true
+		}
+	}
+	return false
+}
+
+// fold builds and proposes one digest. It returns nil and no error when
+// the group is to go as plain messages.
+func (x *executor) fold(ctx context.Context, b DigestBuilder, g *digestGroup, part []*Delivery) (*Delivery, error) {
+	ids := make([]string, len(part))
+	items := make([]DigestItem, len(part))
+	for i, d := range part {
+		ids[i] = d.ID
+		items[i] = DigestItem{ID: d.ID, RunKey: d.RunKey, Slot: d.Slot, Payload: d.Payload}
+		if run, ok := x.l.cfg.FSM.Run(d.RunKey); ok {
+			items[i].Zone, items[i].Data = run.Zone, run.Data
+		}
+	}
+	id := DigestID(g.rule, g.recipient, ids)
+	if d, ok := x.l.cfg.FSM.Delivery(id); ok {
+		if d.State.Final() {
+			// The same deliveries ended once as this digest and were
+			// retried by hand since: they go alone.
+			for _, m := range part {
+				x.plain[m.ID] = true
+			}
+			return nil, nil
+		}
+		return d, nil // folded by an earlier pass whose answer was lost
+	}
+	bctx, cancel := context.WithTimeout(ctx, x.l.cfg.PlanTimeout)
+	payload, err := b.Digest(bctx, g.rule, g.recipient, items)
+	cancel()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil || payload == nil {
+		for _, d := range part {
+			x.plain[d.ID] = true
+		}
+		if err != nil {
+			x.l.raise(ctx, RaiseAlert{Cause: "digest-error:" + g.rule, Rule: g.rule, Now: x.l.now(), Message: fmt.Sprintf(
+				"rule %s could not build the digest of %d messages to %s (%v); they go one by one", g.rule, len(part), g.recipient, err)})
+		}
+		return nil, nil
+	}
+	if _, err := x.l.propose(ctx, CmdFoldDigest, FoldDigest{ID: id, Members: ids, Payload: payload, Now: x.l.now()}); err != nil {
+		if errors.Is(err, ErrMembersBehind) {
+			// A rolling upgrade: a member could not apply the fold. The
+			// messages go one by one rather than wait for it.
+			x.l.log.Warn("digest not folded: a member runs an older build; sending one by one", "rule", g.rule, "recipient", g.recipient, "err", err)
+			for _, d := range part {
+				x.plain[d.ID] = true
+			}
+			return nil, nil
+		}
+		return nil, err
+	}
+	d, ok := x.l.cfg.FSM.Delivery(id)
+	if !ok {
+		return nil, fmt.Errorf("digest %s is not in the state after its fold", id)
+	}
+	return d, nil
+}

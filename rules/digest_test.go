@@ -1,0 +1,102 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/enginetest"
+)
+
+// recordingSender sends everything and remembers it.
+type recordingSender struct {
+	mu   sync.Mutex
+	sent []engine.Outgoing
+}
+
+func (*recordingSender) Admit(string, string, engine.Priority, time.Time) time.Duration { return 0 }
+
+func (s *recordingSender) Send(_ context.Context, _ string, batch []engine.Outgoing) ([]engine.Outcome, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]engine.Outcome, len(batch))
+	for i, m := range batch {
+		s.sent = append(s.sent, m)
+		out[i] = engine.Outcome{ID: m.ID, Status: engine.OutcomeSent, ProviderID: "msg-" + m.ID}
+	}
+	return out, nil
+}
+
+func (s *recordingSender) all() []engine.Outgoing {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]engine.Outgoing(nil), s.sent...)
+}
+
+// TestFollowUpDigestThroughLeader: the example follow_up, run by the
+// engine's leader: 30 customers due for wangfang at 09:00 and one for
+// lina are two messages, wangfang's listing all 30.
+func TestFollowUpDigestThroughLeader(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, f := range []string{"follow_up.lua", "people.csv"} {
+		b, err := os.ReadFile(filepath.Join("examples", f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
+	}
+	s := load(t, dir)
+	node := enginetest.New()
+	nine := mustTime(t, "2026-12-01T09:00:00+08:00")
+	for i := range 30 {
+		node.MustApply(t, engine.CmdSubmitTask, engine.SubmitTask{Key: fmt.Sprintf("follow-w%02d", i), Rule: "follow_up",
+			DueAt: nine.Add(time.Duration(i) * 5 * time.Second), Now: nine.Add(-time.Hour),
+			Data: []byte(fmt.Sprintf(`{"customer":"客户%02d","note":"确认报价","owner":"wangfang"}`, i+1))})
+	}
+	node.MustApply(t, engine.CmdSubmitTask, engine.SubmitTask{Key: "follow-l", Rule: "follow_up", DueAt: nine.Add(time.Minute),
+		Now: nine.Add(-time.Hour), Data: []byte(`{"customer":"华东机电","owner":"lina"}`)})
+
+	sender := &recordingSender{}
+	now := nine.Add(10*time.Minute + time.Second) // the window 09:00–09:10 has ended
+	l, err := engine.NewLeader(engine.LeaderConfig{
+		NodeID: "n1", FSM: node.FSM, Replicator: node, Rules: s, Sender: sender,
+		ScheduleFunc: func(engine.Rule) (engine.Schedule, error) { return nil, errors.New("no scheduled rules here") },
+		NowFunc:      func() time.Time { return now },
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, d := range node.FSM.Deliveries(nil) {
+			if d.State == engine.StateSent {
+				n++
+			}
+		}
+		return n >= 32 // 31 reminders and the digest (more: a digest too many, caught below)
+	}, 10*time.Second, 5*time.Millisecond, "not everything was sent")
+	sent := sender.all()
+	require.Len(t, sent, 2)
+	byWho := map[string]string{}
+	for _, m := range sent {
+		byWho[m.Recipient] = content(t, m.Payload)
+	}
+	require.Contains(t, byWho["wangfang"], "王芳，30 位客户待跟进")
+	for i := range 30 {
+		require.Contains(t, byWho["wangfang"], fmt.Sprintf("%d. 客户%02d：确认报价", i+1, i+1))
+	}
+	require.Equal(t, "李娜，请跟进客户「华东机电」：按约定跟进", byWho["lina"])
+}
