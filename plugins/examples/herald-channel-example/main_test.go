@@ -98,10 +98,15 @@ func TestDroppedIntoPluginsDir(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.Symlink(exe, filepath.Join(dir, "herald-channel-example")))
 	out := filepath.Join(dir, "audit.log")
+	// An external plugin runs only when its sum is listed, as a user's
+	// plugin_sha256 would list it.
+	sum, err := host.FileSHA256(exe)
+	require.NoError(t, err)
 
 	h, err := host.New(host.Config{
-		PluginsDir: dir,
-		Channels:   map[string]host.ChannelConfig{"audit": {Plugin: "example", Config: map[string]any{"file": out}}},
+		PluginsDir:   dir,
+		PluginSHA256: map[string]string{"example": sum},
+		Channels:     map[string]host.ChannelConfig{"audit": {Plugin: "example", Config: map[string]any{"file": out}}},
 	})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, h.Close()) }()
