@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // applier holds what one Apply needs: the state and the entry's Raft term.
@@ -184,7 +186,7 @@ func (a applier) recordResults(c RecordResults) any {
 		nd.Claim = &Claim{Seq: d.Claim.Seq} // keep the sequence, drop the lease
 		nd.Code, nd.LastError = r.Code, r.Error
 		switch r.Status {
-		case OutcomeSent:
+		case heraldtype.StatusSent:
 			nd.Attempts++
 			nd.State, nd.SentAt, nd.EndedAt, nd.ProviderID = StateSent, c.Now, c.Now, r.ProviderID
 			nd.LastError, nd.Code = "", ""
@@ -192,11 +194,11 @@ func (a applier) recordResults(c RecordResults) any {
 				a.madeGood(&nd)
 				a.count(&nd)
 			}
-		case OutcomeRateLimited:
+		case heraldtype.StatusRateLimited:
 			// The provider's limit is not the message's fault: no attempt spent.
 			nd.State, nd.NextAt = StatePending, c.Now.Add(max(r.RetryAfter, time.Second))
 			nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Status: r.Status, Code: r.Code, Error: r.Error})
-		case OutcomeRetryable:
+		case heraldtype.StatusRetryable:
 			nd.Attempts++
 			nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Status: r.Status, Code: r.Code, Error: r.Error})
 			wait, more := nd.retryWait(nd.Attempts)
@@ -205,11 +207,11 @@ func (a applier) recordResults(c RecordResults) any {
 				break
 			}
 			nd.State, nd.NextAt = StatePending, c.Now.Add(max(wait, r.RetryAfter))
-		case OutcomePermanent, OutcomeConfig:
+		case heraldtype.StatusPermanent, heraldtype.StatusConfig:
 			nd.Attempts++
 			nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Status: r.Status, Code: r.Code, Error: r.Error})
 			a.fail(&nd, StateFailed, c.Now, r.Error)
-			if r.Status == OutcomeConfig {
+			if r.Status == heraldtype.StatusConfig {
 				a.st.raiseCause(AlertCause{AlertChannelConfig, nd.Channel}, nd.Rule, AlertParams{Channel: nd.Channel, Code: r.Code, Error: r.Error},
 					fmt.Sprintf("channel %s is misconfigured (%s): %s", nd.Channel, r.Code, r.Error), c.Now)
 			}
