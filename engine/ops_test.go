@@ -155,7 +155,7 @@ func TestPauseSurvivesSnapshot(t *testing.T) {
 	require.Equal(t, id, due[0].ID)
 }
 
-func mustEncode(t *testing.T, ct CommandType, body any) []byte {
+func mustEncode(t testing.TB, ct CommandType, body any) []byte {
 	t.Helper()
 	b, err := Encode(ct, body)
 	require.NoError(t, err)

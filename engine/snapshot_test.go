@@ -145,7 +145,7 @@ func persistV1(t testing.TB, f *FSM) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	require.NoError(t, enc.Encode(snapshotHeader{Version: 1, Applied: s.applied}))
-	require.NoError(t, enc.Encode(s.st))
+	require.NoError(t, enc.Encode(s.st.v1()))
 	return buf.Bytes()
 }
 
