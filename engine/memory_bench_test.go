@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // BenchmarkDeliveryMemory reports what 100,000 deliveries of one run (the
@@ -37,9 +39,9 @@ func BenchmarkDeliveryMemory(b *testing.B) {
 		var claims, results [][]byte
 		for start := 0; start < n; start += 1000 {
 			claims = append(claims, mustEncode(b, CmdClaim, ClaimDeliveries{IDs: ids[start : start+1000], Leader: "n1", Now: t0, Timeout: time.Minute}))
-			rs := make([]Result, 0, 1000)
+			rs := make([]Settlement, 0, 1000)
 			for _, id := range ids[start : start+1000] {
-				rs = append(rs, Result{ID: id, Seq: 1, Status: OutcomeSent, ProviderID: "mock-" + id[:8]})
+				rs = append(rs, Settlement{ID: id, Seq: 1, Status: heraldtype.StatusSent, ProviderID: "mock-" + id[:8]})
 			}
 			results = append(results, mustEncode(b, CmdRecordResults, RecordResults{Leader: "n1", Now: t0.Add(time.Second), Results: rs}))
 		}
