@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // stopOf applies cmd and returns what the FSM stopped on (nil if it
@@ -137,7 +139,7 @@ func TestEmptyRetryMeansNoRetry(t *testing.T) {
 
 	c := b.claim("n1", t0, "d")
 	require.Len(t, c, 1)
-	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Result{{ID: "d", Seq: c[0].Seq, Status: OutcomeRetryable, Error: "503"}}})
+	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Settlement{{ID: "d", Seq: c[0].Seq, Status: heraldtype.StatusRetryable, Error: "503"}}})
 	require.Equal(t, StateFailed, b.state("d").State, "no retry after the one attempt")
 
 	restored := roundTrip(t, b.fsm)

@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // CommandType is the first byte of every replicated command. The numbers
@@ -159,24 +161,26 @@ type ClaimResult struct {
 	Claimed []Claimed
 }
 
-// Result is a channel's outcome for one claimed delivery.
-type Result struct {
-	ID         string        `json:"id"`
-	Seq        int           `json:"seq"`
-	Status     OutcomeStatus `json:"status"`
-	ProviderID string        `json:"provider_id,omitempty"`
-	RetryAfter time.Duration `json:"retry_after,omitempty"`
-	Code       string        `json:"code,omitempty"`
-	Error      string        `json:"error,omitempty"`
+// Settlement settles one claim with the channel's verdict: the verdict
+// (a heraldtype.Result) plus the claim it answers (Seq), as replicated in
+// RecordResults. Build it with settle.
+type Settlement struct {
+	ID         string            `json:"id"`
+	Seq        int               `json:"seq"`
+	Status     heraldtype.Status `json:"status"`
+	ProviderID string            `json:"provider_id,omitempty"`
+	RetryAfter time.Duration     `json:"retry_after,omitempty"`
+	Code       string            `json:"code,omitempty"`
+	Error      string            `json:"error,omitempty"`
 }
 
 // RecordResults settles claims. A result applies only to the claim it
 // answers (same Seq and Leader, still claimed): a late or duplicate result
 // cannot overwrite a newer state.
 type RecordResults struct {
-	Leader  string    `json:"leader"`
-	Now     time.Time `json:"now"`
-	Results []Result  `json:"results"`
+	Leader  string       `json:"leader"`
+	Now     time.Time    `json:"now"`
+	Results []Settlement `json:"results"`
 }
 
 // Expire ends deliveries whose deadline has passed before they were sent.

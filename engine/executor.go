@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // maxDuePerPass bounds how many due deliveries one executor pass considers.
@@ -227,10 +229,9 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 		// attempt, rather than leave them to time out as ambiguous; if it
 		// does not, this proposal fails and the next leader takes over.
 		if ctx.Err() == nil {
-			results := make([]Result, len(claimed))
+			results := make([]Settlement, len(claimed))
 			for i, c := range claimed {
-				results[i] = Result{ID: c.ID, Seq: c.Seq, Status: OutcomeRateLimited, RetryAfter: time.Second,
-					Error: "not sent: leadership not confirmed"}
+				results[i] = handBack(c, "leadership not confirmed")
 			}
 			if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results}); err != nil {
 				x.l.log.Warn("cannot hand the claims back; they will time out and go again with the same keys", "channel", channel, "err", err)
@@ -248,7 +249,7 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 	defer cancel()
 	var (
 		mu            sync.Mutex
-		results       = make([]Result, 0, len(claimed))
+		results       = make([]Settlement, 0, len(claimed))
 		stuckLost     int // messages of batches stuck past the claim, unanswered
 		stuckAnswered int // answered, but only after the claim ran out
 		wg            sync.WaitGroup
@@ -306,11 +307,11 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 // results. lost counts the messages of a batch that was stuck past its
 // claim without an answer (no results: they go again with the same keys);
 // late those answered only after the claim ran out (results recorded).
-func (x *executor) sendBatch(sctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) (results []Result, lost, late int) {
-	batch := make([]Outgoing, len(claimed))
+func (x *executor) sendBatch(sctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) (results []Settlement, lost, late int) {
+	batch := make([]heraldtype.Message, len(claimed))
 	for i, c := range claimed {
 		d := byID[c.ID]
-		batch[i] = Outgoing{ID: d.ID, IdempotencyKey: d.ID, Recipient: d.Recipient, Payload: d.Payload, Priority: d.Priority, Attempt: c.Attempt}
+		batch[i] = heraldtype.Message{ID: d.ID, IdempotencyKey: d.ID, Recipient: d.Recipient, Payload: d.Payload, Attempt: c.Attempt}
 	}
 	outs, err := x.l.cfg.Sender.Send(sctx, channel, batch)
 	stuck := errors.Is(sctx.Err(), context.DeadlineExceeded)
@@ -320,25 +321,36 @@ func (x *executor) sendBatch(sctx context.Context, channel string, claimed []Cla
 	if stuck {
 		late = len(batch)
 	}
-	byOut := make(map[string]Outcome, len(outs))
+	byOut := make(map[string]heraldtype.Result, len(outs))
 	for _, o := range outs {
 		byOut[o.ID] = o
 	}
-	results = make([]Result, 0, len(claimed))
+	results = make([]Settlement, 0, len(claimed))
 	for _, c := range claimed {
 		o, ok := byOut[c.ID]
 		switch {
 		case err != nil:
-			o = Outcome{Status: OutcomeRetryable, Error: "channel " + channel + ": " + err.Error()}
+			o = heraldtype.Result{Status: heraldtype.StatusRetryable, Error: "channel " + channel + ": " + err.Error()}
 		case !ok:
-			o = Outcome{Status: OutcomeRetryable, Error: "channel " + channel + " returned no result for this message"}
-		case o.Status < OutcomeSent || o.Status > OutcomeConfig:
+			o = heraldtype.Result{Status: heraldtype.StatusRetryable, Error: "channel " + channel + " returned no result for this message"}
+		case !o.Status.Known():
 			// A bad plugin answer fails this message's attempt, never the node.
-			o = Outcome{Status: OutcomeRetryable, Error: "channel " + channel + " returned an unknown status"}
+			o = heraldtype.Result{Status: heraldtype.StatusRetryable, Error: "channel " + channel + " returned an unknown status"}
 		}
-		results = append(results, Result{ID: c.ID, Seq: c.Seq, Status: o.Status, ProviderID: o.ProviderID, RetryAfter: o.RetryAfter, Code: o.Code, Error: o.Error})
+		results = append(results, settle(c, o))
 	}
 	return results, 0, late
+}
+
+// settle answers claim c with the channel's verdict r.
+func settle(c Claimed, r heraldtype.Result) Settlement {
+	return Settlement{ID: c.ID, Seq: c.Seq, Status: r.Status, ProviderID: r.ProviderID, RetryAfter: r.RetryAfter, Code: r.Code, Error: r.Error}
+}
+
+// handBack answers claim c without a send, saying why: pending again
+// within a second, spending no attempt (a rate limit's verdict).
+func handBack(c Claimed, why string) Settlement {
+	return settle(c, heraldtype.Result{Status: heraldtype.StatusRateLimited, RetryAfter: time.Second, Error: "not sent: " + why})
 }
 
 // fairOrder orders due deliveries by priority and, within a priority,
@@ -377,10 +389,10 @@ func fairOrder(due []*Delivery) {
 // pending and held: out of the due index until the rule is resumed.
 func (x *executor) holdPaused(ctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) []Claimed {
 	var send []Claimed
-	var back []Result
+	var back []Settlement
 	for _, c := range claimed {
 		if _, paused := x.l.cfg.FSM.Paused(byID[c.ID].Rule); paused {
-			back = append(back, Result{ID: c.ID, Seq: c.Seq, Status: OutcomeRateLimited, RetryAfter: time.Second, Error: "not sent: rule paused"})
+			back = append(back, handBack(c, "rule paused"))
 			continue
 		}
 		send = append(send, c)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // flakyLog fails the next proposals of the given command types, as a
@@ -130,7 +132,7 @@ func TestResendHeldBackByRateLimitsGoesWhenAdmitted(t *testing.T) {
 // channel did deliver, late.
 type slowSender struct{ *simSender }
 
-func (s *slowSender) Send(ctx context.Context, ch string, batch []Outgoing) ([]Outcome, error) {
+func (s *slowSender) Send(ctx context.Context, ch string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	<-ctx.Done()
 	return s.simSender.Send(context.Background(), ch, batch)
 }

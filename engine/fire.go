@@ -138,9 +138,9 @@ func (s *scheduler) schedule(r Rule) (Schedule, error) {
 func (f *FSM) RunKnown(key string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if _, ok := f.st.Runs[key]; ok {
+	if _, ok := f.st.Runs.Get(key); ok {
 		return true
 	}
-	_, ok := f.st.Ledger[key]
+	_, ok := f.st.Ledger.Get(key)
 	return ok
 }

@@ -14,10 +14,7 @@ var ErrRunExists = errors.New("run already started for this slot")
 // is stamped into the command by the leader. It imports nothing of Raft: the
 // cluster package adapts it to raft.FSM.
 type FSM struct {
-	mu sync.RWMutex
-	// snapMu serialises Snapshot: cloning a b-tree writes the original's
-	// copy-on-write context, which a read lock alone does not protect.
-	snapMu  sync.Mutex
+	mu      sync.RWMutex
 	st      *state
 	applied uint64
 	changed chan struct{}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine/enginetest/poll"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // localLog replicates by applying directly: a one-node "cluster".
@@ -72,18 +73,18 @@ type recordingSender struct {
 }
 
 func (s *recordingSender) Admit(string, string, Priority, time.Time) time.Duration { return 0 }
-func (s *recordingSender) Send(_ context.Context, _ string, batch []Outgoing) ([]Outcome, error) {
+func (s *recordingSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Outcome, len(batch))
+	out := make([]heraldtype.Result, len(batch))
 	for i, m := range batch {
 		if s.fail > 0 {
 			s.fail--
-			out[i] = Outcome{ID: m.ID, Status: OutcomeRetryable, Error: "busy"}
+			out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusRetryable, Error: "busy"}
 			continue
 		}
 		s.sent[m.IdempotencyKey]++
-		out[i] = Outcome{ID: m.ID, Status: OutcomeSent, ProviderID: "p-" + m.ID}
+		out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusSent, ProviderID: "p-" + m.ID}
 	}
 	return out, nil
 }
@@ -261,7 +262,7 @@ type blockingSender struct {
 	sending chan struct{}
 }
 
-func (s *blockingSender) Send(ctx context.Context, _ string, _ []Outgoing) ([]Outcome, error) {
+func (s *blockingSender) Send(ctx context.Context, _ string, _ []heraldtype.Message) ([]heraldtype.Result, error) {
 	select {
 	case s.sending <- struct{}{}:
 	default:

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // sendsBetween counts the sends the sim's sender took in (from, to]; a
@@ -153,7 +155,7 @@ func TestPauseSurvivesSnapshot(t *testing.T) {
 	require.Equal(t, id, due[0].ID)
 }
 
-func mustEncode(t *testing.T, ct CommandType, body any) []byte {
+func mustEncode(t testing.TB, ct CommandType, body any) []byte {
 	t.Helper()
 	b, err := Encode(ct, body)
 	require.NoError(t, err)
@@ -169,7 +171,7 @@ func TestRetryAfterChannelFixed(t *testing.T) {
 	start := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
 	s := newSim(t, start)
 	broken := true
-	s.sender.failFunc = func(Outgoing) (OutcomeStatus, bool) { return OutcomeConfig, broken }
+	s.sender.failFunc = func(heraldtype.Message) (heraldtype.Status, bool) { return heraldtype.StatusConfig, broken }
 	s.lead("n1")
 	_, id := s.oneDeliveryAt(start)
 	s.advance(start.Add(time.Minute), time.Second)

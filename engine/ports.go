@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // This file holds the small interfaces through which the engine reaches the
@@ -126,42 +128,10 @@ type Sender interface {
 	// recipient on channel at now. It returns 0 when the message may go now,
 	// else how long to wait before asking again (nothing is reserved then).
 	Admit(channel, recipient string, p Priority, now time.Time) time.Duration
-	// Send delivers a batch through channel. It returns one outcome per
+	// Send delivers a batch through channel. It returns one verdict per
 	// message, in any order, matched by ID. An error means the whole batch
 	// failed in a way that is worth retrying (plugin crashed, unreachable).
-	Send(ctx context.Context, channel string, batch []Outgoing) ([]Outcome, error)
-}
-
-// Outgoing is one message handed to a channel.
-type Outgoing struct {
-	ID             string // delivery id
-	IdempotencyKey string // stable across attempts and leaders
-	Recipient      string
-	Payload        json.RawMessage
-	Priority       Priority
-	Attempt        int
-}
-
-// OutcomeStatus is how a channel judged one message.
-type OutcomeStatus uint8
-
-// Append-only: the numbers are replicated in RecordResults.
-const (
-	OutcomeSent        OutcomeStatus = 1 // delivered; ProviderID set when known
-	OutcomeRetryable   OutcomeStatus = 2 // transient; spend an attempt, back off
-	OutcomeRateLimited OutcomeStatus = 3 // provider limit; wait RetryAfter, no attempt spent
-	OutcomePermanent   OutcomeStatus = 4 // will never succeed for this message
-	OutcomeConfig      OutcomeStatus = 5 // channel misconfigured; permanent and alert now
-)
-
-// Outcome is a channel's verdict on one message.
-type Outcome struct {
-	ID         string
-	Status     OutcomeStatus
-	ProviderID string
-	RetryAfter time.Duration
-	Code       string // provider error code, verbatim
-	Error      string // provider error text, verbatim (never a secret)
+	Send(ctx context.Context, channel string, batch []heraldtype.Message) ([]heraldtype.Result, error)
 }
 
 // Snapshot is an immutable view of the replicated state taken by

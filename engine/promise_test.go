@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // The tests of issue 5's "must show" list, on the fake clock of sim_test.go.
@@ -133,9 +135,9 @@ func TestRetriesSurviveALeaderChange(t *testing.T) {
 	s := newSim(t, slot.Add(-time.Minute), Rule{Name: "r", Schedule: "0 1 * * *", Channel: "mock"})
 	s.rules.plan["r"] = to("alice")
 	failures := 0
-	s.sender.failFunc = func(Outgoing) (OutcomeStatus, bool) {
+	s.sender.failFunc = func(heraldtype.Message) (heraldtype.Status, bool) {
 		failures++
-		return OutcomeRetryable, failures <= 2
+		return heraldtype.StatusRetryable, failures <= 2
 	}
 	s.lead("n1")
 	s.advance(slot.Add(30*time.Second), time.Second) // attempt 1 at the slot fails
@@ -268,8 +270,8 @@ func TestMondaysFailureTravelsWithTuesday(t *testing.T) {
 	s.rules.plan["ops_alert"] = func(run RunContext) []Planned {
 		return []Planned{{Recipient: "oncall", Payload: run.Data}}
 	}
-	s.sender.failFunc = func(m Outgoing) (OutcomeStatus, bool) {
-		return OutcomePermanent, m.Recipient == "bob" && strings.HasPrefix(string(m.Payload), `"report 2026-11-30`)
+	s.sender.failFunc = func(m heraldtype.Message) (heraldtype.Status, bool) {
+		return heraldtype.StatusPermanent, m.Recipient == "bob" && strings.HasPrefix(string(m.Payload), `"report 2026-11-30`)
 	}
 	s.lead("n1")
 	s.advance(monday.Add(3*time.Hour), time.Second)

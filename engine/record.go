@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // Records kept in the replicated state. Once stored, a record is never
@@ -130,11 +132,11 @@ const MaxFailures = 10
 // AttemptFailure is one attempt of a delivery that did not send it, or
 // one that ended it (expired).
 type AttemptFailure struct {
-	At      time.Time     `json:"at"`
-	Attempt int           `json:"attempt"` // attempts spent after it (a rate limit spends none)
-	Status  OutcomeStatus `json:"status"`  // 0 for an expiry
-	Code    string        `json:"code,omitempty"`
-	Error   string        `json:"error,omitempty"`
+	At      time.Time         `json:"at"`
+	Attempt int               `json:"attempt"` // attempts spent after it (a rate limit spends none)
+	Status  heraldtype.Status `json:"status"`  // 0 for an expiry
+	Code    string            `json:"code,omitempty"`
+	Error   string            `json:"error,omitempty"`
 }
 
 // withFailure returns d's failures with f added, bounded by MaxFailures.

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/heraldhq/herald/engine/calendar"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/schedule"
 )
 
@@ -100,7 +101,7 @@ type simSender struct {
 	mu       sync.Mutex
 	clock    *fakeClock
 	sends    []sent
-	failFunc func(Outgoing) (OutcomeStatus, bool)
+	failFunc func(heraldtype.Message) (heraldtype.Status, bool)
 	limiter  *rate.Limiter
 	reserve  float64
 }
@@ -122,19 +123,19 @@ func (s *simSender) Admit(_, _ string, p Priority, now time.Time) time.Duration 
 	return 0
 }
 
-func (s *simSender) Send(_ context.Context, _ string, batch []Outgoing) ([]Outcome, error) {
+func (s *simSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Outcome, len(batch))
+	out := make([]heraldtype.Result, len(batch))
 	for i, m := range batch {
 		if s.failFunc != nil {
 			if st, fail := s.failFunc(m); fail {
-				out[i] = Outcome{ID: m.ID, Status: st, Error: "provider says no", Code: "50001"}
+				out[i] = heraldtype.Result{ID: m.ID, Status: st, Error: "provider says no", Code: "50001"}
 				continue
 			}
 		}
 		s.sends = append(s.sends, sent{at: s.clock.Now(), key: m.IdempotencyKey, to: m.Recipient, payload: string(m.Payload), attempt: m.Attempt})
-		out[i] = Outcome{ID: m.ID, Status: OutcomeSent, ProviderID: "p-" + m.ID}
+		out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusSent, ProviderID: "p-" + m.ID}
 	}
 	return out, nil
 }

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/engine"
-	"github.com/heraldhq/herald/plugins/sdk"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // Defaults of Config.
@@ -317,7 +317,7 @@ func (h *Host) Admit(channel, recipient string, p engine.Priority, now time.Time
 // Send implements engine.Sender. A batch that fails because the plugin
 // died is sent once more, unchanged, on the restarted plugin before Send
 // gives up. Cancelling ctx cancels the send in the plugin too.
-func (h *Host) Send(ctx context.Context, channel string, batch []engine.Outgoing) ([]engine.Outcome, error) {
+func (h *Host) Send(ctx context.Context, channel string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	h.mu.Lock()
 	closed, started := h.closed, h.started
 	h.mu.Unlock()
@@ -329,51 +329,37 @@ func (h *Host) Send(ctx context.Context, channel string, batch []engine.Outgoing
 		return nil, fmt.Errorf("%w: %q", ErrUnknownChannel, channel)
 	}
 	if len(batch) == 0 {
-		return []engine.Outcome{}, nil
+		return []heraldtype.Result{}, nil
 	}
 	if !started {
 		return nil, fmt.Errorf("%w: channel %s: the plugin host was not started", ErrUnavailable, channel)
 	}
-	msgs := make([]sdk.Message, len(batch))
-	for i, o := range batch {
-		msgs[i] = sdk.Message{
-			ID:             o.ID,
-			IdempotencyKey: o.IdempotencyKey,
-			Recipient:      o.Recipient,
-			Payload:        o.Payload,
-			Attempt:        o.Attempt,
-		}
-	}
-	results, err := in.send(ctx, msgs)
+	results, err := in.send(ctx, batch)
 	if err != nil {
 		return nil, err
 	}
-	return in.outcomes(msgs, results)
+	return in.checked(batch, results)
 }
 
-// outcomes checks a plugin's results against its batch and converts them.
-func (in *instance) outcomes(batch []sdk.Message, results []sdk.Result) ([]engine.Outcome, error) {
+// checked checks a plugin's results against its batch and scrubs the
+// channel's secrets from their texts.
+func (in *instance) checked(batch []heraldtype.Message, results []heraldtype.Result) ([]heraldtype.Result, error) {
 	want := make(map[string]bool, len(batch))
 	for _, m := range batch {
 		want[m.ID] = true
 	}
-	out := make([]engine.Outcome, 0, len(results))
+	out := make([]heraldtype.Result, 0, len(results))
 	for _, r := range results {
 		if !want[r.ID] {
 			return nil, fmt.Errorf("%w: channel %s: result for id %q, which is not in the batch or was answered twice", ErrBadResponse, in.name, r.ID)
 		}
-		if r.Status < sdk.StatusSent || r.Status > sdk.StatusConfig {
+		if !r.Status.Known() {
 			return nil, fmt.Errorf("%w: channel %s: id %q: unknown status %d", ErrBadResponse, in.name, r.ID, r.Status)
 		}
 		delete(want, r.ID)
-		out = append(out, engine.Outcome{
-			ID:         r.ID,
-			Status:     engine.OutcomeStatus(r.Status),
-			ProviderID: r.ProviderID,
-			RetryAfter: max(r.RetryAfter, 0),
-			Code:       in.redact(r.Code),
-			Error:      in.redact(r.Error),
-		})
+		r.RetryAfter = max(r.RetryAfter, 0)
+		r.Code, r.Error = in.redact(r.Code), in.redact(r.Error)
+		out = append(out, r)
 	}
 	if len(want) > 0 {
 		missing := make([]string, 0, len(want))

@@ -18,19 +18,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/plugins/builtin"
 	"github.com/heraldhq/herald/plugins/mock"
 )
 
-func outgoing(n int, prefix string) []engine.Outgoing {
-	out := make([]engine.Outgoing, n)
+func outgoing(n int, prefix string) []heraldtype.Message {
+	out := make([]heraldtype.Message, n)
 	for i := range out {
-		out[i] = engine.Outgoing{
+		out[i] = heraldtype.Message{
 			ID:             fmt.Sprintf("%s-id-%d", prefix, i),
 			IdempotencyKey: fmt.Sprintf("%s-key-%d", prefix, i),
 			Recipient:      fmt.Sprintf("user%d", i),
 			Payload:        json.RawMessage(`{"msgtype":"text","content":"hi"}`),
-			Priority:       engine.PriorityNormal,
 			Attempt:        1,
 		}
 	}
@@ -45,15 +45,15 @@ func mockChannel(extra map[string]any) ChannelConfig {
 	return ChannelConfig{Plugin: "mock", Config: cfg}
 }
 
-func requireAllSent(t *testing.T, batch []engine.Outgoing, out []engine.Outcome) {
+func requireAllSent(t *testing.T, batch []heraldtype.Message, out []heraldtype.Result) {
 	t.Helper()
 	require.Len(t, out, len(batch))
-	got := map[string]engine.Outcome{}
+	got := map[string]heraldtype.Result{}
 	for _, o := range out {
 		got[o.ID] = o
 	}
 	for _, m := range batch {
-		require.Equal(t, engine.OutcomeSent, got[m.ID].Status, "%s: %+v", m.ID, got[m.ID])
+		require.Equal(t, heraldtype.StatusSent, got[m.ID].Status, "%s: %+v", m.ID, got[m.ID])
 		require.Equal(t, mock.ProviderID(m.IdempotencyKey), got[m.ID].ProviderID)
 	}
 }
@@ -117,7 +117,7 @@ func TestKilledPluginIsRestarted(t *testing.T) {
 	// Kill the plugin while a batch is (most likely) inside it.
 	batch := outgoing(3, "kill")
 	done := make(chan error, 1)
-	var out []engine.Outcome
+	var out []heraldtype.Result
 	go func() {
 		var err error
 		out, err = b.h.Send(context.Background(), "m", batch)

@@ -13,6 +13,7 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/enginetest"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // t0 is 09:00 in Asia/Shanghai, the zone the browser tests run in.
@@ -89,9 +90,9 @@ func (f *fixture) populate(t *testing.T) {
 	claimed := f.apply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{nds[0].ID, nds[1].ID}, Leader: "n1",
 		Now: t0.Add(time.Second), Timeout: 30 * time.Second}).(engine.ClaimResult).Claimed
 	require.Len(t, claimed, 2)
-	f.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: t0.Add(2 * time.Second), Results: []engine.Result{
-		{ID: nds[0].ID, Seq: claimed[0].Seq, Status: engine.OutcomeSent, ProviderID: "msg-001"},
-		{ID: nds[1].ID, Seq: claimed[1].Seq, Status: engine.OutcomePermanent, Code: "81013", Error: "user not found in the app's visible range"},
+	f.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: t0.Add(2 * time.Second), Results: []engine.Settlement{
+		{ID: nds[0].ID, Seq: claimed[0].Seq, Status: heraldtype.StatusSent, ProviderID: "msg-001"},
+		{ID: nds[1].ID, Seq: claimed[1].Seq, Status: heraldtype.StatusPermanent, Code: "81013", Error: "user not found in the app's visible range"},
 	}})
 
 	weekly := t0.Add(-24 * time.Hour)

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/plugins/conformance"
 	"github.com/heraldhq/herald/plugins/host"
 	"github.com/heraldhq/herald/plugins/sdk"
@@ -126,9 +127,9 @@ func TestDroppedIntoPluginsDir(t *testing.T) {
 	require.Equal(t, 8, admitted)
 	require.Zero(t, h.Admit("audit", "alice", engine.PriorityHigh, now))
 
-	res, err := h.Send(ctx, "audit", []engine.Outgoing{{ID: "1", IdempotencyKey: "k1", Recipient: "alice", Payload: json.RawMessage(`{"text": "hi"}`)}})
+	res, err := h.Send(ctx, "audit", []heraldtype.Message{{ID: "1", IdempotencyKey: "k1", Recipient: "alice", Payload: json.RawMessage(`{"text": "hi"}`)}})
 	require.NoError(t, err)
-	require.Equal(t, engine.OutcomeSent, res[0].Status)
+	require.Equal(t, heraldtype.StatusSent, res[0].Status)
 	raw, err := os.ReadFile(out)
 	require.NoError(t, err)
 	require.True(t, strings.HasSuffix(string(raw), "\tk1\talice\t{\"text\":\"hi\"}\n"), "%q", raw)
