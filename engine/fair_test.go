@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // A backlog that fills Due's limit with its oldest deliveries does not hide
@@ -26,7 +28,7 @@ func TestDueShowsTheNewestBesideABacklog(t *testing.T) {
 	var nds []NewDelivery
 	for _, r := range []string{"a", "b"} {
 		nds = append(nds, NewDelivery{ID: DeliveryID(smallKey, r), Recipient: r, Channel: "mock",
-			Payload: json.RawMessage(`{}`), Priority: PriorityNormal, NotBefore: slot, Deadline: slot.Add(time.Hour)})
+			Payload: json.RawMessage(`{}`), Priority: heraldtype.PriorityNormal, NotBefore: slot, Deadline: slot.Add(time.Hour)})
 	}
 	require.Equal(t, 2, b.apply(CmdAddDeliveries, AddDeliveries{RunKey: smallKey, Deliveries: nds}))
 
@@ -50,11 +52,11 @@ func TestDueShowsTheNewestBesideABacklog(t *testing.T) {
 // Priority still comes first: a high delivery goes before any normal one,
 // whatever the runs.
 func TestFairOrderKeepsPriority(t *testing.T) {
-	mk := func(id, run string, p Priority, at time.Duration) *Delivery {
+	mk := func(id, run string, p heraldtype.Priority, at time.Duration) *Delivery {
 		return &Delivery{ID: id, RunKey: run, Priority: p, State: StatePending, NotBefore: t0.Add(at)}
 	}
-	due := []*Delivery{mk("a1", "a", PriorityNormal, 0), mk("a2", "a", PriorityNormal, 1), mk("b1", "b", PriorityNormal, 5),
-		mk("c-high", "c", PriorityHigh, 9), mk("a-low", "a", PriorityLow, 0)}
+	due := []*Delivery{mk("a1", "a", heraldtype.PriorityNormal, 0), mk("a2", "a", heraldtype.PriorityNormal, 1), mk("b1", "b", heraldtype.PriorityNormal, 5),
+		mk("c-high", "c", heraldtype.PriorityHigh, 9), mk("a-low", "a", heraldtype.PriorityLow, 0)}
 	fairOrder(due)
 	var got []string
 	for _, d := range due {
