@@ -87,6 +87,7 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 		Key: engine.RunKey(name, slot), Rule: name, Slot: slot, Zone: rule.Timezone, Date: engine.SlotDate(slot, rule.Timezone),
 		Manual: true, RulesHash: s.cfg.Rules.Hash(), Now: now,
 	}
+	setTarget(r, c.Key)
 	_, err := s.apply(r.Context(), engine.CmdStartRun, c)
 	if errors.Is(err, engine.ErrRunExists) {
 		// A slot skipped beyond catch-up or paused over fired nothing: it
