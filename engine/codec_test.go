@@ -129,7 +129,7 @@ func TestEmptyRetryMeansNoRetry(t *testing.T) {
 	key := RunKey("once", t0)
 	require.Nil(t, b.apply(CmdStartRun, StartRun{Key: key, Rule: "once", Slot: t0, Now: t0}))
 	nd := NewDelivery{ID: "d", Recipient: "alice", Channel: "mock", Payload: json.RawMessage(`{}`),
-		Priority: PriorityNormal, NotBefore: t0, Deadline: t0.Add(time.Hour), Retry: []time.Duration{}}
+		Priority: heraldtype.PriorityNormal, NotBefore: t0, Deadline: t0.Add(time.Hour), Retry: []time.Duration{}}
 	cmd, err := Encode(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{nd}})
 	require.NoError(t, err)
 	require.Equal(t, byte(2), cmd[1])

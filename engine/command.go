@@ -83,13 +83,13 @@ type StartRun struct {
 
 // NewDelivery is one planned delivery inside AddDeliveries.
 type NewDelivery struct {
-	ID        string          `json:"id"`
-	Recipient string          `json:"recipient"`
-	Channel   string          `json:"channel"`
-	Payload   json.RawMessage `json:"payload"`
-	Priority  Priority        `json:"priority"`
-	NotBefore time.Time       `json:"not_before"`
-	Deadline  time.Time       `json:"deadline"`
+	ID        string              `json:"id"`
+	Recipient string              `json:"recipient"`
+	Channel   string              `json:"channel"`
+	Payload   json.RawMessage     `json:"payload"`
+	Priority  heraldtype.Priority `json:"priority"`
+	NotBefore time.Time           `json:"not_before"`
+	Deadline  time.Time           `json:"deadline"`
 	// Retry is the rule's waits between attempts: null means the default
 	// (DefaultRetry), an empty list means "do not retry". Body version 1
 	// had omitempty here, which wrote both as absent (so both meant the

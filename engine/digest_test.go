@@ -191,7 +191,7 @@ func TestFoldDigestApply(t *testing.T) {
 		s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: slot, TaskKey: "", Now: slot})
 		id := DeliveryID(key, who)
 		s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{{ID: id, Recipient: who, Channel: "mock",
-			Priority: PriorityNormal, NotBefore: slot.Add(10 * time.Minute), Deadline: slot.Add(time.Hour)}}})
+			Priority: heraldtype.PriorityNormal, NotBefore: slot.Add(10 * time.Minute), Deadline: slot.Add(time.Hour)}}})
 		return id
 	}
 	a, b, c, other := add("a", "ann"), add("b", "ann"), add("c", "ann"), add("d", "bob")

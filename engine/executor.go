@@ -29,7 +29,7 @@ const maxRefusals = 64
 
 type chanPrio struct {
 	channel string
-	p       Priority
+	p       heraldtype.Priority
 }
 
 // executor sends due deliveries: it admits them through the channel's rate
@@ -415,7 +415,7 @@ func fairOrder(due []*Delivery) {
 	})
 	type runPrio struct {
 		run string
-		p   Priority
+		p   heraldtype.Priority
 	}
 	rank := make(map[*Delivery]int, len(due))
 	next := map[runPrio]int{}

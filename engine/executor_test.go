@@ -77,7 +77,7 @@ type refusingOnce struct {
 	refuses int
 }
 
-func (r *refusingOnce) Admit(ch, to string, p Priority, now time.Time) time.Duration {
+func (r *refusingOnce) Admit(ch, to string, p heraldtype.Priority, now time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.refuses > 0 {

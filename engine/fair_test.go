@@ -35,7 +35,7 @@ func TestDueShowsTheNewestBesideABacklog(t *testing.T) {
 	var nds []NewDelivery
 	for _, r := range []string{"a", "b"} {
 		nds = append(nds, NewDelivery{ID: DeliveryID(smallKey, r), Recipient: r, Channel: "mock",
-			Payload: json.RawMessage(`{}`), Priority: PriorityNormal, NotBefore: slot, Deadline: slot.Add(time.Hour)})
+			Payload: json.RawMessage(`{}`), Priority: heraldtype.PriorityNormal, NotBefore: slot, Deadline: slot.Add(time.Hour)})
 	}
 	require.Equal(t, 2, b.apply(CmdAddDeliveries, AddDeliveries{RunKey: smallKey, Deliveries: nds}))
 
@@ -59,11 +59,11 @@ func TestDueShowsTheNewestBesideABacklog(t *testing.T) {
 // Priority still comes first: a high delivery goes before any normal one,
 // whatever the runs.
 func TestFairOrderKeepsPriority(t *testing.T) {
-	mk := func(id, run string, p Priority, at time.Duration) *Delivery {
+	mk := func(id, run string, p heraldtype.Priority, at time.Duration) *Delivery {
 		return &Delivery{ID: id, RunKey: run, Priority: p, State: StatePending, NotBefore: t0.Add(at)}
 	}
-	due := []*Delivery{mk("a1", "a", PriorityNormal, 0), mk("a2", "a", PriorityNormal, 1), mk("b1", "b", PriorityNormal, 5),
-		mk("c-high", "c", PriorityHigh, 9), mk("a-low", "a", PriorityLow, 0)}
+	due := []*Delivery{mk("a1", "a", heraldtype.PriorityNormal, 0), mk("a2", "a", heraldtype.PriorityNormal, 1), mk("b1", "b", heraldtype.PriorityNormal, 5),
+		mk("c-high", "c", heraldtype.PriorityHigh, 9), mk("a-low", "a", heraldtype.PriorityLow, 0)}
 	fairOrder(due)
 	var got []string
 	for _, d := range due {
@@ -82,7 +82,7 @@ type slowChannel struct {
 	sent   map[string][]time.Time // recipient → send times
 }
 
-func (*slowChannel) Admit(string, string, Priority, time.Time) time.Duration { return 0 }
+func (*slowChannel) Admit(string, string, heraldtype.Priority, time.Time) time.Duration { return 0 }
 
 func (s *slowChannel) Send(ctx context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	select {
@@ -131,7 +131,7 @@ func TestSmallRuleBesideAHugeRunIsOnTime(t *testing.T) {
 			for i := c; i < c+500; i++ {
 				who := fmt.Sprintf("u%05d", i)
 				nds = append(nds, NewDelivery{ID: DeliveryID(big, who), Recipient: who, Channel: "mock", Payload: json.RawMessage(`{}`),
-					Priority: PriorityNormal, NotBefore: due, Deadline: due.Add(time.Hour)})
+					Priority: heraldtype.PriorityNormal, NotBefore: due, Deadline: due.Add(time.Hour)})
 			}
 			apply(CmdAddDeliveries, AddDeliveries{RunKey: big, Deliveries: nds})
 		}

@@ -43,7 +43,7 @@ func (b *fsmBundle) planned(rule string, recipients ...string) string {
 	var nds []NewDelivery
 	for _, r := range recipients {
 		nds = append(nds, NewDelivery{ID: DeliveryID(key, r), Recipient: r, Channel: "mock",
-			Payload: json.RawMessage(`{"msgtype":"text","content":"hi"}`), Priority: PriorityNormal,
+			Payload: json.RawMessage(`{"msgtype":"text","content":"hi"}`), Priority: heraldtype.PriorityNormal,
 			NotBefore: t0, Deadline: t0.Add(2 * time.Hour)})
 	}
 	require.Equal(b.t, len(recipients), b.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds}))

@@ -72,7 +72,9 @@ type recordingSender struct {
 	fail int            // fail this many sends first (retryable)
 }
 
-func (s *recordingSender) Admit(string, string, Priority, time.Time) time.Duration { return 0 }
+func (s *recordingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration {
+	return 0
+}
 func (s *recordingSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -218,7 +220,9 @@ func TestNewLeaderFinishesOldLeadersWork(t *testing.T) {
 // refusingSender's channel is always full.
 type refusingSender struct{ recordingSender }
 
-func (*refusingSender) Admit(string, string, Priority, time.Time) time.Duration { return time.Hour }
+func (*refusingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration {
+	return time.Hour
+}
 
 // A rate-limited backlog must not make the executor spin: the next look is
 // at the limiter's wait, not at the backlog's (past) due time.

@@ -30,7 +30,7 @@ func BenchmarkDeliveryMemory(b *testing.B) {
 				who := fmt.Sprintf("user%06d", i)
 				ids[i] = DeliveryID(key, who)
 				nds = append(nds, NewDelivery{ID: ids[i], Recipient: who, Channel: "mock",
-					Payload: json.RawMessage(`{"msgtype":"text","content":"burst@2026-12-01T01:00:00Z"}`), Priority: PriorityNormal,
+					Payload: json.RawMessage(`{"msgtype":"text","content":"burst@2026-12-01T01:00:00Z"}`), Priority: heraldtype.PriorityNormal,
 					NotBefore: t0, Deadline: t0.Add(2 * time.Hour)})
 			}
 			plan = append(plan, mustEncode(b, CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds}))
@@ -101,7 +101,7 @@ func BenchmarkSnapshotCapture(b *testing.B) {
 		for i := start; i < start+500; i++ {
 			who := fmt.Sprintf("user%06d", i)
 			nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: "mock",
-				Payload: json.RawMessage(`{"msgtype":"text","content":"hi"}`), Priority: PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour)})
+				Payload: json.RawMessage(`{"msgtype":"text","content":"hi"}`), Priority: heraldtype.PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour)})
 		}
 		apply(mustEncode(b, CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds}))
 	}

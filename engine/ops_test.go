@@ -125,7 +125,7 @@ func (s *sim) oneDeliveryAt(notBefore time.Time) (key, id string) {
 	id = DeliveryID(key, "alice")
 	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: notBefore, Now: s.clock.Now()})
 	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
-		{ID: id, Recipient: "alice", Channel: "mock", Priority: PriorityNormal, NotBefore: notBefore, Deadline: notBefore.Add(time.Hour)}}})
+		{ID: id, Recipient: "alice", Channel: "mock", Priority: heraldtype.PriorityNormal, NotBefore: notBefore, Deadline: notBefore.Add(time.Hour)}}})
 	return key, id
 }
 

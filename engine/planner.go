@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/engine/backoff"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // plan evaluates a run's rule and replicates its deliveries in chunks,
@@ -117,7 +118,7 @@ func (l *Leader) deliveries(run *Run, rule Rule, planned []Planned) (out []NewDe
 			Recipient: p.Recipient,
 			Channel:   rule.Channel,
 			Payload:   p.Payload,
-			Priority:  cmp.Or(rule.Priority, PriorityNormal),
+			Priority:  cmp.Or(rule.Priority, heraldtype.PriorityNormal),
 			NotBefore: t.NotBefore,
 			Deadline:  t.Deadline,
 			Retry:     rule.Retry,

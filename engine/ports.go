@@ -57,7 +57,7 @@ type Rule struct {
 	Calendar string // "", "cn_workday", "weekday" or a named calendar file
 	Shift    string // "", "skip" or "next_workday"
 	Channel  string
-	Priority Priority
+	Priority heraldtype.Priority
 	Stagger  Stagger
 	Retry    []time.Duration // waits between attempts; nil means DefaultRetry
 	Deadline time.Duration   // 0 means DefaultDeadline
@@ -127,7 +127,7 @@ type Sender interface {
 	// Admit reserves rate-limit capacity for one message of priority p to
 	// recipient on channel at now. It returns 0 when the message may go now,
 	// else how long to wait before asking again (nothing is reserved then).
-	Admit(channel, recipient string, p Priority, now time.Time) time.Duration
+	Admit(channel, recipient string, p heraldtype.Priority, now time.Time) time.Duration
 	// Send delivers a batch through channel. It returns one verdict per
 	// message, in any order, matched by ID. An error means the whole batch
 	// failed in a way that is worth retrying (plugin crashed, unreachable).

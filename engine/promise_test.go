@@ -161,7 +161,7 @@ func TestWavesAndAHighPriorityBirthday(t *testing.T) {
 	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	s := newSim(t, nine.Add(-time.Minute),
 		Rule{Name: "report", Schedule: "0 9 * * *", Channel: "wecom", Stagger: Stagger{Batches: 10, Spacing: time.Minute}, Deadline: time.Hour},
-		Rule{Name: "birthday", Schedule: "30 0 9 * * *", Channel: "wecom", Priority: PriorityHigh})
+		Rule{Name: "birthday", Schedule: "30 0 9 * * *", Channel: "wecom", Priority: heraldtype.PriorityHigh})
 	people := make([]string, 10000)
 	for i := range people {
 		people[i] = fmt.Sprintf("u%05d", i)
@@ -209,7 +209,7 @@ func TestWavesAndAHighPriorityBirthday(t *testing.T) {
 func TestHalfTheEnquiriesCancelled(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
-	s := newSim(t, start, Rule{Name: "enquiry_timeout", Channel: "wecom", Priority: PriorityHigh})
+	s := newSim(t, start, Rule{Name: "enquiry_timeout", Channel: "wecom", Priority: heraldtype.PriorityHigh})
 	s.rules.plan["enquiry_timeout"] = func(run RunContext) []Planned {
 		return []Planned{{Recipient: strings.Trim(string(run.Data), `{}"a:`), Payload: []byte(`{}`)}}
 	}
@@ -255,7 +255,7 @@ func TestMondaysFailureTravelsWithTuesday(t *testing.T) {
 	monday := time.Date(2026, 11, 30, 9, 0, 0, 0, sh)
 	s := newSim(t, monday.Add(-time.Minute),
 		Rule{Name: "daily_report", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai", Calendar: "cn_workday", Channel: "wecom", Retry: []time.Duration{time.Minute}},
-		Rule{Name: "ops_alert", Channel: "wecom_ops", Priority: PriorityHigh})
+		Rule{Name: "ops_alert", Channel: "wecom_ops", Priority: heraldtype.PriorityHigh})
 	s.rules.plan["daily_report"] = func(run RunContext) []Planned {
 		var out []Planned
 		for _, who := range []string{"alice", "bob"} {

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // Reads of the local replicated state. They return records (immutable, see
@@ -132,7 +134,7 @@ func (f *FSM) Due(now time.Time, limit int) []*Delivery {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []*Delivery
-	for p := PriorityHigh; p <= PriorityLow; p++ {
+	for p := heraldtype.PriorityHigh; p <= heraldtype.PriorityLow; p++ {
 		full := false
 		taken := map[string]bool{}
 		f.st.due[p].Ascend(func(it dueItem) bool {
@@ -179,7 +181,7 @@ func (f *FSM) NextDue() (time.Time, bool) {
 	defer f.mu.RUnlock()
 	var at time.Time
 	found := false
-	for p := PriorityHigh; p <= PriorityLow; p++ {
+	for p := heraldtype.PriorityHigh; p <= heraldtype.PriorityLow; p++ {
 		if it, ok := f.st.due[p].Min(); ok && (!found || it.at.Before(at)) {
 			at, found = it.at, true
 		}

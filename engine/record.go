@@ -81,17 +81,17 @@ type Claim struct {
 
 // Delivery is one message for one recipient of one run.
 type Delivery struct {
-	ID        string          `json:"id"`
-	RunKey    string          `json:"run_key"`
-	Rule      string          `json:"rule"`
-	Slot      time.Time       `json:"slot"`
-	Recipient string          `json:"recipient"`
-	Channel   string          `json:"channel"`
-	Payload   json.RawMessage `json:"payload"`
-	Priority  Priority        `json:"priority"`
-	NotBefore time.Time       `json:"not_before"`
-	Deadline  time.Time       `json:"deadline"`
-	Retry     []time.Duration `json:"retry,omitempty"`
+	ID        string              `json:"id"`
+	RunKey    string              `json:"run_key"`
+	Rule      string              `json:"rule"`
+	Slot      time.Time           `json:"slot"`
+	Recipient string              `json:"recipient"`
+	Channel   string              `json:"channel"`
+	Payload   json.RawMessage     `json:"payload"`
+	Priority  heraldtype.Priority `json:"priority"`
+	NotBefore time.Time           `json:"not_before"`
+	Deadline  time.Time           `json:"deadline"`
+	Retry     []time.Duration     `json:"retry,omitempty"`
 	// NoRetry: the rule said retry = {} (one attempt only). A field of its
 	// own because a snapshot (gob) cannot tell an empty Retry from none.
 	NoRetry bool `json:"no_retry,omitempty"`

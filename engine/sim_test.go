@@ -106,14 +106,14 @@ type simSender struct {
 	reserve  float64
 }
 
-func (s *simSender) Admit(_, _ string, p Priority, now time.Time) time.Duration {
+func (s *simSender) Admit(_, _ string, p heraldtype.Priority, now time.Time) time.Duration {
 	if s.limiter == nil {
 		return 0
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	need := 1.0
-	if p != PriorityHigh {
+	if p != heraldtype.PriorityHigh {
 		need += s.reserve
 	}
 	if short := need - s.limiter.TokensAt(now); short > 0 {
@@ -219,7 +219,7 @@ func (s *sim) oneDelivery(slot time.Time) (key, id string) {
 	id = DeliveryID(key, "alice")
 	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: slot, Now: slot})
 	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
-		{ID: id, Recipient: "alice", Channel: "mock", Priority: PriorityNormal, NotBefore: slot, Deadline: slot.Add(time.Hour)}}})
+		{ID: id, Recipient: "alice", Channel: "mock", Priority: heraldtype.PriorityNormal, NotBefore: slot, Deadline: slot.Add(time.Hour)}}})
 	return key, id
 }
 

@@ -33,7 +33,7 @@ func busyLog(b *fsmBundle, r int) {
 		if w == "dave" {
 			deadline = slot.Add(48 * time.Hour) // settled in the next round
 		}
-		nds = append(nds, NewDelivery{ID: DeliveryID(key, w), Recipient: w, Channel: "mock", Priority: PriorityNormal,
+		nds = append(nds, NewDelivery{ID: DeliveryID(key, w), Recipient: w, Channel: "mock", Priority: heraldtype.PriorityNormal,
 			Payload: []byte(`{"msgtype":"text","content":"` + w + `"}`), NotBefore: slot, Deadline: deadline,
 			Retry: []time.Duration{time.Minute}})
 	}

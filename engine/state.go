@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/btree"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // state is the replicated state. Only Apply and Restore write it, under
@@ -49,7 +51,7 @@ type state struct {
 	// due indexes pending and claimed deliveries by when the executor must
 	// look at them next, one tree per priority. Derived: rebuilt on restore,
 	// never snapshotted.
-	due [PriorityLow + 1]*btree.BTreeG[dueItem]
+	due [heraldtype.PriorityLow + 1]*btree.BTreeG[dueItem]
 	// byRun lists delivery ids per run. Derived as well.
 	byRun map[string][]string
 	// taskQueue holds pending tasks by due time; taskIndex all tasks.
@@ -106,12 +108,12 @@ func (s *state) initIndexes() {
 // order: a b-tree fills about twice as fast so as at random.
 func (s *state) reindex() {
 	s.initIndexes()
-	var due [PriorityLow + 1][]dueItem
+	var due [heraldtype.PriorityLow + 1][]dueItem
 	for id, d := range s.Deliveries.All() {
 		if at := d.dueAt(); !at.IsZero() && !s.held(d) {
 			p := d.Priority
-			if p < PriorityHigh || p > PriorityLow {
-				p = PriorityLow
+			if p < heraldtype.PriorityHigh || p > heraldtype.PriorityLow {
+				p = heraldtype.PriorityLow
 			}
 			due[p] = append(due[p], dueItem{at, id})
 		}
@@ -164,9 +166,9 @@ func sortDue(items []dueItem) {
 }
 
 // dueTree is the due index of priority p (unknown priorities go last).
-func (s *state) dueTree(p Priority) *btree.BTreeG[dueItem] {
-	if p < PriorityHigh || p > PriorityLow {
-		p = PriorityLow
+func (s *state) dueTree(p heraldtype.Priority) *btree.BTreeG[dueItem] {
+	if p < heraldtype.PriorityHigh || p > heraldtype.PriorityLow {
+		p = heraldtype.PriorityLow
 	}
 	return s.due[p]
 }

@@ -182,7 +182,7 @@ func TestCancelTooLateCountsEveryDelivery(t *testing.T) {
 	require.Nil(t, b.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: t0, TaskKey: "k", Now: t0}))
 	var nds []NewDelivery
 	for _, who := range []string{"alice", "bob", "carol"} {
-		nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: "mock", Priority: PriorityNormal, NotBefore: t0, Deadline: t0.Add(time.Hour)})
+		nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: "mock", Priority: heraldtype.PriorityNormal, NotBefore: t0, Deadline: t0.Add(time.Hour)})
 	}
 	require.Equal(t, 3, b.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds}))
 	c := b.claim("n1", t0, DeliveryID(key, "alice"))

@@ -21,7 +21,7 @@ import (
 // good (WeCom's "userid not found").
 type refusingSender struct{ refuse string }
 
-func (refusingSender) Admit(string, string, engine.Priority, time.Time) time.Duration { return 0 }
+func (refusingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration { return 0 }
 
 func (s refusingSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	out := make([]heraldtype.Result, len(batch))

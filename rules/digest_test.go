@@ -25,7 +25,7 @@ type recordingSender struct {
 	sent []heraldtype.Message
 }
 
-func (*recordingSender) Admit(string, string, engine.Priority, time.Time) time.Duration { return 0 }
+func (*recordingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration { return 0 }
 
 func (s *recordingSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	s.mu.Lock()

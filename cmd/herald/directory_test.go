@@ -75,7 +75,7 @@ func (c *testClock) set(t time.Time) {
 
 type okSender struct{}
 
-func (okSender) Admit(string, string, engine.Priority, time.Time) time.Duration { return 0 }
+func (okSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration { return 0 }
 func (okSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	out := make([]heraldtype.Result, len(batch))
 	for i, o := range batch {

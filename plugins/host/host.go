@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
@@ -302,7 +301,7 @@ func (h *Host) Pid(channel string) int {
 // know: Send then fails the batch with ErrUnknownChannel, which is where the
 // error belongs. For a known channel whose plugin never started, the limits
 // are unknown and it answers NotReadyWait.
-func (h *Host) Admit(channel, recipient string, p engine.Priority, now time.Time) time.Duration {
+func (h *Host) Admit(channel, recipient string, p heraldtype.Priority, now time.Time) time.Duration {
 	in, ok := h.instances[channel]
 	if !ok {
 		return 0
@@ -371,5 +370,3 @@ func (in *instance) checked(batch []heraldtype.Message, results []heraldtype.Res
 	}
 	return out, nil
 }
-
-var _ engine.Sender = (*Host)(nil)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/plugins/builtin"
 	"github.com/heraldhq/herald/plugins/mock"
@@ -291,14 +290,14 @@ func TestHostAdmitUsesPluginLimits(t *testing.T) {
 		"limits": []any{map[string]any{"scope": "recipient", "count": 1, "per": "1h"}},
 	})}, nil)
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	require.Zero(t, b.h.Admit("m", "alice", engine.PriorityNormal, now))
-	require.Equal(t, time.Hour, b.h.Admit("m", "alice", engine.PriorityNormal, now))
-	require.Zero(t, b.h.Admit("m", "bob", engine.PriorityNormal, now))
-	require.Zero(t, b.h.Admit("unknown", "alice", engine.PriorityNormal, now), "unknown channels are failed by Send")
+	require.Zero(t, b.h.Admit("m", "alice", heraldtype.PriorityNormal, now))
+	require.Equal(t, time.Hour, b.h.Admit("m", "alice", heraldtype.PriorityNormal, now))
+	require.Zero(t, b.h.Admit("m", "bob", heraldtype.PriorityNormal, now))
+	require.Zero(t, b.h.Admit("unknown", "alice", heraldtype.PriorityNormal, now), "unknown channels are failed by Send")
 
 	h, err := New(Config{Channels: map[string]ChannelConfig{"m": mockChannel(nil)}})
 	require.NoError(t, err)
-	require.Equal(t, NotReadyWait, h.Admit("m", "alice", engine.PriorityNormal, now), "limits unknown before start")
+	require.Equal(t, NotReadyWait, h.Admit("m", "alice", heraldtype.PriorityNormal, now), "limits unknown before start")
 	_, err = h.Send(context.Background(), "m", outgoing(1, "early"))
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.NoError(t, h.Close())

@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/plugins/host"
 	"github.com/heraldhq/herald/plugins/wecomfake"
@@ -167,7 +166,7 @@ func TestHostPacesOneMemberThroughPlugin(t *testing.T) {
 	for i := 0; i < n; {
 		e.clock.Set(start.Add(time.Duration(i) * 600 * time.Millisecond)) // due
 		now := e.clock.Now()
-		if w := h.Admit("wc", "alice", engine.PriorityNormal, now); w > 0 {
+		if w := h.Admit("wc", "alice", heraldtype.PriorityNormal, now); w > 0 {
 			waited++
 			e.clock.Set(now.Add(w))
 			continue

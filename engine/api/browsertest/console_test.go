@@ -179,7 +179,7 @@ func consoleFixture(t *testing.T) (*fixture, *httptest.Server) {
 	id := engine.DeliveryID(key, "lina")
 	f.apply(t, engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: []engine.NewDelivery{{ID: id, Recipient: "lina",
 		Channel: "wecom_sales", Payload: json.RawMessage(`{"msgtype":"markdown","content":"**2026-12-01 日报** 李娜：请于今天 18:00 前提交"}`),
-		Priority: engine.PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour), Retry: []time.Duration{time.Minute}}}})
+		Priority: heraldtype.PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour), Retry: []time.Duration{time.Minute}}}})
 	for i, st := range []heraldtype.Status{heraldtype.StatusRetryable, heraldtype.StatusRetryable} {
 		at := t0.Add(time.Duration(i*2+1) * time.Minute)
 		c := f.apply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: at, Timeout: 30 * time.Second}).(engine.ClaimResult)
@@ -207,7 +207,7 @@ func playLeader(t *testing.T, f *fixture) {
 	var nds []engine.NewDelivery
 	for _, who := range []string{"zhangsan", "lina"} {
 		nds = append(nds, engine.NewDelivery{ID: engine.DeliveryID(run.Key, who), Recipient: who, Channel: "wecom_sales",
-			Payload: json.RawMessage(`{"msgtype":"text","content":"补发日报"}`), Priority: engine.PriorityNormal, NotBefore: run.Slot, Deadline: run.Slot.Add(time.Hour)})
+			Payload: json.RawMessage(`{"msgtype":"text","content":"补发日报"}`), Priority: heraldtype.PriorityNormal, NotBefore: run.Slot, Deadline: run.Slot.Add(time.Hour)})
 	}
 	f.apply(t, engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: run.Key, Deliveries: nds})
 	f.apply(t, engine.CmdFinishPlan, engine.FinishPlan{RunKey: run.Key, Now: run.Slot})

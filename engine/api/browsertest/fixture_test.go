@@ -82,7 +82,7 @@ func (f *fixture) populate(t *testing.T) {
 	for _, r := range []string{"zhangsan", "lisi", "wangwu"} {
 		nds = append(nds, engine.NewDelivery{ID: engine.DeliveryID(key, r), Recipient: r, Channel: "wecom_sales",
 			Payload:  json.RawMessage(`{"msgtype":"markdown","content":"**2026-12-01 日报** 请于今天 18:00 前提交"}`),
-			Priority: engine.PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour)})
+			Priority: heraldtype.PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour)})
 	}
 	nds[2].NotBefore = t0.Add(time.Hour) // wangwu: not due yet
 	require.Equal(t, 3, f.apply(t, engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: nds}))
