@@ -85,6 +85,7 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := engine.ManualRun(rule, rule.Timezone, slot, s.cfg.Rules.Hash(), now)
+	setTarget(r, c.Key)
 	backfilled, err := s.startManual(r.Context(), c, actor(r, req.By))
 	switch {
 	case errors.Is(err, engine.ErrRunExists):
