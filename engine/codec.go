@@ -77,6 +77,9 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdSetDirectory:     {name: "SetDirectory", since: []uint16{2}},
 	CmdHoldDirectory:    {name: "HoldDirectory", since: []uint16{2}},
 	CmdConfirmDirectory: {name: "ConfirmDirectory", since: []uint16{2}},
+
+	CmdRecordAudit: {name: "RecordAudit", since: []uint16{2}},
+	CmdPruneAudit:  {name: "PruneAudit", since: []uint16{2}},
 }
 
 func (t CommandType) String() string {

@@ -195,6 +195,10 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		return a.holdDirectory(decode[HoldDirectory](d))
 	case CmdConfirmDirectory:
 		return a.confirmDirectory(decode[ConfirmDirectory](d))
+	case CmdRecordAudit:
+		return a.recordAudit(decode[RecordAudit](d))
+	case CmdPruneAudit:
+		return a.pruneAudit(decode[PruneAudit](d))
 	}
 	// In the table but not dispatched: a build error, caught by
 	// TestEveryCommandIsDispatched.

@@ -144,6 +144,7 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 		writeSection(enc, "daily", daily),
 		writeSection(enc, "paused", sortedValues(st.Paused)),
 		writeDirectory(enc, st),
+		writeAudit(enc, st),
 		writeSection[int](enc, sectionEnd, nil),
 	)
 	if err != nil {
@@ -167,6 +168,23 @@ func writeDirectory(enc *gob.Encoder, st *state) error {
 		return nil
 	}
 	return writeSection(enc, "directory", entries)
+}
+
+// auditHead is the audit section's counters, written before its records.
+type auditHead struct {
+	Seq, Capped uint64
+}
+
+// writeAudit writes the audit sections only once a record was ever made,
+// for the same reason as writeDirectory.
+func writeAudit(enc *gob.Encoder, st *state) error {
+	if st.Audit.Seq == 0 {
+		return nil
+	}
+	return cmp.Or(
+		writeSection(enc, "audit_head", []auditHead{{Seq: st.Audit.Seq, Capped: st.Audit.Capped}}),
+		writeSection(enc, "audit", st.Audit.Records),
+	)
 }
 
 func sortedValues[V any](m map[string]V) []V {
@@ -343,6 +361,12 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 				st.Directory = &r
 			}
 		})
+	},
+	"audit_head": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(h *auditHead) { st.Audit.Seq, st.Audit.Capped = h.Seq, h.Capped })
+	},
+	"audit": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(r *AuditRecord) { st.Audit.Records = append(st.Audit.Records, r) })
 	},
 	"daily": func(dec *gob.Decoder, st *state) error {
 		var e dayEntry

@@ -47,6 +47,9 @@ type state struct {
 	// nil until a directory is configured.
 	Directory     *DirectoryRecord
 	DirectoryHeld *DirectoryRecord
+	// Audit is the trail of accepted API writes (audit.go); only in
+	// version-2 snapshots.
+	Audit auditState
 
 	// due indexes pending and claimed deliveries by when the executor must
 	// look at them next, one tree per priority. Derived: rebuilt on restore,
@@ -241,6 +244,8 @@ func (s *state) clone() *state {
 		// Records are replaced, never mutated: the pointers are enough.
 		Directory:     s.Directory,
 		DirectoryHeld: s.DirectoryHeld,
+		// Records are only appended or re-sliced: the header is enough.
+		Audit: s.Audit,
 		// Lazily copied on write; Persist writes the tasks in its order.
 		taskIndex: s.taskIndex.Clone(),
 	}

@@ -168,7 +168,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
 			People: n.rules, DisplayTimezone: zone.String(), Tokens: cfg.apiTokens,
-			PeerSignedFunc: n.raft.PeerSigned,
+			PeerSignedFunc: n.raft.PeerSigned, Forwarding: n.raft,
 			Directory: &api.DirectoryConfig{
 				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
 				Refresh: func() {
@@ -207,7 +207,8 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return n, err
 	}
 
-	planAhead, _ := parsePlanAhead(cfg.PlanAhead) // validated by load
+	planAhead, _ := parsePlanAhead(cfg.PlanAhead)                // validated by load
+	auditRetention, _ := parseAuditRetention(cfg.AuditRetention) // validated by load
 	planSeconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herald_plan_seconds",
 		Help:    "Time this node, as leader, took to plan a run: phase evaluate (the rule) or replicate (its deliveries through Raft).",
@@ -218,7 +219,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
 		ScheduleFunc: scheduleFunc, DisplayZone: zone, DirectoryRefresh: n.dirRefresh,
-		PlanAhead: planAhead,
+		PlanAhead: planAhead, AuditRetention: auditRetention,
 		PlanObserver: func(t engine.PlanTiming) {
 			planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
 			planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
