@@ -223,7 +223,7 @@ func (n *node) startOpsWatch(ctx context.Context, reg prometheus.Registerer) {
 			}
 			return nil
 		},
-		peers: n.peerRules,
+		peers:    n.peerRules,
 		channels: n.host.Status,
 		now:      time.Now,
 		mismatch: gauge,
