@@ -233,7 +233,7 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 			for i, c := range claimed {
 				results[i] = handBack(c, "leadership not confirmed")
 			}
-			if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results}); err != nil {
+			if err := x.record(ctx, results); err != nil {
 				x.l.log.Warn("cannot hand the claims back; they will time out and go again with the same keys", "channel", channel, "err", err)
 			}
 		}
@@ -298,7 +298,7 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 	if len(results) == 0 {
 		return
 	}
-	if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results}); err != nil {
+	if err := x.record(ctx, results); err != nil {
 		x.l.log.Warn("cannot record results; claims will time out and be resent with the same keys", "channel", channel, "err", err)
 	}
 }
@@ -340,6 +340,12 @@ func (x *executor) sendBatch(sctx context.Context, channel string, claimed []Cla
 		results = append(results, settle(c, o))
 	}
 	return results, 0, late
+}
+
+// record replicates the settlements of this leader's claims.
+func (x *executor) record(ctx context.Context, results []Settlement) error {
+	_, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results})
+	return err
 }
 
 // settle answers claim c with the channel's verdict r.
@@ -398,7 +404,7 @@ func (x *executor) holdPaused(ctx context.Context, channel string, claimed []Cla
 		send = append(send, c)
 	}
 	if len(back) > 0 {
-		if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: back}); err != nil {
+		if err := x.record(ctx, back); err != nil {
 			x.l.log.Warn("cannot hand back the claims of a paused rule; they time out and are held then", "channel", channel, "err", err)
 		}
 	}

@@ -78,6 +78,15 @@ type Rule struct {
 	Digest time.Duration
 }
 
+// FireZones are the zones rule r's schedule fires in: each of Zones for
+// a per-recipient rule that names them, else its one Timezone.
+func (r Rule) FireZones() []string {
+	if r.PerRecipient && len(r.Zones) > 0 {
+		return r.Zones
+	}
+	return []string{r.Timezone}
+}
+
 // RunContext is what a rule's functions see as `run` (and `to.missed`).
 type RunContext struct {
 	Rule string
