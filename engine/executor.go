@@ -39,12 +39,17 @@ type executor struct {
 	l        *Leader
 	mu       sync.Mutex
 	inflight map[string]bool // ids claimed by this leader and not yet settled
-	sends    chan struct{}   // bounds claim groups in flight (MaxSends)
-	// sendSlots bounds the channel batches in flight across groups
-	// (SendConcurrency).
-	sendSlots chan struct{}
-	done      chan struct{} // signalled when a batch settles
-	wg        sync.WaitGroup
+	// busyRuns counts per run its messages in inflight: a run with none
+	// may use the express lane.
+	busyRuns map[string]int
+	// lanes bound the claim groups (MaxSends) and the channel batches
+	// (SendConcurrency) in flight, in two lanes (lanes.go).
+	lanes *lanes
+	done  chan struct{} // signalled when a group settles
+	wg    sync.WaitGroup
+	// backlogged is set by a pass that left due deliveries for lack of a
+	// free group slot: a group settling (done) wakes the next pass.
+	backlogged bool
 	// resend holds deliveries an older leader claimed and never settled:
 	// this leader sends them again at once, with the same key.
 	resend []*Delivery
@@ -55,12 +60,12 @@ type executor struct {
 
 func newExecutor(l *Leader) *executor {
 	return &executor{
-		l:         l,
-		inflight:  map[string]bool{},
-		plain:     map[string]bool{},
-		sends:     make(chan struct{}, l.cfg.MaxSends),
-		sendSlots: make(chan struct{}, l.cfg.SendConcurrency),
-		done:      make(chan struct{}, 1),
+		l:        l,
+		inflight: map[string]bool{},
+		busyRuns: map[string]int{},
+		plain:    map[string]bool{},
+		lanes:    newLanes(&l.cfg),
+		done:     make(chan struct{}, 1),
 	}
 }
 
@@ -79,18 +84,44 @@ func (x *executor) run(ctx context.Context) {
 func (x *executor) runOnce(ctx context.Context) time.Time {
 	now := x.l.now()
 	wake := now.Add(time.Minute)
+	if !x.lanes.canOpen(true) {
+		// Every group slot is taken, so nothing could go: a group settling
+		// (done) starts the next pass. A backlog's results change the state
+		// many times a second; each would otherwise cost a walk of the due
+		// index for nothing.
+		x.backlogged = true
+		return wake
+	}
 	resend := x.resend
 	x.resend = nil
 	// Read before the due deliveries: see digestHold.
 	hold := x.digestHold(now)
-	due := append(x.l.cfg.FSM.Due(now, maxDuePerPass), resend...)
+	limit := maxDuePerPass
+	if !x.lanes.canOpen(false) {
+		// Only the express lane has room, for runs with nothing in flight:
+		// a slot that just came is among the newest Due adds to its oldest.
+		limit = x.l.cfg.ClaimBatch
+	}
+	due := append(x.l.cfg.FSM.Due(now, limit), resend...)
 	due, foldFailed := x.foldDigests(ctx, due, now, hold)
 
 	var expired []string
-	batches := map[string][]*Delivery{}
 	fairOrder(due)
 	seen := map[string]bool{}
 	refused := map[chanPrio]int{}
+	// Groups are opened as slots are free, never waited for: what finds
+	// none is not admitted (its rate-limit token stays for it) and waits
+	// for the next pass, which a group settling starts. A pass therefore
+	// never blocks behind the sends in flight, and a slot that just came
+	// is looked at within a claim's round trip.
+	type laneKey struct {
+		channel string
+		express bool
+	}
+	open := map[laneKey]*claimGroup{}
+	var groups []*claimGroup
+	express := map[string]int{} // per run, the messages put in the express lane
+	x.backlogged = false
 	for _, d := range due {
 		if seen[d.ID] || x.isInflight(d.ID) {
 			continue
@@ -104,6 +135,12 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 		if refused[cp] >= maxRefusals {
 			continue // the channel is full for this priority: ask again at wake
 		}
+		k := laneKey{d.Channel, express[d.RunKey] < x.lanes.expressShare && !x.runBusy(d.RunKey)}
+		g := open[k]
+		if (g == nil || len(g.ds) >= x.l.cfg.ClaimBatch) && !x.lanes.canOpen(k.express) {
+			x.backlogged = true
+			continue
+		}
 		if wait := x.l.cfg.Sender.Admit(d.Channel, d.Recipient, d.Priority, now); wait > 0 {
 			refused[cp]++
 			if at := now.Add(wait); at.Before(wake) {
@@ -112,7 +149,15 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 			continue
 		}
 		refused[cp] = 0
-		batches[d.Channel] = append(batches[d.Channel], d)
+		if g == nil || len(g.ds) >= x.l.cfg.ClaimBatch {
+			g = x.lanes.open(d.Channel, k.express) // canOpen said there is a slot
+			open[k] = g
+			groups = append(groups, g)
+		}
+		g.ds = append(g.ds, d)
+		if k.express {
+			express[d.RunKey]++
+		}
 	}
 	failed := foldFailed
 	if len(expired) > 0 {
@@ -126,19 +171,9 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 	// failed; the sends go on in the background.
 	var claiming sync.WaitGroup
 	var claimFailed atomic.Bool
-dispatch:
-	for ch, ds := range batches {
-		for start := 0; start < len(ds); start += x.l.cfg.ClaimBatch {
-			group := ds[start:min(start+x.l.cfg.ClaimBatch, len(ds))]
-			select {
-			case x.sends <- struct{}{}:
-			case <-ctx.Done():
-				claimFailed.Store(true)
-				break dispatch
-			}
-			claiming.Add(1)
-			x.wg.Go(func() { x.claimAndSend(ctx, ch, group, claiming.Done, &claimFailed) })
-		}
+	for _, g := range groups {
+		claiming.Add(1)
+		x.wg.Go(func() { x.claimAndSend(ctx, g, claiming.Done, &claimFailed) })
 	}
 	claiming.Wait()
 	if claimFailed.Load() {
@@ -170,14 +205,21 @@ func (x *executor) isInflight(id string) bool {
 	return x.inflight[id]
 }
 
+// runBusy says whether run has messages in flight.
+func (x *executor) runBusy(run string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.busyRuns[run] > 0
+}
+
 // claimAndSend claims a group of deliveries in one log entry and sends
-// what was claimed. It holds one of x.sends, which it gives back when the
-// group is settled; claimed is called once the claim committed (or
+// what was claimed. It holds the group's slot, which it gives back when
+// the group is settled; claimed is called once the claim committed (or
 // failed), and failed is set if it failed.
-func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Delivery, claimed func(), failed *atomic.Bool) {
-	ids := make([]string, len(ds))
-	byID := make(map[string]*Delivery, len(ds))
-	for i, d := range ds {
+func (x *executor) claimAndSend(ctx context.Context, g *claimGroup, claimed func(), failed *atomic.Bool) {
+	ids := make([]string, len(g.ds))
+	byID := make(map[string]*Delivery, len(g.ds))
+	for i, d := range g.ds {
 		ids[i] = d.ID
 		byID[d.ID] = d
 	}
@@ -185,19 +227,20 @@ func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Deliv
 	if err != nil {
 		failed.Store(true)
 		claimed()
-		<-x.sends
-		x.l.log.Warn("claim failed", "channel", channel, "n", len(ids), "err", err)
+		g.close()
+		x.l.log.Warn("claim failed", "channel", g.channel, "n", len(ids), "err", err)
 		return
 	}
 	got := res.(ClaimResult).Claimed
 	if len(got) == 0 {
 		claimed()
-		<-x.sends
+		g.close()
 		return
 	}
 	x.mu.Lock()
 	for _, c := range got {
 		x.inflight[c.ID] = true
+		x.busyRuns[byID[c.ID].RunKey]++
 	}
 	x.mu.Unlock()
 	claimed()
@@ -205,23 +248,28 @@ func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Deliv
 		x.mu.Lock()
 		for _, c := range got {
 			delete(x.inflight, c.ID)
+			run := byID[c.ID].RunKey
+			if x.busyRuns[run]--; x.busyRuns[run] <= 0 {
+				delete(x.busyRuns, run)
+			}
 		}
 		x.mu.Unlock()
-		<-x.sends
+		g.close()
 		select {
 		case x.done <- struct{}{}:
 		default:
 		}
 	}()
-	x.send(ctx, channel, got, byID)
+	x.send(ctx, g, got, byID)
 }
 
 // send confirms leadership once for the claimed group, sends it in batches
-// of BatchSize (up to SendConcurrency batches in flight across groups) and
-// replicates all their results in one entry. If leadership is lost,
-// nothing is recorded: the claims become ambiguous and the next leader
-// sends them again with the same keys.
-func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) {
+// of BatchSize (up to SendConcurrency batches in flight across groups, in
+// the group's lane) and replicates all their results in one entry. If
+// leadership is lost, nothing is recorded: the claims become ambiguous
+// and the next leader sends them again with the same keys.
+func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, byID map[string]*Delivery) {
+	channel := g.channel
 	if err := x.l.cfg.Replicator.VerifyLeader(ctx); err != nil {
 		x.l.log.Warn("not sending: leadership not confirmed", "channel", channel, "err", err)
 		// Nothing was sent. If this node still leads (a quorum that was
@@ -256,11 +304,12 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 	)
 	for start := 0; start < len(claimed); start += x.l.cfg.BatchSize {
 		part := claimed[start:min(start+x.l.cfg.BatchSize, len(claimed))]
-		select {
-		case x.sendSlots <- struct{}{}:
-		case <-sctx.Done():
+		slot := x.lanes.sendSlot(g, sctx.Done())
+		if slot != nil && sctx.Err() != nil {
+			<-slot
+			slot = nil
 		}
-		if sctx.Err() != nil {
+		if slot == nil {
 			// Not sent: its claims run out and it goes again, same keys.
 			mu.Lock()
 			stuckLost += len(part)
@@ -268,7 +317,7 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 			continue
 		}
 		wg.Go(func() {
-			defer func() { <-x.sendSlots }()
+			defer func() { <-slot }()
 			rs, lost, late := x.sendBatch(sctx, channel, part, byID)
 			mu.Lock()
 			defer mu.Unlock()

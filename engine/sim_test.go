@@ -241,6 +241,10 @@ func (s *sim) step() time.Time {
 	s.sched.wg.Wait()
 	w2 := s.exec.runOnce(s.ctx)
 	s.exec.wg.Wait()
+	for s.exec.backlogged { // the groups it started have settled: go on
+		w2 = s.exec.runOnce(s.ctx)
+		s.exec.wg.Wait()
+	}
 	w3 := s.house.runOnce(s.ctx)
 	return minTime(w1, w2, w3)
 }

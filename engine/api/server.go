@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // Status is the body of GET /v1/status.
@@ -38,8 +39,8 @@ type Status struct {
 	RulesMismatch bool `json:"rules_mismatch"`
 	// Warnings are problems that do not stop the node but need a person,
 	// e.g. calendar data about to run out.
-	Warnings []string        `json:"warnings,omitempty"`
-	Channels []ChannelStatus `json:"channels"`
+	Warnings []string                   `json:"warnings,omitempty"`
+	Channels []heraldtype.ChannelStatus `json:"channels"`
 	// Role is what the caller of this request may do (read, operate or
 	// admin), so that a page offers only the actions its token allows.
 	Role string `json:"role,omitempty"`
@@ -77,14 +78,6 @@ type RuleStatus struct {
 	PausedBy string    `json:"paused_by,omitempty"`
 	PausedAt time.Time `json:"paused_at,omitzero"`
 	Reason   string    `json:"reason,omitempty"`
-}
-
-// ChannelStatus is one channel instance in Status.
-type ChannelStatus struct {
-	Name    string `json:"name"`
-	Plugin  string `json:"plugin"`
-	Healthy bool   `json:"healthy"`
-	Error   string `json:"error,omitempty"`
 }
 
 // Config wires the server to the node's parts.

@@ -336,10 +336,10 @@ func (in *instance) limiter() *Limiter {
 	return in.lim
 }
 
-func (in *instance) status() ChannelStatus {
+func (in *instance) status() heraldtype.ChannelStatus {
 	in.lock()
 	defer in.unlock()
-	st := ChannelStatus{Name: in.name, Plugin: in.src.name, Version: in.version, Restarts: in.restarts}
+	st := heraldtype.ChannelStatus{Name: in.name, Plugin: in.src.name, Version: in.version, Restarts: in.restarts}
 	switch {
 	case in.cur != nil && in.health == "":
 		st.Healthy = true
