@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/hclogslog"
 )
 
 // Errors returned by Node.
@@ -100,7 +101,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, err
 	}
 	level, _ := parseLevel(cfg.RaftLogLevel)
-	hlog := newRaftLogger(cfg.Logger, level)
+	hlog := hclogslog.New(cfg.Logger, hclogslog.Options{Name: "raft", Level: level})
 	n := &Node{
 		cfg:        cfg,
 		log:        cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
