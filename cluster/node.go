@@ -184,9 +184,15 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		trans.Close()
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
+	firstIndex, err := logs.FirstIndex()
+	if err != nil {
+		trans.Close()
+		return nil, fmt.Errorf("read raft log: %w", err)
+	}
 	n.leadership.start()
-	rfsm := &fsm{sm: sm}
-	n.raft, err = raft.NewRaft(rc, rfsm, logs, store, n.snaps, trans)
+	rfsm := &fsm{sm: sm, starting: true, firstIndex: firstIndex}
+	n.raft, err = raft.NewRaft(rc, rfsm, logs, store, snapshotWatch{n.snaps, rfsm}, trans)
+	rfsm.started()
 	if err != nil {
 		trans.Close()
 		if cause := rfsm.lastRestoreErr(); cause != nil {
