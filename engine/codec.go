@@ -77,6 +77,10 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdSetDirectory:     {name: "SetDirectory", since: []uint16{2}},
 	CmdHoldDirectory:    {name: "HoldDirectory", since: []uint16{2}},
 	CmdConfirmDirectory: {name: "ConfirmDirectory", since: []uint16{2}},
+
+	CmdAddDeliveriesPacked: {name: "AddDeliveriesPacked", since: []uint16{2}},
+	CmdClaimPacked:         {name: "ClaimPacked", since: []uint16{2}},
+	CmdRecordResultsPacked: {name: "RecordResultsPacked", since: []uint16{2}},
 }
 
 func (t CommandType) String() string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -89,7 +90,31 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 	fairOrder(due)
 	seen := map[string]bool{}
 	refused := map[chanPrio]int{}
+	// Claims are proposed as their groups fill, while the pass goes on
+	// (Raft appends the proposals waiting at once as one batch), and the
+	// pass returns once all of them committed or failed; the sends go on
+	// in the background. A pass's first group on a channel is one batch:
+	// a slot's first messages leave after the smallest entry, not after
+	// a thousand claims are applied.
+	var claiming sync.WaitGroup
+	var claimFailed atomic.Bool
+	firstGroup := map[string]bool{}
+	dispatch := func(ch string, group []*Delivery) bool {
+		select {
+		case x.sends <- struct{}{}:
+		case <-ctx.Done():
+			claimFailed.Store(true)
+			return false
+		}
+		claiming.Add(1)
+		x.wg.Go(func() { x.claimAndSend(ctx, ch, group, claiming.Done, &claimFailed) })
+		return true
+	}
 	for _, d := range due {
+		if ctx.Err() != nil {
+			claimFailed.Store(true)
+			break
+		}
 		if seen[d.ID] || x.isInflight(d.ID) {
 			continue
 		}
@@ -110,32 +135,31 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 			continue
 		}
 		refused[cp] = 0
-		batches[d.Channel] = append(batches[d.Channel], d)
+		group := append(batches[d.Channel], d)
+		size := x.l.cfg.ClaimBatch
+		if !firstGroup[d.Channel] {
+			size = min(x.l.cfg.BatchSize, size)
+		}
+		if len(group) < size {
+			batches[d.Channel] = group
+			continue
+		}
+		firstGroup[d.Channel] = true
+		batches[d.Channel] = nil
+		if !dispatch(d.Channel, group) {
+			break
+		}
+	}
+	for ch, group := range batches {
+		if len(group) > 0 && !dispatch(ch, group) {
+			break
+		}
 	}
 	failed := foldFailed
 	if len(expired) > 0 {
 		if _, err := x.l.propose(ctx, CmdExpire, Expire{IDs: expired, Now: now}); err != nil {
 			x.l.log.Warn("cannot expire deliveries", "n", len(expired), "err", err)
 			failed = true
-		}
-	}
-	// Claims are proposed together (Raft appends the proposals waiting at
-	// once as one batch) and the pass returns once all of them committed or
-	// failed; the sends go on in the background.
-	var claiming sync.WaitGroup
-	var claimFailed atomic.Bool
-dispatch:
-	for ch, ds := range batches {
-		for start := 0; start < len(ds); start += x.l.cfg.ClaimBatch {
-			group := ds[start:min(start+x.l.cfg.ClaimBatch, len(ds))]
-			select {
-			case x.sends <- struct{}{}:
-			case <-ctx.Done():
-				claimFailed.Store(true)
-				break dispatch
-			}
-			claiming.Add(1)
-			x.wg.Go(func() { x.claimAndSend(ctx, ch, group, claiming.Done, &claimFailed) })
 		}
 	}
 	claiming.Wait()
@@ -253,8 +277,7 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 		stuckAnswered int // answered, but only after the claim ran out
 		wg            sync.WaitGroup
 	)
-	for start := 0; start < len(claimed); start += x.l.cfg.BatchSize {
-		part := claimed[start:min(start+x.l.cfg.BatchSize, len(claimed))]
+	for part := range x.batches(claimed, byID) {
 		select {
 		case x.sendSlots <- struct{}{}:
 		case <-sctx.Done():
@@ -299,6 +322,28 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 	}
 	if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results}); err != nil {
 		x.l.log.Warn("cannot record results; claims will time out and be resent with the same keys", "channel", channel, "err", err)
+	}
+}
+
+// batches cuts a claimed group into the batches handed to the channel: at
+// most BatchSize messages and, past the first, MaxBatchBytes of payload
+// (a batch is one plugin call, one message of the plugin protocol).
+func (x *executor) batches(claimed []Claimed, byID map[string]*Delivery) iter.Seq[[]Claimed] {
+	return func(yield func([]Claimed) bool) {
+		start, size := 0, 0
+		for i, c := range claimed {
+			n := len(byID[c.ID].Payload)
+			if i > start && (i-start == x.l.cfg.BatchSize || size+n > MaxBatchBytes) {
+				if !yield(claimed[start:i]) {
+					return
+				}
+				start, size = i, 0
+			}
+			size += n
+		}
+		if start < len(claimed) {
+			yield(claimed[start:])
+		}
 	}
 }
 
