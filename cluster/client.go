@@ -27,6 +27,9 @@ type Client struct {
 	// announce) carry an HMAC proving it, and their answers must prove it
 	// too; see PeerAuthHeader.
 	Secret string
+	// OnBehalf, with Secret, makes the request a forward by node Via that
+	// vouches for this caller (engine/api's encoding; see VouchHeader).
+	OnBehalf, Via string
 }
 
 // peerEndpoints are the node-to-node writes: signed when a secret is set.
@@ -156,6 +159,13 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if c.OnBehalf != "" {
+		req.Header.Set(HopHeader, c.Via)
+		req.Header.Set(CallerHeader, c.OnBehalf)
+		if v := newPeerAuth(c.Secret).vouch(req, c.Via); v != "" {
+			req.Header.Set(VouchHeader, v)
+		}
 	}
 	var (
 		pa    *peerAuth

@@ -53,6 +53,7 @@ type testNode struct {
 	sm       *testSM
 	node     *Node
 	srv      *httptest.Server
+	handler  *swapHandler // what srv serves: tests may swap it
 	stopOnce sync.Once
 	stopLead context.CancelFunc
 	leadDone chan struct{}
@@ -107,7 +108,7 @@ func tryTestNode(t *testing.T, o nodeOpts) (*testNode, error) {
 	if o.sm == nil {
 		o.sm = newTestSM()
 	}
-	tn := &testNode{id: o.id, dir: o.dir, raftAddr: ln.Addr().String(), sm: o.sm, srv: srv}
+	tn := &testNode{id: o.id, dir: o.dir, raftAddr: ln.Addr().String(), sm: o.sm, srv: srv, handler: sw}
 	cfg := DevConfig(Config{
 		NodeID:       o.id,
 		DataDir:      o.dir,

@@ -101,10 +101,11 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, err)
 			return
 		}
-		if err := n.clientForLeader(callerToken(r)).Remove(r.Context(), req.ID); err != nil {
+		if err := n.clientForLeader(r).Remove(r.Context(), req.ID); err != nil {
 			writeErr(w, err)
 			return
 		}
+		w.Header().Set(ForwardedToHeader, n.leaderID())
 		writeJSON(w, http.StatusOK, map[string]string{"removed": req.ID})
 		return
 	}
@@ -118,16 +119,19 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 // handleLeave removes this node: a follower asks the leader to remove it; a
 // leader first transfers leadership, then asks the new leader.
 func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
-	if err := n.leave(r.Context(), callerToken(r)); err != nil {
+	if err := n.leave(r.Context(), r); err != nil {
 		writeErr(w, err)
 		return
 	}
+	// The leader removed this node, and recorded it.
+	w.Header().Set(ForwardedToHeader, n.leaderID())
 	writeJSON(w, http.StatusOK, map[string]string{"removed": n.cfg.NodeID})
 }
 
-// leave asks the leader to remove this node, with the caller's token: the
-// leader checks (and audits) the caller, not this node.
-func (n *Node) leave(ctx context.Context, token string) error {
+// leave asks the leader to remove this node on behalf of the caller of r
+// (its token, and the caller this node vouches for): the leader checks
+// (and audits) the caller, not this node.
+func (n *Node) leave(ctx context.Context, r *http.Request) error {
 	if n.IsLeader() {
 		if err := n.transferLeadership(ctx); err != nil {
 			return err
@@ -136,18 +140,19 @@ func (n *Node) leave(ctx context.Context, token string) error {
 	if n.LeaderHTTPAddr() == "" {
 		return ErrNoLeader
 	}
-	if err := n.clientForLeader(token).Remove(ctx, n.cfg.NodeID); err != nil {
+	if err := n.clientForLeader(r).Remove(ctx, n.cfg.NodeID); err != nil {
 		return err
 	}
 	n.log.Info("left the cluster; stop this agent (or join it again)")
 	return nil
 }
 
-// clientForLeader calls the leader on a caller's behalf, with the caller's
-// token (never this node's own).
-func (n *Node) clientForLeader(token string) *Client {
+// clientForLeader calls the leader on behalf of the caller of r, with the
+// caller's token (never this node's own), vouching for the caller.
+func (n *Node) clientForLeader(r *http.Request) *Client {
 	c := n.clientFor(n.LeaderHTTPAddr())
-	c.Token = token
+	c.Token = callerToken(r)
+	c.OnBehalf, c.Via = r.Header.Get(CallerHeader), n.cfg.NodeID
 	return c
 }
 
@@ -199,11 +204,19 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, fmt.Sprintf("leader %s has a bad HTTP address %q", leaderID, addr))
 		return
 	}
+	// Vouch for the caller (with the cluster secret), and say who answers:
+	// the leader performs the write and records it, this node does not.
+	vouch := n.peer.vouch(r, n.cfg.NodeID)
+	w.Header().Set(ForwardedToHeader, string(leaderID))
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
 			pr.Out.Header.Set(HopHeader, n.cfg.NodeID)
+			pr.Out.Header.Del(VouchHeader) // only this node's own, never a client's
+			if vouch != "" {
+				pr.Out.Header.Set(VouchHeader, vouch)
+			}
 		},
 		Transport: n.client.Transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

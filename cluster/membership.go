@@ -141,8 +141,9 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 
 // checkJoinConflict refuses a join that would evict a running member: one
 // claiming this leader's id or Raft address (the leader would remove or
-// move itself), or an id whose current holder still answers at its old
-// address — two processes with one id are a copied config, not a move.
+// move itself), an id whose current holder still answers at its old
+// address — two processes with one id are a copied config, not a move —
+// or a Raft address whose current holder, another id, still answers.
 func (n *Node) checkJoinConflict(ctx context.Context, req JoinRequest) error {
 	switch {
 	case req.ClusterID != "" && n.ClusterID() != "" && req.ClusterID != n.ClusterID():
@@ -161,6 +162,13 @@ func (n *Node) checkJoinConflict(ctx context.Context, req JoinRequest) error {
 		if string(s.ID) == req.ID && string(s.Address) != req.RaftAddr && n.stillRunning(ctx, req.ID, string(s.Address)) {
 			return fmt.Errorf("%w: %s is still running at raft address %s: stop it first, or if the joining node is another one, give it another id",
 				ErrMemberConflict, req.ID, s.Address)
+		}
+		// Another id at the joining node's Raft address is removed as a
+		// dead predecessor, but the address is only the request's claim:
+		// a live member there answers the Raft probe too, so ask it.
+		if string(s.ID) != req.ID && string(s.Address) == req.RaftAddr && n.stillRunning(ctx, string(s.ID), string(s.Address)) {
+			return fmt.Errorf("%w: raft address %s belongs to %s, which is still running: give the joining node its own raft address",
+				ErrMemberConflict, req.RaftAddr, s.ID)
 		}
 	}
 	return nil

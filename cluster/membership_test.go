@@ -121,3 +121,39 @@ func TestRemoveTheLeaderThroughAFollower(t *testing.T) {
 	}, waitTimeout, 10*time.Millisecond, "the old leader was not removed")
 	apply(t, rest, setCmd("after", "remove"))
 }
+
+// A join naming another id at a live member's Raft address is a mistake
+// (a typo in `herald cluster join --raft-addr`, or a request crafted by
+// someone who only holds the cluster secret): the live member answers the
+// Raft probe, so only an explicit check can tell it from a dead
+// predecessor. It must be refused, not remove a healthy voter.
+func TestJoinRefusesALiveMembersRaftAddr(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil, nil)
+	leader := leaderOf(t, nodes)
+	alive := followersOf(nodes, leader)[0]
+	before := servers(t, leader.node)
+
+	err := leader.client().Join(ctxT(t), JoinRequest{ID: "n9", RaftAddr: alive.raftAddr, HTTPAddr: "127.0.0.1:1"})
+	requireAPIStatus(t, err, http.StatusConflict, alive.id)
+	require.Equal(t, before, servers(t, leader.node))
+	require.Equal(t, alive.httpAddr(), leader.sm.member(alive.id).HTTPAddr)
+}
+
+// A new id at the Raft address of a member that is gone (its machine was
+// rebuilt under another name) replaces the dead entry.
+func TestJoinReplacesADeadMemberAtItsRaftAddr(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil, nil)
+	leader := leaderOf(t, nodes)
+	dead := followersOf(nodes, leader)[0]
+	dead.stop()
+
+	fresh := newTestNode(t, nodeOpts{id: "n9", raftAddr: dead.raftAddr, join: leader.httpAddr()})
+	require.Eventually(t, func() bool {
+		s := servers(t, leader.node)
+		_, old := s[dead.id]
+		return !old && s[fresh.id] == dead.raftAddr
+	}, waitTimeout, 10*time.Millisecond, "the dead member was not replaced")
+	require.Empty(t, leader.sm.member(dead.id).ID)
+}

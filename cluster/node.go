@@ -414,6 +414,12 @@ func (n *Node) LeaderHTTPAddr() string {
 	return n.memberHTTP(string(id))
 }
 
+// leaderID is the id of the leader this node knows of, "" for none.
+func (n *Node) leaderID() string {
+	_, id := n.raft.LeaderWithID()
+	return string(id)
+}
+
 func (n *Node) memberHTTP(id string) string {
 	if id == n.cfg.NodeID {
 		return n.cfg.HTTPAddr

@@ -58,13 +58,13 @@ func (a applier) notifyAlert(c NotifyAlert) any {
 // taskKeyTaken reports whether a task with key exists or its run key was
 // used (the run exists, or was pruned and is in the ledger).
 func (a applier) taskKeyTaken(key string) bool {
-	if _, ok := a.st.Tasks[key]; ok {
+	if _, ok := a.st.Tasks.Get(key); ok {
 		return true
 	}
-	if _, ok := a.st.Runs[TaskRunKey(key)]; ok {
+	if _, ok := a.st.Runs.Get(TaskRunKey(key)); ok {
 		return true
 	}
-	_, ok := a.st.Ledger[TaskRunKey(key)]
+	_, ok := a.st.Ledger.Get(TaskRunKey(key))
 	return ok
 }
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // An acknowledged alert is pruned after retention; when its cause comes
@@ -27,7 +29,7 @@ func TestAlertRaisedAgainAfterPruneIsDelivered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
-			s := newSim(t, start, Rule{Name: "ops_alert", Channel: "wecom_ops", Priority: PriorityHigh})
+			s := newSim(t, start, Rule{Name: "ops_alert", Channel: "wecom_ops", Priority: heraldtype.PriorityHigh})
 			s.rules.plan["ops_alert"] = func(run RunContext) []Planned {
 				return []Planned{{Recipient: "oncall", Payload: run.Data}}
 			}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // applier holds what one Apply needs: the state and the entry's Raft term.
@@ -27,10 +29,10 @@ func (a applier) startRun(c StartRun) any {
 	if c.Key == "" || c.Rule == "" {
 		return fmt.Errorf("start run: key and rule are required")
 	}
-	if _, ok := a.st.Runs[c.Key]; ok {
+	if _, ok := a.st.Runs.Get(c.Key); ok {
 		return ErrRunExists
 	}
-	if _, ok := a.st.Ledger[c.Key]; ok {
+	if _, ok := a.st.Ledger.Get(c.Key); ok {
 		return ErrRunExists // fired long ago; the run was pruned
 	}
 	if c.TaskKey != "" {
@@ -83,16 +85,16 @@ func (a applier) startRun(c StartRun) any {
 }
 
 func (a applier) addDeliveries(c AddDeliveries) any {
-	run, ok := a.st.Runs[c.RunKey]
+	run, ok := a.st.Runs.Get(c.RunKey)
 	if !ok {
 		return fmt.Errorf("add deliveries: no run %q", c.RunKey)
 	}
-	if t, ok := a.st.Tasks[run.TaskKey]; ok && run.TaskKey != "" && t.State == TaskCancelled {
+	if t, ok := a.st.Tasks.Get(run.TaskKey); ok && run.TaskKey != "" && t.State == TaskCancelled {
 		return 0 // cancelled while it was being planned: plan nothing
 	}
 	added := 0
 	for _, nd := range c.Deliveries {
-		if _, ok := a.st.Deliveries[nd.ID]; ok {
+		if _, ok := a.st.Deliveries.Get(nd.ID); ok {
 			continue // planned before, by this or an earlier leader
 		}
 		a.st.putDelivery(&Delivery{
@@ -110,7 +112,7 @@ func (a applier) addDeliveries(c AddDeliveries) any {
 }
 
 func (a applier) finishPlan(c FinishPlan) any {
-	run, ok := a.st.Runs[c.RunKey]
+	run, ok := a.st.Runs.Get(c.RunKey)
 	if !ok {
 		return fmt.Errorf("finish plan: no run %q", c.RunKey)
 	}
@@ -134,7 +136,7 @@ func (a applier) finishPlan(c FinishPlan) any {
 func (a applier) claim(c ClaimDeliveries) any {
 	res := ClaimResult{}
 	for _, id := range c.IDs {
-		d, ok := a.st.Deliveries[id]
+		d, ok := a.st.Deliveries.Get(id)
 		if !ok || !a.claimable(d, c.Now) {
 			continue
 		}
@@ -178,7 +180,7 @@ func (a applier) claimable(d *Delivery, now time.Time) bool {
 func (a applier) recordResults(c RecordResults) any {
 	applied := 0
 	for _, r := range c.Results {
-		d, ok := a.st.Deliveries[r.ID]
+		d, ok := a.st.Deliveries.Get(r.ID)
 		if !ok || d.State != StateClaimed || d.Claim.Seq != r.Seq || d.Claim.Leader != c.Leader {
 			continue // answers a claim that is no longer current
 		}
@@ -186,7 +188,7 @@ func (a applier) recordResults(c RecordResults) any {
 		nd.Claim = &Claim{Seq: d.Claim.Seq} // keep the sequence, drop the lease
 		nd.Code, nd.LastError = r.Code, r.Error
 		switch r.Status {
-		case OutcomeSent:
+		case heraldtype.StatusSent:
 			nd.Attempts++
 			nd.State, nd.SentAt, nd.EndedAt, nd.ProviderID = StateSent, c.Now, c.Now, r.ProviderID
 			nd.LastError, nd.Code = "", ""
@@ -194,11 +196,11 @@ func (a applier) recordResults(c RecordResults) any {
 				a.madeGood(&nd)
 				a.count(&nd)
 			}
-		case OutcomeRateLimited:
+		case heraldtype.StatusRateLimited:
 			// The provider's limit is not the message's fault: no attempt spent.
 			nd.State, nd.NextAt = StatePending, c.Now.Add(max(r.RetryAfter, time.Second))
 			nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Status: r.Status, Code: r.Code, Error: r.Error})
-		case OutcomeRetryable:
+		case heraldtype.StatusRetryable:
 			nd.Attempts++
 			nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Status: r.Status, Code: r.Code, Error: r.Error})
 			wait, more := nd.retryWait(nd.Attempts)
@@ -207,11 +209,11 @@ func (a applier) recordResults(c RecordResults) any {
 				break
 			}
 			nd.State, nd.NextAt = StatePending, c.Now.Add(max(wait, r.RetryAfter))
-		case OutcomePermanent, OutcomeConfig:
+		case heraldtype.StatusPermanent, heraldtype.StatusConfig:
 			nd.Attempts++
 			nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Status: r.Status, Code: r.Code, Error: r.Error})
 			a.fail(&nd, StateFailed, c.Now, r.Error)
-			if r.Status == OutcomeConfig {
+			if r.Status == heraldtype.StatusConfig {
 				a.st.raiseCause(AlertCause{AlertChannelConfig, nd.Channel}, nd.Rule, AlertParams{Channel: nd.Channel, Code: r.Code, Error: r.Error},
 					fmt.Sprintf("channel %s is misconfigured (%s): %s", nd.Channel, r.Code, r.Error), c.Now)
 			}
@@ -254,7 +256,7 @@ func (a applier) fail(d *Delivery, st DeliveryState, now time.Time, why string) 
 func (a applier) failed(d *Delivery) {
 	a.st.Compensate[d.ID] = true
 	a.count(d)
-	if run, ok := a.st.Runs[d.RunKey]; ok && run.TaskKey == "" {
+	if run, ok := a.st.Runs.Get(d.RunKey); ok && run.TaskKey == "" {
 		m := a.st.Missed[d.Rule]
 		if m == nil {
 			m = map[string][]string{}
@@ -291,7 +293,7 @@ func (a applier) madeGood(d *Delivery) {
 func (a applier) expire(c Expire) any {
 	n := 0
 	for _, id := range c.IDs {
-		d, ok := a.st.Deliveries[id]
+		d, ok := a.st.Deliveries.Get(id)
 		if !ok || d.State.Final() || d.Deadline.IsZero() || c.Now.Before(d.Deadline) || d.Digest != "" {
 			continue // a folded delivery ends with its digest
 		}

@@ -78,6 +78,9 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdHoldDirectory:    {name: "HoldDirectory", since: []uint16{2}},
 	CmdConfirmDirectory: {name: "ConfirmDirectory", since: []uint16{2}},
 
+	CmdRecordAudit: {name: "RecordAudit", since: []uint16{2}},
+	CmdPruneAudit:  {name: "PruneAudit", since: []uint16{2}},
+
 	CmdAddDeliveriesPacked: {name: "AddDeliveriesPacked", since: []uint16{2}},
 	CmdClaimPacked:         {name: "ClaimPacked", since: []uint16{2}},
 	CmdRecordResultsPacked: {name: "RecordResultsPacked", since: []uint16{2}},

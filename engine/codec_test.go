@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // stopOf applies cmd and returns what the FSM stopped on (nil if it
@@ -127,7 +129,7 @@ func TestEmptyRetryMeansNoRetry(t *testing.T) {
 	key := RunKey("once", t0)
 	require.Nil(t, b.apply(CmdStartRun, StartRun{Key: key, Rule: "once", Slot: t0, Now: t0}))
 	nd := NewDelivery{ID: "d", Recipient: "alice", Channel: "mock", Payload: json.RawMessage(`{}`),
-		Priority: PriorityNormal, NotBefore: t0, Deadline: t0.Add(time.Hour), Retry: []time.Duration{}}
+		Priority: heraldtype.PriorityNormal, NotBefore: t0, Deadline: t0.Add(time.Hour), Retry: []time.Duration{}}
 	cmd, err := Encode(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{nd}})
 	require.NoError(t, err)
 	require.Equal(t, byte(2), cmd[1])
@@ -137,7 +139,7 @@ func TestEmptyRetryMeansNoRetry(t *testing.T) {
 
 	c := b.claim("n1", t0, "d")
 	require.Len(t, c, 1)
-	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Result{{ID: "d", Seq: c[0].Seq, Status: OutcomeRetryable, Error: "503"}}})
+	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Settlement{{ID: "d", Seq: c[0].Seq, Status: heraldtype.StatusRetryable, Error: "503"}}})
 	require.Equal(t, StateFailed, b.state("d").State, "no retry after the one attempt")
 
 	restored := roundTrip(t, b.fsm)

@@ -23,7 +23,7 @@ func (f *FSM) ToCompensate(limit int) []*Delivery {
 	defer f.mu.RUnlock()
 	var out []*Delivery
 	for id := range f.st.Compensate {
-		if d, ok := f.st.Deliveries[id]; ok {
+		if d, ok := f.st.Deliveries.Get(id); ok {
 			out = append(out, d)
 		}
 	}

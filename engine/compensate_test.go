@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // cancellingRules' on_failed is cut short by the end of leadership.
@@ -29,7 +31,7 @@ func TestOnFailedCutShortIsNotRecordedAsRun(t *testing.T) {
 	s := newSim(t, start)
 	_, id := s.oneDelivery(start)
 	c := s.apply(CmdClaim, ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: start, Timeout: time.Minute}).(ClaimResult)
-	s.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: start, Results: []Result{{ID: id, Seq: c.Claimed[0].Seq, Status: OutcomePermanent}}})
+	s.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: start, Results: []Settlement{{ID: id, Seq: c.Claimed[0].Seq, Status: heraldtype.StatusPermanent}}})
 	require.Len(t, s.log.fsm.ToCompensate(10), 1)
 
 	ctx, cancel := context.WithCancel(s.ctx)

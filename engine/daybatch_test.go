@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/engine/heraldtype"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,7 +15,7 @@ import (
 func TestDayStatsOfAnEntryAsOfSingleResults(t *testing.T) {
 	t.Parallel()
 	people := []string{"alice", "bob", "carol", "dave", "erin"}
-	statuses := []OutcomeStatus{OutcomeSent, OutcomeSent, OutcomePermanent, OutcomeSent, OutcomeConfig}
+	statuses := []heraldtype.Status{heraldtype.StatusSent, heraldtype.StatusSent, heraldtype.StatusPermanent, heraldtype.StatusSent, heraldtype.StatusConfig}
 	run := func(oneEntry bool) (before, after *DayStats) {
 		b := setupFSM(t)
 		key := b.planned("daily", people...)
@@ -24,17 +26,17 @@ func TestDayStatsOfAnEntryAsOfSingleResults(t *testing.T) {
 		c := b.claim("n1", t0, ids...)
 		require.Len(t, c, len(people))
 		before = b.fsm.DayStats(t0.Format(time.DateOnly))["daily"]
-		var rs []Result
+		var rs []Settlement
 		for i, cl := range c {
 			// Sent over several minutes and latencies: the sketches
 			// and the minutes grow inside the one entry.
-			rs = append(rs, Result{ID: cl.ID, Seq: cl.Seq, Status: statuses[i], Code: "c", Error: "e"})
+			rs = append(rs, Settlement{ID: cl.ID, Seq: cl.Seq, Status: statuses[i], Code: "c", Error: "e"})
 		}
 		if oneEntry {
 			b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0.Add(90 * time.Second), Results: rs})
 		} else {
 			for _, r := range rs {
-				b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0.Add(90 * time.Second), Results: []Result{r}})
+				b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0.Add(90 * time.Second), Results: []Settlement{r}})
 			}
 		}
 		return before, b.fsm.DayStats(t0.Format(time.DateOnly))["daily"]

@@ -54,13 +54,13 @@ func DigestID(rule, recipient string, members []string) string {
 func DigestRunKey(id string) string { return "digest:" + id }
 
 func (a applier) foldDigest(c FoldDigest) any {
-	if _, ok := a.st.Deliveries[c.ID]; ok {
+	if _, ok := a.st.Deliveries.Get(c.ID); ok {
 		return nil // folded before, by this or an earlier leader
 	}
 	if len(c.Members) < 2 {
 		return fmt.Errorf("fold digest %s: a digest has two members or more, got %d", c.ID, len(c.Members))
 	}
-	first, ok := a.st.Deliveries[c.Members[0]]
+	first, ok := a.st.Deliveries.Get(c.Members[0])
 	if !ok {
 		return fmt.Errorf("%w: no delivery %s", ErrDigestStale, c.Members[0])
 	}
@@ -75,7 +75,7 @@ func (a applier) foldDigest(c FoldDigest) any {
 	}
 	members := make([]*Delivery, 0, len(c.Members))
 	for _, id := range dg.Members {
-		m, ok := a.st.Deliveries[id]
+		m, ok := a.st.Deliveries.Get(id)
 		switch {
 		case !ok:
 			return fmt.Errorf("%w: no delivery %s", ErrDigestStale, id)
@@ -117,7 +117,7 @@ func (a applier) settleDigest(d *Delivery) {
 		return
 	}
 	for _, id := range d.Members {
-		m, ok := a.st.Deliveries[id]
+		m, ok := a.st.Deliveries.Get(id)
 		if !ok || m.State.Final() || m.Digest != d.ID {
 			continue
 		}

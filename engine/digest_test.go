@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // Digest builds, for the sim's rules, a message listing the folded run
@@ -137,9 +139,9 @@ func TestDigestFailsItsMembers(t *testing.T) {
 		Digest: 10 * time.Minute, Retry: []time.Duration{time.Minute}})
 	s.rules.plan["follow_up"] = ownerOf
 	attempts := 0
-	s.sender.failFunc = func(m Outgoing) (OutcomeStatus, bool) {
+	s.sender.failFunc = func(m heraldtype.Message) (heraldtype.Status, bool) {
 		attempts++
-		return OutcomeRetryable, true
+		return heraldtype.StatusRetryable, true
 	}
 	s.submitFollowUps("follow_up", "wangfang", 4, nine, time.Minute)
 	s.lead("n1")
@@ -189,7 +191,7 @@ func TestFoldDigestApply(t *testing.T) {
 		s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: slot, TaskKey: "", Now: slot})
 		id := DeliveryID(key, who)
 		s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{{ID: id, Recipient: who, Channel: "mock",
-			Priority: PriorityNormal, NotBefore: slot.Add(10 * time.Minute), Deadline: slot.Add(time.Hour)}}})
+			Priority: heraldtype.PriorityNormal, NotBefore: slot.Add(10 * time.Minute), Deadline: slot.Add(time.Hour)}}})
 		return id
 	}
 	a, b, c, other := add("a", "ann"), add("b", "ann"), add("c", "ann"), add("d", "bob")
@@ -292,7 +294,7 @@ func TestRetryFoldedByHand(t *testing.T) {
 		Digest: 10 * time.Minute, Retry: []time.Duration{}})
 	s.rules.plan["follow_up"] = ownerOf
 	fail := true
-	s.sender.failFunc = func(Outgoing) (OutcomeStatus, bool) { return OutcomePermanent, fail }
+	s.sender.failFunc = func(heraldtype.Message) (heraldtype.Status, bool) { return heraldtype.StatusPermanent, fail }
 	s.submitFollowUps("follow_up", "wangfang", 2, nine, time.Minute)
 	s.lead("n1")
 	s.advance(nine.Add(15*time.Minute), time.Second)

@@ -126,8 +126,7 @@ func (r *dirRefresher) apply(ctx context.Context, got DirectoryFetch, now time.T
 			return nil
 		}
 		// WeCom is back to what is in force: the hold is moot.
-		_, err := l.propose(ctx, CmdSetDirectory, SetDirectory{Hash: got.Hash, Source: got.Source, Body: got.Body,
-			UserIDs: got.UserIDs, FetchedAt: now, Now: now})
+		_, err := l.propose(ctx, CmdSetDirectory, setDirectory(got, now))
 		return err
 	}
 	if cur != nil && len(cur.UserIDs) > 0 {
@@ -143,7 +142,11 @@ func (r *dirRefresher) apply(ctx context.Context, got DirectoryFetch, now time.T
 		}
 	}
 	l.log.Info("directory refreshed", "hash", got.Hash, "people", len(got.UserIDs))
-	_, err := l.propose(ctx, CmdSetDirectory, SetDirectory{Hash: got.Hash, Source: got.Source, Body: got.Body,
-		UserIDs: got.UserIDs, FetchedAt: now, Now: now})
+	_, err := l.propose(ctx, CmdSetDirectory, setDirectory(got, now))
 	return err
+}
+
+// setDirectory is the command that puts the fetched snapshot got in force.
+func setDirectory(got DirectoryFetch, now time.Time) SetDirectory {
+	return SetDirectory{Hash: got.Hash, Source: got.Source, Body: got.Body, UserIDs: got.UserIDs, FetchedAt: now, Now: now}
 }

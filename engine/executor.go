@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // maxDuePerPass bounds how many due deliveries one executor pass considers.
@@ -28,7 +30,7 @@ const maxRefusals = 64
 
 type chanPrio struct {
 	channel string
-	p       Priority
+	p       heraldtype.Priority
 }
 
 // executor sends due deliveries: it admits them through the channel's rate
@@ -38,12 +40,17 @@ type executor struct {
 	l        *Leader
 	mu       sync.Mutex
 	inflight map[string]bool // ids claimed by this leader and not yet settled
-	sends    chan struct{}   // bounds claim groups in flight (MaxSends)
-	// sendSlots bounds the channel batches in flight across groups
-	// (SendConcurrency).
-	sendSlots chan struct{}
-	done      chan struct{} // signalled when a batch settles
-	wg        sync.WaitGroup
+	// busyRuns counts per run its messages in inflight: a run with none
+	// may use the express lane.
+	busyRuns map[string]int
+	// lanes bound the claim groups (MaxSends) and the channel batches
+	// (SendConcurrency) in flight, in two lanes (lanes.go).
+	lanes *lanes
+	done  chan struct{} // signalled when a group settles
+	wg    sync.WaitGroup
+	// backlogged is set by a pass that left due deliveries for lack of a
+	// free group slot: a group settling (done) wakes the next pass.
+	backlogged bool
 	// resend holds deliveries an older leader claimed and never settled:
 	// this leader sends them again at once, with the same key.
 	resend []*Delivery
@@ -54,12 +61,12 @@ type executor struct {
 
 func newExecutor(l *Leader) *executor {
 	return &executor{
-		l:         l,
-		inflight:  map[string]bool{},
-		plain:     map[string]bool{},
-		sends:     make(chan struct{}, l.cfg.MaxSends),
-		sendSlots: make(chan struct{}, l.cfg.SendConcurrency),
-		done:      make(chan struct{}, 1),
+		l:        l,
+		inflight: map[string]bool{},
+		busyRuns: map[string]int{},
+		plain:    map[string]bool{},
+		lanes:    newLanes(&l.cfg),
+		done:     make(chan struct{}, 1),
 	}
 }
 
@@ -78,43 +85,45 @@ func (x *executor) run(ctx context.Context) {
 func (x *executor) runOnce(ctx context.Context) time.Time {
 	now := x.l.now()
 	wake := now.Add(time.Minute)
+	if !x.lanes.canOpen(true) {
+		// Every group slot is taken, so nothing could go: a group settling
+		// (done) starts the next pass. A backlog's results change the state
+		// many times a second; each would otherwise cost a walk of the due
+		// index for nothing.
+		x.backlogged = true
+		return wake
+	}
 	resend := x.resend
 	x.resend = nil
 	// Read before the due deliveries: see digestHold.
 	hold := x.digestHold(now)
-	due := append(x.l.cfg.FSM.Due(now, maxDuePerPass), resend...)
+	limit := maxDuePerPass
+	if !x.lanes.canOpen(false) {
+		// Only the express lane has room, for runs with nothing in flight:
+		// a slot that just came is among the newest Due adds to its oldest.
+		limit = x.l.cfg.ClaimBatch
+	}
+	due := append(x.l.cfg.FSM.Due(now, limit), resend...)
 	due, foldFailed := x.foldDigests(ctx, due, now, hold)
 
 	var expired []string
-	batches := map[string][]*Delivery{}
 	fairOrder(due)
 	seen := map[string]bool{}
 	refused := map[chanPrio]int{}
-	// Claims are proposed as their groups fill, while the pass goes on
-	// (Raft appends the proposals waiting at once as one batch), and the
-	// pass returns once all of them committed or failed; the sends go on
-	// in the background. A pass's first group on a channel is one batch:
-	// a slot's first messages leave after the smallest entry, not after
-	// a thousand claims are applied.
-	var claiming sync.WaitGroup
-	var claimFailed atomic.Bool
-	firstGroup := map[string]bool{}
-	dispatch := func(ch string, group []*Delivery) bool {
-		select {
-		case x.sends <- struct{}{}:
-		case <-ctx.Done():
-			claimFailed.Store(true)
-			return false
-		}
-		claiming.Add(1)
-		x.wg.Go(func() { x.claimAndSend(ctx, ch, group, claiming.Done, &claimFailed) })
-		return true
+	// Groups are opened as slots are free, never waited for: what finds
+	// none is not admitted (its rate-limit token stays for it) and waits
+	// for the next pass, which a group settling starts. A pass therefore
+	// never blocks behind the sends in flight, and a slot that just came
+	// is looked at within a claim's round trip.
+	type laneKey struct {
+		channel string
+		express bool
 	}
+	open := map[laneKey]*claimGroup{}
+	var groups []*claimGroup
+	express := map[string]int{} // per run, the messages put in the express lane
+	x.backlogged = false
 	for _, d := range due {
-		if ctx.Err() != nil {
-			claimFailed.Store(true)
-			break
-		}
 		if seen[d.ID] || x.isInflight(d.ID) {
 			continue
 		}
@@ -127,6 +136,12 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 		if refused[cp] >= maxRefusals {
 			continue // the channel is full for this priority: ask again at wake
 		}
+		k := laneKey{d.Channel, express[d.RunKey] < x.lanes.expressShare && !x.runBusy(d.RunKey)}
+		g := open[k]
+		if (g == nil || len(g.ds) >= x.l.cfg.ClaimBatch) && !x.lanes.canOpen(k.express) {
+			x.backlogged = true
+			continue
+		}
 		if wait := x.l.cfg.Sender.Admit(d.Channel, d.Recipient, d.Priority, now); wait > 0 {
 			refused[cp]++
 			if at := now.Add(wait); at.Before(wake) {
@@ -135,24 +150,14 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 			continue
 		}
 		refused[cp] = 0
-		group := append(batches[d.Channel], d)
-		size := x.l.cfg.ClaimBatch
-		if !firstGroup[d.Channel] {
-			size = min(x.l.cfg.BatchSize, size)
+		if g == nil || len(g.ds) >= x.l.cfg.ClaimBatch {
+			g = x.lanes.open(d.Channel, k.express) // canOpen said there is a slot
+			open[k] = g
+			groups = append(groups, g)
 		}
-		if len(group) < size {
-			batches[d.Channel] = group
-			continue
-		}
-		firstGroup[d.Channel] = true
-		batches[d.Channel] = nil
-		if !dispatch(d.Channel, group) {
-			break
-		}
-	}
-	for ch, group := range batches {
-		if len(group) > 0 && !dispatch(ch, group) {
-			break
+		g.ds = append(g.ds, d)
+		if k.express {
+			express[d.RunKey]++
 		}
 	}
 	failed := foldFailed
@@ -161,6 +166,15 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 			x.l.log.Warn("cannot expire deliveries", "n", len(expired), "err", err)
 			failed = true
 		}
+	}
+	// Claims are proposed together (Raft appends the proposals waiting at
+	// once as one batch) and the pass returns once all of them committed or
+	// failed; the sends go on in the background.
+	var claiming sync.WaitGroup
+	var claimFailed atomic.Bool
+	for _, g := range groups {
+		claiming.Add(1)
+		x.wg.Go(func() { x.claimAndSend(ctx, g, claiming.Done, &claimFailed) })
 	}
 	claiming.Wait()
 	if claimFailed.Load() {
@@ -192,14 +206,21 @@ func (x *executor) isInflight(id string) bool {
 	return x.inflight[id]
 }
 
+// runBusy says whether run has messages in flight.
+func (x *executor) runBusy(run string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.busyRuns[run] > 0
+}
+
 // claimAndSend claims a group of deliveries in one log entry and sends
-// what was claimed. It holds one of x.sends, which it gives back when the
-// group is settled; claimed is called once the claim committed (or
+// what was claimed. It holds the group's slot, which it gives back when
+// the group is settled; claimed is called once the claim committed (or
 // failed), and failed is set if it failed.
-func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Delivery, claimed func(), failed *atomic.Bool) {
-	ids := make([]string, len(ds))
-	byID := make(map[string]*Delivery, len(ds))
-	for i, d := range ds {
+func (x *executor) claimAndSend(ctx context.Context, g *claimGroup, claimed func(), failed *atomic.Bool) {
+	ids := make([]string, len(g.ds))
+	byID := make(map[string]*Delivery, len(g.ds))
+	for i, d := range g.ds {
 		ids[i] = d.ID
 		byID[d.ID] = d
 	}
@@ -207,19 +228,20 @@ func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Deliv
 	if err != nil {
 		failed.Store(true)
 		claimed()
-		<-x.sends
-		x.l.log.Warn("claim failed", "channel", channel, "n", len(ids), "err", err)
+		g.close()
+		x.l.log.Warn("claim failed", "channel", g.channel, "n", len(ids), "err", err)
 		return
 	}
 	got := res.(ClaimResult).Claimed
 	if len(got) == 0 {
 		claimed()
-		<-x.sends
+		g.close()
 		return
 	}
 	x.mu.Lock()
 	for _, c := range got {
 		x.inflight[c.ID] = true
+		x.busyRuns[byID[c.ID].RunKey]++
 	}
 	x.mu.Unlock()
 	claimed()
@@ -227,23 +249,28 @@ func (x *executor) claimAndSend(ctx context.Context, channel string, ds []*Deliv
 		x.mu.Lock()
 		for _, c := range got {
 			delete(x.inflight, c.ID)
+			run := byID[c.ID].RunKey
+			if x.busyRuns[run]--; x.busyRuns[run] <= 0 {
+				delete(x.busyRuns, run)
+			}
 		}
 		x.mu.Unlock()
-		<-x.sends
+		g.close()
 		select {
 		case x.done <- struct{}{}:
 		default:
 		}
 	}()
-	x.send(ctx, channel, got, byID)
+	x.send(ctx, g, got, byID)
 }
 
 // send confirms leadership once for the claimed group, sends it in batches
-// of BatchSize (up to SendConcurrency batches in flight across groups) and
-// replicates all their results in one entry. If leadership is lost,
-// nothing is recorded: the claims become ambiguous and the next leader
-// sends them again with the same keys.
-func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) {
+// of BatchSize (up to SendConcurrency batches in flight across groups, in
+// the group's lane) and replicates all their results in one entry. If
+// leadership is lost, nothing is recorded: the claims become ambiguous
+// and the next leader sends them again with the same keys.
+func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, byID map[string]*Delivery) {
+	channel := g.channel
 	if err := x.l.cfg.Replicator.VerifyLeader(ctx); err != nil {
 		x.l.log.Warn("not sending: leadership not confirmed", "channel", channel, "err", err)
 		// Nothing was sent. If this node still leads (a quorum that was
@@ -251,12 +278,11 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 		// attempt, rather than leave them to time out as ambiguous; if it
 		// does not, this proposal fails and the next leader takes over.
 		if ctx.Err() == nil {
-			results := make([]Result, len(claimed))
+			results := make([]Settlement, len(claimed))
 			for i, c := range claimed {
-				results[i] = Result{ID: c.ID, Seq: c.Seq, Status: OutcomeRateLimited, RetryAfter: time.Second,
-					Error: "not sent: leadership not confirmed"}
+				results[i] = handBack(c, "leadership not confirmed")
 			}
-			if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results}); err != nil {
+			if err := x.record(ctx, results); err != nil {
 				x.l.log.Warn("cannot hand the claims back; they will time out and go again with the same keys", "channel", channel, "err", err)
 			}
 		}
@@ -272,17 +298,18 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 	defer cancel()
 	var (
 		mu            sync.Mutex
-		results       = make([]Result, 0, len(claimed))
+		results       = make([]Settlement, 0, len(claimed))
 		stuckLost     int // messages of batches stuck past the claim, unanswered
 		stuckAnswered int // answered, but only after the claim ran out
 		wg            sync.WaitGroup
 	)
 	for part := range x.batches(claimed, byID) {
-		select {
-		case x.sendSlots <- struct{}{}:
-		case <-sctx.Done():
+		slot := x.lanes.sendSlot(g, sctx.Done())
+		if slot != nil && sctx.Err() != nil {
+			<-slot
+			slot = nil
 		}
-		if sctx.Err() != nil {
+		if slot == nil {
 			// Not sent: its claims run out and it goes again, same keys.
 			mu.Lock()
 			stuckLost += len(part)
@@ -290,7 +317,7 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 			continue
 		}
 		wg.Go(func() {
-			defer func() { <-x.sendSlots }()
+			defer func() { <-slot }()
 			rs, lost, late := x.sendBatch(sctx, channel, part, byID)
 			mu.Lock()
 			defer mu.Unlock()
@@ -320,7 +347,7 @@ func (x *executor) send(ctx context.Context, channel string, claimed []Claimed, 
 	if len(results) == 0 {
 		return
 	}
-	if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results}); err != nil {
+	if err := x.record(ctx, results); err != nil {
 		x.l.log.Warn("cannot record results; claims will time out and be resent with the same keys", "channel", channel, "err", err)
 	}
 }
@@ -351,11 +378,11 @@ func (x *executor) batches(claimed []Claimed, byID map[string]*Delivery) iter.Se
 // results. lost counts the messages of a batch that was stuck past its
 // claim without an answer (no results: they go again with the same keys);
 // late those answered only after the claim ran out (results recorded).
-func (x *executor) sendBatch(sctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) (results []Result, lost, late int) {
-	batch := make([]Outgoing, len(claimed))
+func (x *executor) sendBatch(sctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) (results []Settlement, lost, late int) {
+	batch := make([]heraldtype.Message, len(claimed))
 	for i, c := range claimed {
 		d := byID[c.ID]
-		batch[i] = Outgoing{ID: d.ID, IdempotencyKey: d.ID, Recipient: d.Recipient, Payload: d.Payload, Priority: d.Priority, Attempt: c.Attempt}
+		batch[i] = heraldtype.Message{ID: d.ID, IdempotencyKey: d.ID, Recipient: d.Recipient, Payload: d.Payload, Attempt: c.Attempt}
 	}
 	outs, err := x.l.cfg.Sender.Send(sctx, channel, batch)
 	stuck := errors.Is(sctx.Err(), context.DeadlineExceeded)
@@ -365,25 +392,42 @@ func (x *executor) sendBatch(sctx context.Context, channel string, claimed []Cla
 	if stuck {
 		late = len(batch)
 	}
-	byOut := make(map[string]Outcome, len(outs))
+	byOut := make(map[string]heraldtype.Result, len(outs))
 	for _, o := range outs {
 		byOut[o.ID] = o
 	}
-	results = make([]Result, 0, len(claimed))
+	results = make([]Settlement, 0, len(claimed))
 	for _, c := range claimed {
 		o, ok := byOut[c.ID]
 		switch {
 		case err != nil:
-			o = Outcome{Status: OutcomeRetryable, Error: "channel " + channel + ": " + err.Error()}
+			o = heraldtype.Result{Status: heraldtype.StatusRetryable, Error: "channel " + channel + ": " + err.Error()}
 		case !ok:
-			o = Outcome{Status: OutcomeRetryable, Error: "channel " + channel + " returned no result for this message"}
-		case o.Status < OutcomeSent || o.Status > OutcomeConfig:
+			o = heraldtype.Result{Status: heraldtype.StatusRetryable, Error: "channel " + channel + " returned no result for this message"}
+		case !o.Status.Known():
 			// A bad plugin answer fails this message's attempt, never the node.
-			o = Outcome{Status: OutcomeRetryable, Error: "channel " + channel + " returned an unknown status"}
+			o = heraldtype.Result{Status: heraldtype.StatusRetryable, Error: "channel " + channel + " returned an unknown status"}
 		}
-		results = append(results, Result{ID: c.ID, Seq: c.Seq, Status: o.Status, ProviderID: o.ProviderID, RetryAfter: o.RetryAfter, Code: o.Code, Error: o.Error})
+		results = append(results, settle(c, o))
 	}
 	return results, 0, late
+}
+
+// record replicates the settlements of this leader's claims.
+func (x *executor) record(ctx context.Context, results []Settlement) error {
+	_, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results})
+	return err
+}
+
+// settle answers claim c with the channel's verdict r.
+func settle(c Claimed, r heraldtype.Result) Settlement {
+	return Settlement{ID: c.ID, Seq: c.Seq, Status: r.Status, ProviderID: r.ProviderID, RetryAfter: r.RetryAfter, Code: r.Code, Error: r.Error}
+}
+
+// handBack answers claim c without a send, saying why: pending again
+// within a second, spending no attempt (a rate limit's verdict).
+func handBack(c Claimed, why string) Settlement {
+	return settle(c, heraldtype.Result{Status: heraldtype.StatusRateLimited, RetryAfter: time.Second, Error: "not sent: " + why})
 }
 
 // fairOrder orders due deliveries by priority and, within a priority,
@@ -399,7 +443,7 @@ func fairOrder(due []*Delivery) {
 	})
 	type runPrio struct {
 		run string
-		p   Priority
+		p   heraldtype.Priority
 	}
 	rank := make(map[*Delivery]int, len(due))
 	next := map[runPrio]int{}
@@ -422,16 +466,16 @@ func fairOrder(due []*Delivery) {
 // pending and held: out of the due index until the rule is resumed.
 func (x *executor) holdPaused(ctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) []Claimed {
 	var send []Claimed
-	var back []Result
+	var back []Settlement
 	for _, c := range claimed {
 		if _, paused := x.l.cfg.FSM.Paused(byID[c.ID].Rule); paused {
-			back = append(back, Result{ID: c.ID, Seq: c.Seq, Status: OutcomeRateLimited, RetryAfter: time.Second, Error: "not sent: rule paused"})
+			back = append(back, handBack(c, "rule paused"))
 			continue
 		}
 		send = append(send, c)
 	}
 	if len(back) > 0 {
-		if _, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: back}); err != nil {
+		if err := x.record(ctx, back); err != nil {
 			x.l.log.Warn("cannot hand back the claims of a paused rule; they time out and are held then", "channel", channel, "err", err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // flakyLog fails the next proposals of the given command types, as a
@@ -81,7 +83,7 @@ type refusingOnce struct {
 	refuses int
 }
 
-func (r *refusingOnce) Admit(ch, to string, p Priority, now time.Time) time.Duration {
+func (r *refusingOnce) Admit(ch, to string, p heraldtype.Priority, now time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.refuses > 0 {
@@ -136,7 +138,7 @@ func TestResendHeldBackByRateLimitsGoesWhenAdmitted(t *testing.T) {
 // channel did deliver, late.
 type slowSender struct{ *simSender }
 
-func (s *slowSender) Send(ctx context.Context, ch string, batch []Outgoing) ([]Outcome, error) {
+func (s *slowSender) Send(ctx context.Context, ch string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	<-ctx.Done()
 	return s.simSender.Send(context.Background(), ch, batch)
 }

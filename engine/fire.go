@@ -18,10 +18,7 @@ import (
 // just before the cursor and completes it (runs already known are not
 // proposed again).
 func (s *scheduler) fire(ctx context.Context, r Rule, hash string, now time.Time) (time.Time, bool) {
-	zones := []string{r.Timezone}
-	if r.PerRecipient && len(r.Zones) > 0 {
-		zones = r.Zones
-	}
+	zones := r.FireZones()
 	scheds := make([]Schedule, len(zones))
 	for i, z := range zones {
 		rz := r
@@ -97,17 +94,9 @@ func (s *scheduler) fire(ctx context.Context, r Rule, hash string, now time.Time
 // startSlot proposes the run of rule r's slot (in zone, for a
 // per-recipient rule). It returns false when the log would not take it.
 func (s *scheduler) startSlot(ctx context.Context, r Rule, zone string, slot time.Time, hash string, now time.Time, catchup time.Duration) bool {
-	key := RunKey(r.Name, slot)
-	if r.PerRecipient {
-		key = ZoneRunKey(r.Name, zone, slot)
-		if s.l.cfg.FSM.RunKnown(key) {
-			return true // started by an earlier pass or leader
-		}
-	}
-	lateBy := now.Sub(slot)
-	c := StartRun{
-		Key: key, Rule: r.Name, Slot: slot, Zone: zone, Date: SlotDate(slot, zone),
-		Late: lateBy > s.l.cfg.LateAfter, Skip: lateBy > catchup, RulesHash: hash, Now: now,
+	c := scheduledRun(r, zone, slot, hash, now, s.l.cfg.LateAfter, catchup)
+	if r.PerRecipient && s.l.cfg.FSM.RunKnown(c.Key) {
+		return true // started by an earlier pass or leader
 	}
 	if _, err := s.l.propose(ctx, CmdStartRun, c); err != nil && !errors.Is(err, ErrRunExists) {
 		s.l.log.Warn("cannot start run", "run", c.Key, "err", err)
@@ -115,9 +104,9 @@ func (s *scheduler) startSlot(ctx context.Context, r Rule, zone string, slot tim
 	}
 	switch {
 	case c.Skip:
-		s.l.log.Warn("slot missed beyond catch-up: skipped and alerted", "run", c.Key, "late_by", lateBy)
+		s.l.log.Warn("slot missed beyond catch-up: skipped and alerted", "run", c.Key, "late_by", now.Sub(slot))
 	case c.Late:
-		s.l.log.Warn("slot fired late", "run", c.Key, "late_by", lateBy)
+		s.l.log.Warn("slot fired late", "run", c.Key, "late_by", now.Sub(slot))
 	}
 	return true
 }
@@ -138,9 +127,9 @@ func (s *scheduler) schedule(r Rule) (Schedule, error) {
 func (f *FSM) RunKnown(key string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if _, ok := f.st.Runs[key]; ok {
+	if _, ok := f.st.Runs.Get(key); ok {
 		return true
 	}
-	_, ok := f.st.Ledger[key]
+	_, ok := f.st.Ledger.Get(key)
 	return ok
 }

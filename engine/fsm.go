@@ -14,10 +14,7 @@ var ErrRunExists = errors.New("run already started for this slot")
 // is stamped into the command by the leader. It imports nothing of Raft: the
 // cluster package adapts it to raft.FSM.
 type FSM struct {
-	mu sync.RWMutex
-	// snapMu serialises Snapshot: cloning a b-tree writes the original's
-	// copy-on-write context, which a read lock alone does not protect.
-	snapMu  sync.Mutex
+	mu      sync.RWMutex
 	st      *state
 	applied uint64
 	changed chan struct{}
@@ -198,6 +195,10 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		return a.holdDirectory(decode[HoldDirectory](d))
 	case CmdConfirmDirectory:
 		return a.confirmDirectory(decode[ConfirmDirectory](d))
+	case CmdRecordAudit:
+		return a.recordAudit(decode[RecordAudit](d))
+	case CmdPruneAudit:
+		return a.pruneAudit(decode[PruneAudit](d))
 	case CmdAddDeliveriesPacked:
 		return a.addDeliveries(unpack(d, unpackAddDeliveries))
 	case CmdClaimPacked:

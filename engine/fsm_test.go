@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -41,7 +43,7 @@ func (b *fsmBundle) planned(rule string, recipients ...string) string {
 	var nds []NewDelivery
 	for _, r := range recipients {
 		nds = append(nds, NewDelivery{ID: DeliveryID(key, r), Recipient: r, Channel: "mock",
-			Payload: json.RawMessage(`{"msgtype":"text","content":"hi"}`), Priority: PriorityNormal,
+			Payload: json.RawMessage(`{"msgtype":"text","content":"hi"}`), Priority: heraldtype.PriorityNormal,
 			NotBefore: t0, Deadline: t0.Add(2 * time.Hour)})
 	}
 	require.Equal(b.t, len(recipients), b.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds}))
@@ -111,7 +113,7 @@ func TestClaim(t *testing.T) {
 		{"claimed by an older term", func(b *fsmBundle, id string) { b.claim("n1", t0, id) }, t0.Add(time.Second), 2, 1},
 		{"already sent", func(b *fsmBundle, id string) {
 			c := b.claim("n1", t0, id)
-			b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Result{{ID: id, Seq: c[0].Seq, Status: OutcomeSent}}})
+			b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Settlement{{ID: id, Seq: c[0].Seq, Status: heraldtype.StatusSent}}})
 		}, t0.Add(time.Hour), 2, 0},
 	}
 	for _, tc := range tests {
@@ -136,17 +138,17 @@ func TestRecordResults(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
-		res       Result
+		res       Settlement
 		wantState DeliveryState
 		attempts  int
 		nextAt    time.Duration // after now, for pending
 		alerts    int
 	}{
-		{"sent", Result{Status: OutcomeSent, ProviderID: "m1"}, StateSent, 1, 0, 0},
-		{"retryable", Result{Status: OutcomeRetryable, Error: "busy"}, StatePending, 1, time.Minute, 0},
-		{"rate limited spends no attempt", Result{Status: OutcomeRateLimited, RetryAfter: time.Minute}, StatePending, 0, time.Minute, 0},
-		{"permanent", Result{Status: OutcomePermanent, Code: "81013"}, StateFailed, 1, 0, 1},
-		{"config alerts the channel too", Result{Status: OutcomeConfig, Code: "40001"}, StateFailed, 1, 0, 2},
+		{"sent", Settlement{Status: heraldtype.StatusSent, ProviderID: "m1"}, StateSent, 1, 0, 0},
+		{"retryable", Settlement{Status: heraldtype.StatusRetryable, Error: "busy"}, StatePending, 1, time.Minute, 0},
+		{"rate limited spends no attempt", Settlement{Status: heraldtype.StatusRateLimited, RetryAfter: time.Minute}, StatePending, 0, time.Minute, 0},
+		{"permanent", Settlement{Status: heraldtype.StatusPermanent, Code: "81013"}, StateFailed, 1, 0, 1},
+		{"config alerts the channel too", Settlement{Status: heraldtype.StatusConfig, Code: "40001"}, StateFailed, 1, 0, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,7 +159,7 @@ func TestRecordResults(t *testing.T) {
 			r := tc.res
 			r.ID, r.Seq = id, c[0].Seq
 			now := t0.Add(time.Second)
-			require.Equal(t, 1, b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: now, Results: []Result{r}}))
+			require.Equal(t, 1, b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: now, Results: []Settlement{r}}))
 			d := b.state(id)
 			require.Equal(t, tc.wantState, d.State)
 			require.Equal(t, tc.attempts, d.Attempts)
@@ -178,11 +180,11 @@ func TestRecordResultsOnlyForItsClaim(t *testing.T) {
 	newer := b.claim("n2", t0.Add(time.Second), id)
 	require.Equal(t, old[0].Seq+1, newer[0].Seq)
 	// The old leader's late answer changes nothing.
-	require.Equal(t, 0, b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Result{{ID: id, Seq: old[0].Seq, Status: OutcomePermanent}}}))
+	require.Equal(t, 0, b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Settlement{{ID: id, Seq: old[0].Seq, Status: heraldtype.StatusPermanent}}}))
 	require.Equal(t, StateClaimed, b.state(id).State)
-	require.Equal(t, 1, b.apply(CmdRecordResults, RecordResults{Leader: "n2", Now: t0, Results: []Result{{ID: id, Seq: newer[0].Seq, Status: OutcomeSent}}}))
+	require.Equal(t, 1, b.apply(CmdRecordResults, RecordResults{Leader: "n2", Now: t0, Results: []Settlement{{ID: id, Seq: newer[0].Seq, Status: heraldtype.StatusSent}}}))
 	// A duplicate of the answer changes nothing either.
-	require.Equal(t, 0, b.apply(CmdRecordResults, RecordResults{Leader: "n2", Now: t0, Results: []Result{{ID: id, Seq: newer[0].Seq, Status: OutcomePermanent}}}))
+	require.Equal(t, 0, b.apply(CmdRecordResults, RecordResults{Leader: "n2", Now: t0, Results: []Settlement{{ID: id, Seq: newer[0].Seq, Status: heraldtype.StatusPermanent}}}))
 	require.Equal(t, StateSent, b.state(id).State)
 }
 
@@ -196,7 +198,7 @@ func TestRetriesExhaust(t *testing.T) {
 		c := b.claim("n1", now, id)
 		require.Len(t, c, 1, "attempt %d", i+1)
 		require.Equal(t, i+1, c[0].Attempt)
-		b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: now, Results: []Result{{ID: id, Seq: c[0].Seq, Status: OutcomeRetryable, Error: "busy"}}})
+		b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: now, Results: []Settlement{{ID: id, Seq: c[0].Seq, Status: heraldtype.StatusRetryable, Error: "busy"}}})
 		now = b.state(id).NextAt
 	}
 	d := b.state(id)
@@ -244,7 +246,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	b := setupFSM(t)
 	key := b.planned("daily", "alice", "bob", "carol")
 	c := b.claim("n1", t0, DeliveryID(key, "alice"), DeliveryID(key, "bob"))
-	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Result{{ID: c[0].ID, Seq: c[0].Seq, Status: OutcomePermanent}}})
+	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Settlement{{ID: c[0].ID, Seq: c[0].Seq, Status: heraldtype.StatusPermanent}}})
 	b.apply(CmdUpsertMember, Member{ID: "n1", HTTPAddr: "127.0.0.1:8101"})
 
 	snap, err := b.fsm.Snapshot()
@@ -289,7 +291,7 @@ func TestApplyIsDeterministic(t *testing.T) {
 		b := setupFSM(t)
 		key := b.planned("daily", "alice", "bob")
 		c := b.claim("n1", t0, DeliveryID(key, "alice"), DeliveryID(key, "bob"))
-		b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Result{{ID: c[0].ID, Seq: c[0].Seq, Status: OutcomeRetryable}, {ID: c[1].ID, Seq: c[1].Seq, Status: OutcomeSent}}})
+		b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Settlement{{ID: c[0].ID, Seq: c[0].Seq, Status: heraldtype.StatusRetryable}, {ID: c[1].ID, Seq: c[1].Seq, Status: heraldtype.StatusSent}}})
 		s, err := b.fsm.Snapshot()
 		require.NoError(t, err)
 		var buf bytes.Buffer

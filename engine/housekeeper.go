@@ -177,8 +177,14 @@ func (l *Leader) reportLateRuns(ctx context.Context, now time.Time) time.Time {
 	return wake
 }
 
-// pruneOnce proposes a Prune for now's retention horizon.
+// pruneOnce proposes a Prune for now's retention horizon, and a
+// PruneAudit for the audit trail's.
 func (l *Leader) pruneOnce(ctx context.Context, now time.Time) {
+	if res, err := l.propose(ctx, CmdPruneAudit, PruneAudit{Before: now.Add(-l.cfg.AuditRetention), Now: now}); err != nil {
+		l.log.Warn("cannot prune the audit trail", "err", err)
+	} else if n := res.(int); n > 0 {
+		l.log.Info("pruned audit records past retention", "records", n, "retention", l.cfg.AuditRetention)
+	}
 	res, err := l.propose(ctx, CmdPrune, Prune{Before: now.Add(-l.cfg.Retention), LedgerBefore: now.Add(-l.cfg.LedgerRetention), Now: now})
 	if err != nil {
 		l.log.Warn("cannot prune finished deliveries", "err", err)

@@ -104,6 +104,9 @@ type LeaderConfig struct {
 	Retention       time.Duration
 	LedgerRetention time.Duration
 	PruneEvery      time.Duration
+	// AuditRetention: audit records older than this are pruned (at each
+	// prune); default AuditRetentionDefault.
+	AuditRetention time.Duration
 
 	// Directory, when set, is read every DirectoryInterval (default
 	// DirectoryIntervalDefault) and replicated (dirsync.go). A refresh
@@ -148,6 +151,7 @@ func (c *LeaderConfig) setDefaults() error {
 	setDefault(&c.Retention, RetentionDefault)
 	setDefault(&c.LedgerRetention, LedgerRetentionDefault)
 	setDefault(&c.PruneEvery, PruneEveryDefault)
+	setDefault(&c.AuditRetention, AuditRetentionDefault)
 	setDefault(&c.DirectoryInterval, DirectoryIntervalDefault)
 	if c.DirectoryMaxRemoval <= 0 {
 		c.DirectoryMaxRemoval = DirectoryMaxRemovalDefault

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine/enginetest/poll"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // localLog replicates by applying directly: a one-node "cluster".
@@ -71,19 +72,21 @@ type recordingSender struct {
 	fail int            // fail this many sends first (retryable)
 }
 
-func (s *recordingSender) Admit(string, string, Priority, time.Time) time.Duration { return 0 }
-func (s *recordingSender) Send(_ context.Context, _ string, batch []Outgoing) ([]Outcome, error) {
+func (s *recordingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration {
+	return 0
+}
+func (s *recordingSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Outcome, len(batch))
+	out := make([]heraldtype.Result, len(batch))
 	for i, m := range batch {
 		if s.fail > 0 {
 			s.fail--
-			out[i] = Outcome{ID: m.ID, Status: OutcomeRetryable, Error: "busy"}
+			out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusRetryable, Error: "busy"}
 			continue
 		}
 		s.sent[m.IdempotencyKey]++
-		out[i] = Outcome{ID: m.ID, Status: OutcomeSent, ProviderID: "p-" + m.ID}
+		out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusSent, ProviderID: "p-" + m.ID}
 	}
 	return out, nil
 }
@@ -217,7 +220,9 @@ func TestNewLeaderFinishesOldLeadersWork(t *testing.T) {
 // refusingSender's channel is always full.
 type refusingSender struct{ recordingSender }
 
-func (*refusingSender) Admit(string, string, Priority, time.Time) time.Duration { return time.Hour }
+func (*refusingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration {
+	return time.Hour
+}
 
 // A rate-limited backlog must not make the executor spin: the next look is
 // at the limiter's wait, not at the backlog's (past) due time.
@@ -261,7 +266,7 @@ type blockingSender struct {
 	sending chan struct{}
 }
 
-func (s *blockingSender) Send(ctx context.Context, _ string, _ []Outgoing) ([]Outcome, error) {
+func (s *blockingSender) Send(ctx context.Context, _ string, _ []heraldtype.Message) ([]heraldtype.Result, error) {
 	select {
 	case s.sending <- struct{}{}:
 	default:

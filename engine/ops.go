@@ -95,7 +95,7 @@ func (a applier) pauseRule(c PauseRule) any {
 	if _, ok := a.st.Paused[c.Rule]; ok {
 		return ErrAlreadyPaused
 	}
-	for _, d := range a.st.Deliveries {
+	for _, d := range a.st.Deliveries.All() {
 		if d.Rule == c.Rule && d.State == StatePending {
 			a.st.dueTree(d.Priority).Delete(dueItem{d.dueAt(), d.ID})
 		}
@@ -110,7 +110,7 @@ func (a applier) resumeRule(c ResumeRule) any {
 		return ErrNotPaused
 	}
 	delete(a.st.Paused, c.Rule)
-	for _, d := range a.st.Deliveries {
+	for _, d := range a.st.Deliveries.All() {
 		if d.Rule == c.Rule && d.State == StatePending {
 			a.st.dueTree(d.Priority).ReplaceOrInsert(dueItem{d.dueAt(), d.ID})
 		}
@@ -121,7 +121,7 @@ func (a applier) resumeRule(c ResumeRule) any {
 func (a applier) retryDeliveries(c RetryDeliveries) any {
 	res := RetryResult{Retried: []string{}, Skipped: []RetrySkip{}}
 	for _, id := range c.IDs {
-		d, ok := a.st.Deliveries[id]
+		d, ok := a.st.Deliveries.Get(id)
 		switch {
 		case !ok:
 			res.Skipped = append(res.Skipped, RetrySkip{id, "no such delivery"})
@@ -162,7 +162,7 @@ func (a applier) retryDeliveries(c RetryDeliveries) any {
 }
 
 func (a applier) refireRun(c RefireRun) any {
-	run, ok := a.st.Runs[c.Key]
+	run, ok := a.st.Runs.Get(c.Key)
 	if !ok {
 		return fmt.Errorf("no run %q", c.Key)
 	}

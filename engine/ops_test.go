@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // sendsBetween counts the sends the sim's sender took in (from, to]; a
@@ -123,7 +125,7 @@ func (s *sim) oneDeliveryAt(notBefore time.Time) (key, id string) {
 	id = DeliveryID(key, "alice")
 	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: notBefore, Now: s.clock.Now()})
 	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
-		{ID: id, Recipient: "alice", Channel: "mock", Priority: PriorityNormal, NotBefore: notBefore, Deadline: notBefore.Add(time.Hour)}}})
+		{ID: id, Recipient: "alice", Channel: "mock", Priority: heraldtype.PriorityNormal, NotBefore: notBefore, Deadline: notBefore.Add(time.Hour)}}})
 	return key, id
 }
 
@@ -153,7 +155,7 @@ func TestPauseSurvivesSnapshot(t *testing.T) {
 	require.Equal(t, id, due[0].ID)
 }
 
-func mustEncode(t *testing.T, ct CommandType, body any) []byte {
+func mustEncode(t testing.TB, ct CommandType, body any) []byte {
 	t.Helper()
 	b, err := Encode(ct, body)
 	require.NoError(t, err)
@@ -169,7 +171,7 @@ func TestRetryAfterChannelFixed(t *testing.T) {
 	start := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
 	s := newSim(t, start)
 	broken := true
-	s.sender.failFunc = func(Outgoing) (OutcomeStatus, bool) { return OutcomeConfig, broken }
+	s.sender.failFunc = func(heraldtype.Message) (heraldtype.Status, bool) { return heraldtype.StatusConfig, broken }
 	s.lead("n1")
 	_, id := s.oneDeliveryAt(start)
 	s.advance(start.Add(time.Minute), time.Second)

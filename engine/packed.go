@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // This file holds the packed (binary) bodies of the three commands a burst
@@ -140,7 +142,7 @@ func unpackAddDeliveries(b []byte) (AddDeliveries, error) {
 		if flags&samePriority != 0 {
 			d.Priority = c.Deliveries[i-1].Priority
 		} else {
-			d.Priority = Priority(r.small(math.MaxUint8))
+			d.Priority = heraldtype.Priority(r.small(math.MaxUint8))
 		}
 		if flags&sameNotBefore != 0 {
 			d.NotBefore = c.Deliveries[i-1].NotBefore
@@ -229,14 +231,14 @@ func unpackRecordResults(b []byte) (RecordResults, error) {
 	c := RecordResults{Leader: r.string(), Now: r.time()}
 	n := r.count(4)
 	if n > 0 {
-		c.Results = make([]Result, n)
+		c.Results = make([]Settlement, n)
 	}
 	for i := range n {
 		res := &c.Results[i]
 		res.ID = r.id()
 		res.Seq = int(r.small(math.MaxInt32))
-		res.Status = OutcomeStatus(r.byte())
-		if r.err == nil && (res.Status < OutcomeSent || res.Status > OutcomeConfig) {
+		res.Status = heraldtype.Status(r.byte())
+		if r.err == nil && (res.Status < heraldtype.StatusSent || res.Status > heraldtype.StatusConfig) {
 			r.fail(fmt.Errorf("result %d: unknown status %d", i, res.Status))
 		}
 		flags := r.byte()

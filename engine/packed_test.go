@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/engine/heraldtype"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,22 +22,22 @@ func packedSample() (AddDeliveries, ClaimDeliveries, RecordResults) {
 	hexID := func(r string) string { return DeliveryID(key, r) }
 	p := json.RawMessage(`{"msgtype":"text","content":"hi"}`)
 	add := AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
-		{ID: hexID("alice"), Recipient: "alice", Channel: "mock", Payload: p, Priority: PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour)},
-		{ID: hexID("bob"), Recipient: "bob", Channel: "mock", Payload: p, Priority: PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour)},
-		{ID: "d-plain", Recipient: "carol", Channel: "wecom", Payload: json.RawMessage(`{"x":1}`), Priority: PriorityHigh,
+		{ID: hexID("alice"), Recipient: "alice", Channel: "mock", Payload: p, Priority: heraldtype.PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour)},
+		{ID: hexID("bob"), Recipient: "bob", Channel: "mock", Payload: p, Priority: heraldtype.PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour)},
+		{ID: "d-plain", Recipient: "carol", Channel: "wecom", Payload: json.RawMessage(`{"x":1}`), Priority: heraldtype.PriorityHigh,
 			NotBefore: t0.Add(1500 * time.Millisecond), Deadline: time.Time{}, Retry: []time.Duration{}},
-		{ID: hexID("dave"), Recipient: "dave", Channel: "wecom", Payload: json.RawMessage(`{"x":1}`), Priority: PriorityLow,
+		{ID: hexID("dave"), Recipient: "dave", Channel: "wecom", Payload: json.RawMessage(`{"x":1}`), Priority: heraldtype.PriorityLow,
 			NotBefore: t0.Add(-time.Hour), Deadline: time.Time{}, Retry: []time.Duration{time.Minute, 5 * time.Minute}},
-		{ID: "", Recipient: "", Channel: "wecom", Payload: json.RawMessage(`null`), Priority: PriorityLow,
+		{ID: "", Recipient: "", Channel: "wecom", Payload: json.RawMessage(`null`), Priority: heraldtype.PriorityLow,
 			NotBefore: t0.Add(-time.Hour), Deadline: t0, Retry: []time.Duration{time.Minute, 5 * time.Minute}},
 	}}
 	claim := ClaimDeliveries{IDs: []string{hexID("alice"), hexID("bob"), "d-plain", hexID("dave")}, Leader: "n1", Now: t0.Add(2 * time.Second), Timeout: 30 * time.Second}
-	res := RecordResults{Leader: "n1", Now: t0.Add(3*time.Second + 7), Results: []Result{
-		{ID: hexID("alice"), Seq: 1, Status: OutcomeSent, ProviderID: "msg-1"},
-		{ID: hexID("bob"), Seq: 1, Status: OutcomeRateLimited, RetryAfter: 90 * time.Second, Code: "45009", Error: "slow down"},
-		{ID: "d-plain", Seq: 1, Status: OutcomeRetryable, Error: "503"},
-		{ID: hexID("dave"), Seq: 1, Status: OutcomeConfig, Code: "40014", Error: "bad token"},
-		{ID: hexID("erin"), Seq: 300, Status: OutcomePermanent},
+	res := RecordResults{Leader: "n1", Now: t0.Add(3*time.Second + 7), Results: []Settlement{
+		{ID: hexID("alice"), Seq: 1, Status: heraldtype.StatusSent, ProviderID: "msg-1"},
+		{ID: hexID("bob"), Seq: 1, Status: heraldtype.StatusRateLimited, RetryAfter: 90 * time.Second, Code: "45009", Error: "slow down"},
+		{ID: "d-plain", Seq: 1, Status: heraldtype.StatusRetryable, Error: "503"},
+		{ID: hexID("dave"), Seq: 1, Status: heraldtype.StatusConfig, Code: "40014", Error: "bad token"},
+		{ID: hexID("erin"), Seq: 300, Status: heraldtype.StatusPermanent},
 	}}
 	return add, claim, res
 }
@@ -248,14 +250,14 @@ func BenchmarkCodec(b *testing.B) {
 	for i := range 500 {
 		r := fmt.Sprintf("user%06d", i)
 		add.Deliveries = append(add.Deliveries, NewDelivery{ID: DeliveryID(key, r), Recipient: r, Channel: "mock", Payload: p,
-			Priority: PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour)})
+			Priority: heraldtype.PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour)})
 	}
 	claim := ClaimDeliveries{Leader: "n1", Now: t0, Timeout: 30 * time.Second}
 	res := RecordResults{Leader: "n1", Now: t0}
 	for i := range 1000 {
 		id := DeliveryID(key, fmt.Sprintf("user%06d", i))
 		claim.IDs = append(claim.IDs, id)
-		res.Results = append(res.Results, Result{ID: id, Seq: 1, Status: OutcomeSent})
+		res.Results = append(res.Results, Settlement{ID: id, Seq: 1, Status: heraldtype.StatusSent})
 	}
 	for _, c := range []struct {
 		name string

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // Issue 10's "must show" list on the fake clock: each person's local time
@@ -103,8 +105,8 @@ func TestQuietHours(t *testing.T) {
 	quiet := QuietHours{From: 22 * time.Hour, To: 8 * time.Hour}
 	s := newSim(t, start,
 		Rule{Name: "reminder", Timezone: "Asia/Shanghai", Channel: "mock", Deadline: 12 * time.Hour},
-		Rule{Name: "alert", Timezone: "Asia/Shanghai", Channel: "mock", Priority: PriorityHigh},
-		Rule{Name: "strict", Timezone: "Asia/Shanghai", Channel: "mock", Priority: PriorityHigh, QuietStrict: true, Deadline: 12 * time.Hour},
+		Rule{Name: "alert", Timezone: "Asia/Shanghai", Channel: "mock", Priority: heraldtype.PriorityHigh},
+		Rule{Name: "strict", Timezone: "Asia/Shanghai", Channel: "mock", Priority: heraldtype.PriorityHigh, QuietStrict: true, Deadline: 12 * time.Hour},
 		Rule{Name: "short", Timezone: "Asia/Shanghai", Channel: "mock", Deadline: time.Hour})
 	for _, r := range []string{"reminder", "alert", "strict", "short"} {
 		s.rules.plan[r] = func(run RunContext) []Planned {

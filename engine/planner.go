@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/engine/backoff"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // plan evaluates a run's rule and replicates its deliveries in chunks,
@@ -18,8 +19,7 @@ import (
 func (l *Leader) plan(ctx context.Context, run *Run) error {
 	rule, ok := l.findRule(run.Rule)
 	if !ok {
-		_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Error: "rule " + run.Rule + " is not loaded", Now: l.now()})
-		return err
+		return l.finishPlan(ctx, run, "rule "+run.Rule+" is not loaded")
 	}
 	zone := run.Zone
 	if zone == "" {
@@ -51,8 +51,7 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 		return perr // the scheduler tries again in a moment
 	}
 	if perr != nil {
-		_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Error: perr.Error(), Now: l.now()})
-		return err
+		return l.finishPlan(ctx, run, perr.Error())
 	}
 	all, doomed := l.deliveries(run, rule, planned)
 	replStart := time.Now()
@@ -66,7 +65,7 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 			fmt.Sprintf("%d message(s) of %s (rule %s) fall in quiet hours that end after their deadline; they will expire unsent at it: %s",
 				len(doomed), run.Key, run.Rule, strings.Join(doomed, "; ")), l.now()))
 	}
-	_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Now: l.now()})
+	err := l.finishPlan(ctx, run, "")
 	if err == nil {
 		l.planTook.Store(run.Rule, evaluate+time.Since(replStart))
 	}
@@ -74,6 +73,13 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 		l.cfg.PlanObserver(PlanTiming{Rule: run.Rule, RunKey: run.Key, Deliveries: len(all),
 			Evaluate: evaluate, Replicate: time.Since(replStart)})
 	}
+	return err
+}
+
+// finishPlan marks run planned, or failed with the rule's error (ruleErr
+// not empty).
+func (l *Leader) finishPlan(ctx context.Context, run *Run, ruleErr string) error {
+	_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Error: ruleErr, Now: l.now()})
 	return err
 }
 
@@ -117,7 +123,7 @@ func (l *Leader) deliveries(run *Run, rule Rule, planned []Planned) (out []NewDe
 			Recipient: p.Recipient,
 			Channel:   rule.Channel,
 			Payload:   p.Payload,
-			Priority:  cmp.Or(rule.Priority, PriorityNormal),
+			Priority:  cmp.Or(rule.Priority, heraldtype.PriorityNormal),
 			NotBefore: t.NotBefore,
 			Deadline:  t.Deadline,
 			Retry:     rule.Retry,

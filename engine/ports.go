@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // This file holds the small interfaces through which the engine reaches the
@@ -55,7 +57,7 @@ type Rule struct {
 	Calendar string // "", "cn_workday", "weekday" or a named calendar file
 	Shift    string // "", "skip" or "next_workday"
 	Channel  string
-	Priority Priority
+	Priority heraldtype.Priority
 	Stagger  Stagger
 	Retry    []time.Duration // waits between attempts; nil means DefaultRetry
 	Deadline time.Duration   // 0 means DefaultDeadline
@@ -74,6 +76,15 @@ type Rule struct {
 	// Digest folds the rule's deliveries to one person whose send times
 	// fall in one window of this length into one message; 0: no digest.
 	Digest time.Duration
+}
+
+// FireZones are the zones rule r's schedule fires in: each of Zones for
+// a per-recipient rule that names them, else its one Timezone.
+func (r Rule) FireZones() []string {
+	if r.PerRecipient && len(r.Zones) > 0 {
+		return r.Zones
+	}
+	return []string{r.Timezone}
 }
 
 // RunContext is what a rule's functions see as `run` (and `to.missed`).
@@ -125,43 +136,11 @@ type Sender interface {
 	// Admit reserves rate-limit capacity for one message of priority p to
 	// recipient on channel at now. It returns 0 when the message may go now,
 	// else how long to wait before asking again (nothing is reserved then).
-	Admit(channel, recipient string, p Priority, now time.Time) time.Duration
-	// Send delivers a batch through channel. It returns one outcome per
+	Admit(channel, recipient string, p heraldtype.Priority, now time.Time) time.Duration
+	// Send delivers a batch through channel. It returns one verdict per
 	// message, in any order, matched by ID. An error means the whole batch
 	// failed in a way that is worth retrying (plugin crashed, unreachable).
-	Send(ctx context.Context, channel string, batch []Outgoing) ([]Outcome, error)
-}
-
-// Outgoing is one message handed to a channel.
-type Outgoing struct {
-	ID             string // delivery id
-	IdempotencyKey string // stable across attempts and leaders
-	Recipient      string
-	Payload        json.RawMessage
-	Priority       Priority
-	Attempt        int
-}
-
-// OutcomeStatus is how a channel judged one message.
-type OutcomeStatus uint8
-
-// Append-only: the numbers are replicated in RecordResults.
-const (
-	OutcomeSent        OutcomeStatus = 1 // delivered; ProviderID set when known
-	OutcomeRetryable   OutcomeStatus = 2 // transient; spend an attempt, back off
-	OutcomeRateLimited OutcomeStatus = 3 // provider limit; wait RetryAfter, no attempt spent
-	OutcomePermanent   OutcomeStatus = 4 // will never succeed for this message
-	OutcomeConfig      OutcomeStatus = 5 // channel misconfigured; permanent and alert now
-)
-
-// Outcome is a channel's verdict on one message.
-type Outcome struct {
-	ID         string
-	Status     OutcomeStatus
-	ProviderID string
-	RetryAfter time.Duration
-	Code       string // provider error code, verbatim
-	Error      string // provider error text, verbatim (never a secret)
+	Send(ctx context.Context, channel string, batch []heraldtype.Message) ([]heraldtype.Result, error)
 }
 
 // Snapshot is an immutable view of the replicated state taken by

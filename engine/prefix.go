@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -26,10 +28,10 @@ func (e *AmbiguousError) Error() string {
 	return fmt.Sprintf("id prefix %q is ambiguous: %d match (%s…); give more characters", e.Prefix, e.Count, strings.Join(e.Matches, ", "))
 }
 
-// resolvePrefix finds the one key of m that is id, or that starts with id
-// when id has at least MinIDPrefix characters.
-func resolvePrefix[V any](m map[string]V, id string) (string, error) {
-	if _, ok := m[id]; ok {
+// resolvePrefix finds the one key (of keys, has says which) that is id,
+// or that starts with id when id has at least MinIDPrefix characters.
+func resolvePrefix(has func(string) bool, keys iter.Seq[string], id string) (string, error) {
+	if has(id) {
 		return id, nil
 	}
 	if len(id) < MinIDPrefix {
@@ -37,7 +39,7 @@ func resolvePrefix[V any](m map[string]V, id string) (string, error) {
 	}
 	var found []string
 	n := 0
-	for k := range m {
+	for k := range keys {
 		if strings.HasPrefix(k, id) {
 			n++
 			if len(found) < 4 {
@@ -62,18 +64,18 @@ func resolvePrefix[V any](m map[string]V, id string) (string, error) {
 func (f *FSM) FindDelivery(id string) (*Delivery, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	k, err := resolvePrefix(f.st.Deliveries, id)
+	k, err := resolvePrefix(f.st.Deliveries.Has, f.st.Deliveries.Keys(), id)
 	if err != nil {
 		return nil, err
 	}
-	return f.st.Deliveries[k], nil
+	return f.st.Deliveries.At(k), nil
 }
 
 // FindAlert is FindDelivery for alerts.
 func (f *FSM) FindAlert(id string) (*Alert, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	k, err := resolvePrefix(f.st.Alerts, id)
+	k, err := resolvePrefix(func(k string) bool { _, ok := f.st.Alerts[k]; return ok }, maps.Keys(f.st.Alerts), id)
 	if err != nil {
 		return nil, err
 	}

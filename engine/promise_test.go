@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // The tests of issue 5's "must show" list, on the fake clock of sim_test.go.
@@ -133,9 +135,9 @@ func TestRetriesSurviveALeaderChange(t *testing.T) {
 	s := newSim(t, slot.Add(-time.Minute), Rule{Name: "r", Schedule: "0 1 * * *", Channel: "mock"})
 	s.rules.plan["r"] = to("alice")
 	failures := 0
-	s.sender.failFunc = func(Outgoing) (OutcomeStatus, bool) {
+	s.sender.failFunc = func(heraldtype.Message) (heraldtype.Status, bool) {
 		failures++
-		return OutcomeRetryable, failures <= 2
+		return heraldtype.StatusRetryable, failures <= 2
 	}
 	s.lead("n1")
 	s.advance(slot.Add(30*time.Second), time.Second) // attempt 1 at the slot fails
@@ -159,7 +161,7 @@ func TestWavesAndAHighPriorityBirthday(t *testing.T) {
 	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	s := newSim(t, nine.Add(-time.Minute),
 		Rule{Name: "report", Schedule: "0 9 * * *", Channel: "wecom", Stagger: Stagger{Batches: 10, Spacing: time.Minute}, Deadline: time.Hour},
-		Rule{Name: "birthday", Schedule: "30 0 9 * * *", Channel: "wecom", Priority: PriorityHigh})
+		Rule{Name: "birthday", Schedule: "30 0 9 * * *", Channel: "wecom", Priority: heraldtype.PriorityHigh})
 	people := make([]string, 10000)
 	for i := range people {
 		people[i] = fmt.Sprintf("u%05d", i)
@@ -207,7 +209,7 @@ func TestWavesAndAHighPriorityBirthday(t *testing.T) {
 func TestHalfTheEnquiriesCancelled(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
-	s := newSim(t, start, Rule{Name: "enquiry_timeout", Channel: "wecom", Priority: PriorityHigh})
+	s := newSim(t, start, Rule{Name: "enquiry_timeout", Channel: "wecom", Priority: heraldtype.PriorityHigh})
 	s.rules.plan["enquiry_timeout"] = func(run RunContext) []Planned {
 		return []Planned{{Recipient: strings.Trim(string(run.Data), `{}"a:`), Payload: []byte(`{}`)}}
 	}
@@ -253,7 +255,7 @@ func TestMondaysFailureTravelsWithTuesday(t *testing.T) {
 	monday := time.Date(2026, 11, 30, 9, 0, 0, 0, sh)
 	s := newSim(t, monday.Add(-time.Minute),
 		Rule{Name: "daily_report", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai", Calendar: "cn_workday", Channel: "wecom", Retry: []time.Duration{time.Minute}},
-		Rule{Name: "ops_alert", Channel: "wecom_ops", Priority: PriorityHigh})
+		Rule{Name: "ops_alert", Channel: "wecom_ops", Priority: heraldtype.PriorityHigh})
 	s.rules.plan["daily_report"] = func(run RunContext) []Planned {
 		var out []Planned
 		for _, who := range []string{"alice", "bob"} {
@@ -268,8 +270,8 @@ func TestMondaysFailureTravelsWithTuesday(t *testing.T) {
 	s.rules.plan["ops_alert"] = func(run RunContext) []Planned {
 		return []Planned{{Recipient: "oncall", Payload: run.Data}}
 	}
-	s.sender.failFunc = func(m Outgoing) (OutcomeStatus, bool) {
-		return OutcomePermanent, m.Recipient == "bob" && strings.HasPrefix(string(m.Payload), `"report 2026-11-30`)
+	s.sender.failFunc = func(m heraldtype.Message) (heraldtype.Status, bool) {
+		return heraldtype.StatusPermanent, m.Recipient == "bob" && strings.HasPrefix(string(m.Payload), `"report 2026-11-30`)
 	}
 	s.lead("n1")
 	s.advance(monday.Add(3*time.Hour), time.Second)

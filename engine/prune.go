@@ -34,16 +34,16 @@ type PruneResult struct {
 func (a applier) prune(c Prune) any {
 	var res PruneResult
 	gone := map[string]bool{}
-	for id, d := range a.st.Deliveries {
+	for id, d := range a.st.Deliveries.All() {
 		if d.State.Final() && d.EndedAt.Before(c.Before) && !a.st.Compensate[id] {
-			delete(a.st.Deliveries, id)
+			a.st.Deliveries.Delete(id)
 			gone[d.RunKey] = true
 			res.Deliveries++
 		}
 	}
 	for key := range gone {
 		ids := slices.DeleteFunc(slices.Clone(a.st.byRun[key]), func(id string) bool {
-			_, ok := a.st.Deliveries[id]
+			_, ok := a.st.Deliveries.Get(id)
 			return !ok
 		})
 		if len(ids) == 0 {
@@ -52,23 +52,23 @@ func (a applier) prune(c Prune) any {
 			a.st.byRun[key] = ids
 		}
 	}
-	for key, r := range a.st.Runs {
+	for key, r := range a.st.Runs.All() {
 		if r.State != RunPlanning && r.StartedAt.Before(c.Before) && len(a.st.byRun[key]) == 0 {
-			delete(a.st.Runs, key)
+			a.st.Runs.Delete(key)
 			// Kept for LedgerRetention after its slot, or after it fired
 			// if later (a backfill, a task due long ago).
-			a.st.Ledger[key] = latest(r.Slot, r.StartedAt)
+			a.st.Ledger.Set(key, latest(r.Slot, r.StartedAt))
 			res.Runs++
 		}
 	}
-	for key, t := range a.st.Tasks {
+	for key, t := range a.st.Tasks.All() {
 		ended := t.FiredAt
 		if t.State == TaskCancelled {
 			ended = t.CancelledAt
 		}
-		if _, running := a.st.Runs[TaskRunKey(key)]; t.State != TaskPending && !running && ended.Before(c.Before) {
+		if _, running := a.st.Runs.Get(TaskRunKey(key)); t.State != TaskPending && !running && ended.Before(c.Before) {
 			a.st.taskIndex.Delete(dueItem{t.DueAt, key})
-			delete(a.st.Tasks, key)
+			a.st.Tasks.Delete(key)
 			res.Tasks++
 		}
 	}
@@ -78,9 +78,9 @@ func (a applier) prune(c Prune) any {
 			res.Alerts++
 		}
 	}
-	for key, slot := range a.st.Ledger {
+	for key, slot := range a.st.Ledger.All() {
 		if slot.Before(c.LedgerBefore) {
-			delete(a.st.Ledger, key)
+			a.st.Ledger.Delete(key)
 			res.Ledger++
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // Reads of the local replicated state. They return records (immutable, see
@@ -14,7 +16,7 @@ import (
 func (f *FSM) Run(key string) (*Run, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	r, ok := f.st.Runs[key]
+	r, ok := f.st.Runs.Get(key)
 	return r, ok
 }
 
@@ -22,7 +24,7 @@ func (f *FSM) Run(key string) (*Run, bool) {
 func (f *FSM) Delivery(id string) (*Delivery, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	d, ok := f.st.Deliveries[id]
+	d, ok := f.st.Deliveries.Get(id)
 	return d, ok
 }
 
@@ -60,7 +62,7 @@ func (f *FSM) Runs(keep func(*Run) bool) []*Run {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []*Run
-	for _, r := range f.st.Runs {
+	for _, r := range f.st.Runs.All() {
 		if keep == nil || keep(r) {
 			out = append(out, r)
 		}
@@ -80,7 +82,7 @@ func (f *FSM) Deliveries(keep func(*Delivery) bool) []*Delivery {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []*Delivery
-	for _, d := range f.st.Deliveries {
+	for _, d := range f.st.Deliveries.All() {
 		if keep == nil || keep(d) {
 			out = append(out, d)
 		}
@@ -103,7 +105,7 @@ func (f *FSM) RunDeliveries(runKey string) []*Delivery {
 	ids := f.st.byRun[runKey]
 	out := make([]*Delivery, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, f.st.Deliveries[id])
+		out = append(out, f.st.Deliveries.At(id))
 	}
 	return out
 }
@@ -132,7 +134,7 @@ func (f *FSM) Due(now time.Time, limit int) []*Delivery {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []*Delivery
-	for p := PriorityHigh; p <= PriorityLow; p++ {
+	for p := heraldtype.PriorityHigh; p <= heraldtype.PriorityLow; p++ {
 		full := false
 		taken := map[string]bool{}
 		f.st.due[p].Ascend(func(it dueItem) bool {
@@ -143,7 +145,7 @@ func (f *FSM) Due(now time.Time, limit int) []*Delivery {
 				full = true
 				return false
 			}
-			out = append(out, f.st.Deliveries[it.id])
+			out = append(out, f.st.Deliveries.At(it.id))
 			taken[it.id] = true
 			return true
 		})
@@ -158,7 +160,7 @@ func (f *FSM) Due(now time.Time, limit int) []*Delivery {
 			if taken[it.id] || newest >= limit/dueNewestShare {
 				return false
 			}
-			out = append(out, f.st.Deliveries[it.id])
+			out = append(out, f.st.Deliveries.At(it.id))
 			newest++
 			return true
 		})
@@ -179,7 +181,7 @@ func (f *FSM) NextDue() (time.Time, bool) {
 	defer f.mu.RUnlock()
 	var at time.Time
 	found := false
-	for p := PriorityHigh; p <= PriorityLow; p++ {
+	for p := heraldtype.PriorityHigh; p <= heraldtype.PriorityLow; p++ {
 		if it, ok := f.st.due[p].Min(); ok && (!found || it.at.Before(at)) {
 			at, found = it.at, true
 		}
@@ -192,7 +194,7 @@ func (f *FSM) PlanningRuns() []*Run {
 	f.mu.RLock()
 	out := make([]*Run, 0, len(f.st.planning))
 	for k := range f.st.planning {
-		out = append(out, f.st.Runs[k])
+		out = append(out, f.st.Runs.At(k))
 	}
 	f.mu.RUnlock()
 	slices.SortFunc(out, func(a, b *Run) int {

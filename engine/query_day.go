@@ -12,10 +12,10 @@ import (
 func (f *FSM) RunFired(key string) (*Run, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if r, ok := f.st.Runs[key]; ok {
+	if r, ok := f.st.Runs.Get(key); ok {
 		return r, true
 	}
-	_, ok := f.st.Ledger[key]
+	_, ok := f.st.Ledger.Get(key)
 	return nil, ok
 }
 
@@ -45,7 +45,7 @@ func (f *FSM) FindDeliveries(flt DeliveryFilter) ([]*Delivery, int) {
 	var out []*Delivery
 	total := 0
 	f.mu.RLock()
-	for _, d := range f.st.Deliveries {
+	for _, d := range f.st.Deliveries.All() {
 		if len(flt.Recipients) > 0 && !slices.Contains(flt.Recipients, d.Recipient) {
 			continue
 		}
@@ -111,7 +111,7 @@ func (f *FSM) DeliveryDate(d *Delivery) string {
 }
 
 func (s *state) deliveryDate(d *Delivery) string {
-	if r, ok := s.Runs[d.RunKey]; ok {
+	if r, ok := s.Runs.Get(d.RunKey); ok {
 		return r.date()
 	}
 	return d.Slot.UTC().Format(time.DateOnly)

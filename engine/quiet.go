@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // QuietHours is a daily window of a person's local time in which messages
@@ -145,7 +147,7 @@ func (r Rule) Timing(runKey string, base time.Time, p Planned, i, n int, zone st
 	off := r.Stagger.Offset(runKey, p.Recipient, i, n)
 	t := Timing{Offset: off, SendAt: base.Add(off), Deadline: base.Add(deadline)}
 	t.NotBefore = t.SendAt
-	if !p.Quiet.IsZero() && (r.Priority != PriorityHigh || r.QuietStrict) {
+	if !p.Quiet.IsZero() && (r.Priority != heraldtype.PriorityHigh || r.QuietStrict) {
 		z := p.Zone
 		if z == "" {
 			z = zone

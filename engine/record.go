@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // Records kept in the replicated state. Once stored, a record is never
@@ -79,17 +81,17 @@ type Claim struct {
 
 // Delivery is one message for one recipient of one run.
 type Delivery struct {
-	ID        string          `json:"id"`
-	RunKey    string          `json:"run_key"`
-	Rule      string          `json:"rule"`
-	Slot      time.Time       `json:"slot"`
-	Recipient string          `json:"recipient"`
-	Channel   string          `json:"channel"`
-	Payload   json.RawMessage `json:"payload"`
-	Priority  Priority        `json:"priority"`
-	NotBefore time.Time       `json:"not_before"`
-	Deadline  time.Time       `json:"deadline"`
-	Retry     []time.Duration `json:"retry,omitempty"`
+	ID        string              `json:"id"`
+	RunKey    string              `json:"run_key"`
+	Rule      string              `json:"rule"`
+	Slot      time.Time           `json:"slot"`
+	Recipient string              `json:"recipient"`
+	Channel   string              `json:"channel"`
+	Payload   json.RawMessage     `json:"payload"`
+	Priority  heraldtype.Priority `json:"priority"`
+	NotBefore time.Time           `json:"not_before"`
+	Deadline  time.Time           `json:"deadline"`
+	Retry     []time.Duration     `json:"retry,omitempty"`
 	// NoRetry: the rule said retry = {} (one attempt only). A field of its
 	// own because a snapshot (gob) cannot tell an empty Retry from none.
 	NoRetry bool `json:"no_retry,omitempty"`
@@ -130,11 +132,11 @@ const MaxFailures = 10
 // AttemptFailure is one attempt of a delivery that did not send it, or
 // one that ended it (expired).
 type AttemptFailure struct {
-	At      time.Time     `json:"at"`
-	Attempt int           `json:"attempt"` // attempts spent after it (a rate limit spends none)
-	Status  OutcomeStatus `json:"status"`  // 0 for an expiry
-	Code    string        `json:"code,omitempty"`
-	Error   string        `json:"error,omitempty"`
+	At      time.Time         `json:"at"`
+	Attempt int               `json:"attempt"` // attempts spent after it (a rate limit spends none)
+	Status  heraldtype.Status `json:"status"`  // 0 for an expiry
+	Code    string            `json:"code,omitempty"`
+	Error   string            `json:"error,omitempty"`
 }
 
 // withFailure returns d's failures with f added, bounded by MaxFailures.

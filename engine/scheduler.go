@@ -80,10 +80,7 @@ func (s *scheduler) fireTasks(ctx context.Context, hash string, now time.Time) (
 			return now, true
 		}
 		r, _ := s.l.findRule(t.Rule)
-		c := StartRun{
-			Key: TaskRunKey(t.Key), Rule: t.Rule, Slot: t.DueAt, Zone: r.Timezone, TaskKey: t.Key, Data: t.Data,
-			Date: SlotDate(t.DueAt, r.Timezone), Late: now.Sub(t.DueAt) > s.l.cfg.LateAfter, RulesHash: hash, Now: now,
-		}
+		c := taskRun(t, r.Timezone, hash, now, s.l.cfg.LateAfter)
 		if _, err := s.l.propose(ctx, CmdStartRun, c); err != nil {
 			if !errors.Is(err, ErrRunExists) {
 				s.l.log.Warn("cannot fire task", "task", t.Key, "err", err)

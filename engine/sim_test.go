@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/heraldhq/herald/engine/calendar"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/schedule"
 )
 
@@ -100,19 +101,19 @@ type simSender struct {
 	mu       sync.Mutex
 	clock    *fakeClock
 	sends    []sent
-	failFunc func(Outgoing) (OutcomeStatus, bool)
+	failFunc func(heraldtype.Message) (heraldtype.Status, bool)
 	limiter  *rate.Limiter
 	reserve  float64
 }
 
-func (s *simSender) Admit(_, _ string, p Priority, now time.Time) time.Duration {
+func (s *simSender) Admit(_, _ string, p heraldtype.Priority, now time.Time) time.Duration {
 	if s.limiter == nil {
 		return 0
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	need := 1.0
-	if p != PriorityHigh {
+	if p != heraldtype.PriorityHigh {
 		need += s.reserve
 	}
 	if short := need - s.limiter.TokensAt(now); short > 0 {
@@ -122,19 +123,19 @@ func (s *simSender) Admit(_, _ string, p Priority, now time.Time) time.Duration 
 	return 0
 }
 
-func (s *simSender) Send(_ context.Context, _ string, batch []Outgoing) ([]Outcome, error) {
+func (s *simSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Outcome, len(batch))
+	out := make([]heraldtype.Result, len(batch))
 	for i, m := range batch {
 		if s.failFunc != nil {
 			if st, fail := s.failFunc(m); fail {
-				out[i] = Outcome{ID: m.ID, Status: st, Error: "provider says no", Code: "50001"}
+				out[i] = heraldtype.Result{ID: m.ID, Status: st, Error: "provider says no", Code: "50001"}
 				continue
 			}
 		}
 		s.sends = append(s.sends, sent{at: s.clock.Now(), key: m.IdempotencyKey, to: m.Recipient, payload: string(m.Payload), attempt: m.Attempt})
-		out[i] = Outcome{ID: m.ID, Status: OutcomeSent, ProviderID: "p-" + m.ID}
+		out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusSent, ProviderID: "p-" + m.ID}
 	}
 	return out, nil
 }
@@ -218,7 +219,7 @@ func (s *sim) oneDelivery(slot time.Time) (key, id string) {
 	id = DeliveryID(key, "alice")
 	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: slot, Now: slot})
 	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
-		{ID: id, Recipient: "alice", Channel: "mock", Priority: PriorityNormal, NotBefore: slot, Deadline: slot.Add(time.Hour)}}})
+		{ID: id, Recipient: "alice", Channel: "mock", Priority: heraldtype.PriorityNormal, NotBefore: slot, Deadline: slot.Add(time.Hour)}}})
 	return key, id
 }
 
@@ -240,6 +241,10 @@ func (s *sim) step() time.Time {
 	s.sched.wg.Wait()
 	w2 := s.exec.runOnce(s.ctx)
 	s.exec.wg.Wait()
+	for s.exec.backlogged { // the groups it started have settled: go on
+		w2 = s.exec.runOnce(s.ctx)
+		s.exec.wg.Wait()
+	}
 	w3 := s.house.runOnce(s.ctx)
 	return minTime(w1, w2, w3)
 }

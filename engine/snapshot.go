@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"slices"
 	"time"
@@ -72,12 +73,12 @@ type fsmSnapshot struct {
 }
 
 // Snapshot captures the state as it is now; Persist encodes it later while
-// Apply goes on.
+// Apply goes on. Raft holds off Apply while it runs, so it only freezes
+// the big maps (constant time, see cowMap) and copies the small ones. It
+// takes the write lock: freezing starts a new generation of the maps.
 func (f *FSM) Snapshot() (Snapshot, error) {
-	f.snapMu.Lock()
-	defer f.snapMu.Unlock()
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return &fsmSnapshot{st: f.st.clone(), applied: f.applied}, nil
 }
 
@@ -97,16 +98,16 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 	}
 	enc := gob.NewEncoder(bw)
 	st := s.st
-	deliveries := slices.SortedFunc(maps.Values(st.Deliveries), func(a, b *Delivery) int { return cmp.Compare(a.ID, b.ID) })
+	deliveries := slices.SortedFunc(st.Deliveries.Values(), func(a, b *Delivery) int { return cmp.Compare(a.ID, b.ID) })
 	// Tasks go in due order, read off their index: no sorting here, and
 	// little in Restore.
-	tasks := make([]*Task, 0, len(st.Tasks))
+	tasks := make([]*Task, 0, st.Tasks.Len())
 	st.taskIndex.Ascend(func(it dueItem) bool {
-		tasks = append(tasks, st.Tasks[it.id])
+		tasks = append(tasks, st.Tasks.At(it.id))
 		return true
 	})
-	if len(tasks) != len(st.Tasks) { // never; but never lose a task over it
-		tasks = slices.SortedFunc(maps.Values(st.Tasks), func(a, b *Task) int { return dueLessCmp(a.DueAt, a.Key, b.DueAt, b.Key) })
+	if len(tasks) != st.Tasks.Len() { // never; but never lose a task over it
+		tasks = slices.SortedFunc(st.Tasks.Values(), func(a, b *Task) int { return dueLessCmp(a.DueAt, a.Key, b.DueAt, b.Key) })
 	}
 	daily := make([]dayEntry, 0, len(st.Daily))
 	for _, date := range slices.Sorted(maps.Keys(st.Daily)) {
@@ -131,18 +132,19 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 		}
 	}
 	err = cmp.Or(
-		writeSection(enc, "runs", sortedValues(st.Runs)),
+		writeSection(enc, "runs", slices.SortedFunc(st.Runs.Values(), func(a, b *Run) int { return cmp.Compare(a.Key, b.Key) })),
 		writeSection(enc, "deliveries", deliveries),
-		writeSection(enc, "cursors", timeEntries(st.Cursors)),
+		writeSection(enc, "cursors", timeEntries(maps.All(st.Cursors))),
 		writeSection(enc, "members", sortedValues(st.Members)),
 		writeSection(enc, "alerts", sortedValues(st.Alerts)),
 		writeSection(enc, "missed", missed),
 		writeSection(enc, "tasks", tasks),
-		writeSection(enc, "ledger", timeEntries(st.Ledger)),
+		writeSection(enc, "ledger", timeEntries(st.Ledger.All())),
 		writeSection(enc, "compensate", compensate),
 		writeSection(enc, "daily", daily),
 		writeSection(enc, "paused", sortedValues(st.Paused)),
 		writeDirectory(enc, st),
+		writeAudit(enc, st),
 		writeSection[int](enc, sectionEnd, nil),
 	)
 	if err != nil {
@@ -168,6 +170,23 @@ func writeDirectory(enc *gob.Encoder, st *state) error {
 	return writeSection(enc, "directory", entries)
 }
 
+// auditHead is the audit section's counters, written before its records.
+type auditHead struct {
+	Seq, Capped uint64
+}
+
+// writeAudit writes the audit sections only once a record was ever made,
+// for the same reason as writeDirectory.
+func writeAudit(enc *gob.Encoder, st *state) error {
+	if st.Audit.Seq == 0 {
+		return nil
+	}
+	return cmp.Or(
+		writeSection(enc, "audit_head", []auditHead{{Seq: st.Audit.Seq, Capped: st.Audit.Capped}}),
+		writeSection(enc, "audit", st.Audit.Records),
+	)
+}
+
 func sortedValues[V any](m map[string]V) []V {
 	out := make([]V, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
@@ -176,11 +195,12 @@ func sortedValues[V any](m map[string]V) []V {
 	return out
 }
 
-func timeEntries(m map[string]time.Time) []timeEntry {
-	out := make([]timeEntry, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, timeEntry{Key: k, At: m[k]})
+func timeEntries(m iter.Seq2[string, time.Time]) []timeEntry {
+	var out []timeEntry
+	for k, at := range m {
+		out = append(out, timeEntry{Key: k, At: at})
 	}
+	slices.SortFunc(out, func(a, b timeEntry) int { return cmp.Compare(a.Key, b.Key) })
 	return out
 }
 
@@ -223,7 +243,7 @@ func (f *FSM) Restore(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("read snapshot: %w", err)
 	}
-	for _, d := range st.Deliveries {
+	for _, d := range st.Deliveries.All() {
 		if d.State == StateClaimed && d.Claim == nil {
 			return fmt.Errorf("read snapshot: delivery %s is claimed without a claim", d.ID)
 		}
@@ -238,28 +258,57 @@ func (f *FSM) Restore(r io.Reader) error {
 	return nil
 }
 
+// stateV1 is the layout of a version-1 snapshot: the state as one JSON
+// document.
+type stateV1 struct {
+	Runs          map[string]*Run                 `json:"runs"`
+	Deliveries    map[string]*Delivery            `json:"deliveries"`
+	Cursors       map[string]time.Time            `json:"cursors"`
+	Members       map[string]Member               `json:"members"`
+	Alerts        map[string]*Alert               `json:"alerts"`
+	Missed        map[string]map[string][]string  `json:"missed"`
+	Tasks         map[string]*Task                `json:"tasks"`
+	Ledger        map[string]time.Time            `json:"ledger"`
+	Compensate    map[string]bool                 `json:"compensate"`
+	Paused        map[string]*Pause               `json:"paused,omitempty"`
+	Daily         map[string]map[string]*DayStats `json:"daily"`
+	Directory     *DirectoryRecord                `json:"directory,omitempty"`
+	DirectoryHeld *DirectoryRecord                `json:"directory_held,omitempty"`
+}
+
+// v1 is st in the version-1 layout (for tests: this build writes version 2).
+func (s *state) v1() stateV1 {
+	return stateV1{
+		Runs: s.Runs.toMap(), Deliveries: s.Deliveries.toMap(), Cursors: s.Cursors, Members: s.Members,
+		Alerts: s.Alerts, Missed: s.Missed, Tasks: s.Tasks.toMap(), Ledger: s.Ledger.toMap(),
+		Compensate: s.Compensate, Paused: s.Paused, Daily: s.Daily, Directory: s.Directory, DirectoryHeld: s.DirectoryHeld,
+	}
+}
+
 func readVersion1(r io.Reader, st *state) error {
-	if err := json.NewDecoder(r).Decode(st); err != nil {
+	var v stateV1
+	if err := json.NewDecoder(r).Decode(&v); err != nil {
 		return err
 	}
-	if st.Runs == nil || st.Deliveries == nil || st.Cursors == nil || st.Members == nil || st.Alerts == nil || st.Missed == nil {
+	if v.Runs == nil || v.Deliveries == nil || v.Cursors == nil || v.Members == nil || v.Alerts == nil || v.Missed == nil {
 		return errors.New("a section is missing")
 	}
-	// Sections added later are absent from older snapshots: start empty.
-	if st.Tasks == nil {
-		st.Tasks = map[string]*Task{}
+	st.Runs.fromMap(v.Runs)
+	st.Deliveries.fromMap(v.Deliveries)
+	st.Tasks.fromMap(v.Tasks)
+	st.Ledger.fromMap(v.Ledger)
+	st.Cursors, st.Members, st.Alerts, st.Missed = v.Cursors, v.Members, v.Alerts, v.Missed
+	st.Directory, st.DirectoryHeld = v.Directory, v.DirectoryHeld
+	// Sections added later are absent from older snapshots: start empty
+	// (newState made them).
+	if v.Compensate != nil {
+		st.Compensate = v.Compensate
 	}
-	if st.Ledger == nil {
-		st.Ledger = map[string]time.Time{}
+	if v.Daily != nil {
+		st.Daily = v.Daily
 	}
-	if st.Compensate == nil {
-		st.Compensate = map[string]bool{}
-	}
-	if st.Daily == nil {
-		st.Daily = map[string]map[string]*DayStats{}
-	}
-	if st.Paused == nil {
-		st.Paused = map[string]*Pause{}
+	if v.Paused != nil {
+		st.Paused = v.Paused
 	}
 	return nil
 }
@@ -269,10 +318,10 @@ func readVersion1(r io.Reader, st *state) error {
 // that a record omits (zero values) as they were.
 var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 	"runs": func(dec *gob.Decoder, st *state) error {
-		return readRecord(dec, func(r *Run) { st.Runs[r.Key] = r })
+		return readRecord(dec, func(r *Run) { st.Runs.Set(r.Key, r) })
 	},
 	"deliveries": func(dec *gob.Decoder, st *state) error {
-		return readRecord(dec, func(d *Delivery) { st.Deliveries[d.ID] = d })
+		return readRecord(dec, func(d *Delivery) { st.Deliveries.Set(d.ID, d) })
 	},
 	"cursors": func(dec *gob.Decoder, st *state) error {
 		return readRecord(dec, func(e *timeEntry) { st.Cursors[e.Key] = e.At })
@@ -292,10 +341,10 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 		})
 	},
 	"tasks": func(dec *gob.Decoder, st *state) error {
-		return readRecord(dec, func(t *Task) { st.Tasks[t.Key] = t })
+		return readRecord(dec, func(t *Task) { st.Tasks.Set(t.Key, t) })
 	},
 	"ledger": func(dec *gob.Decoder, st *state) error {
-		return readRecord(dec, func(e *timeEntry) { st.Ledger[e.Key] = e.At })
+		return readRecord(dec, func(e *timeEntry) { st.Ledger.Set(e.Key, e.At) })
 	},
 	"compensate": func(dec *gob.Decoder, st *state) error {
 		return readRecord(dec, func(id *string) { st.Compensate[*id] = true })
@@ -312,6 +361,12 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 				st.Directory = &r
 			}
 		})
+	},
+	"audit_head": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(h *auditHead) { st.Audit.Seq, st.Audit.Capped = h.Seq, h.Capped })
+	},
+	"audit": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(r *AuditRecord) { st.Audit.Records = append(st.Audit.Records, r) })
 	},
 	"daily": func(dec *gob.Decoder, st *state) error {
 		var e dayEntry
@@ -361,16 +416,6 @@ func readVersion2(r io.Reader, st *state) error {
 			return fmt.Errorf("section %q twice", sec.Name)
 		}
 		seen[sec.Name] = true
-		if n := min(sec.Count, 1<<24); n > 0 { // sized for what comes, within reason
-			switch sec.Name {
-			case "runs":
-				st.Runs = make(map[string]*Run, n)
-			case "deliveries":
-				st.Deliveries = make(map[string]*Delivery, n)
-			case "tasks":
-				st.Tasks = make(map[string]*Task, n)
-			}
-		}
 		for i := range sec.Count {
 			if err := read(dec, st); err != nil {
 				if errors.Is(err, io.EOF) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // busyLog applies round r of a workload that touches every part of the
@@ -31,7 +33,7 @@ func busyLog(b *fsmBundle, r int) {
 		if w == "dave" {
 			deadline = slot.Add(48 * time.Hour) // settled in the next round
 		}
-		nds = append(nds, NewDelivery{ID: DeliveryID(key, w), Recipient: w, Channel: "mock", Priority: PriorityNormal,
+		nds = append(nds, NewDelivery{ID: DeliveryID(key, w), Recipient: w, Channel: "mock", Priority: heraldtype.PriorityNormal,
 			Payload: []byte(`{"msgtype":"text","content":"` + w + `"}`), NotBefore: slot, Deadline: deadline,
 			Retry: []time.Duration{time.Minute}})
 	}
@@ -42,32 +44,32 @@ func busyLog(b *fsmBundle, r int) {
 		ids[i] = DeliveryID(key, w)
 	}
 	c := b.claim("n1", now, ids...)
-	res := make([]Result, len(c))
+	res := make([]Settlement, len(c))
 	for i, cl := range c {
-		res[i] = Result{ID: cl.ID, Seq: cl.Seq, Status: OutcomeSent, ProviderID: "p"}
+		res[i] = Settlement{ID: cl.ID, Seq: cl.Seq, Status: heraldtype.StatusSent, ProviderID: "p"}
 	}
 	// alice fails on odd days and is made good on even ones; bob is
 	// retried, then fails; carol is rate limited, then expires.
 	if r%2 == 1 {
-		res[0].Status, res[0].Code, res[0].Error = OutcomePermanent, fmt.Sprint(40000+r), "no"
+		res[0].Status, res[0].Code, res[0].Error = heraldtype.StatusPermanent, fmt.Sprint(40000+r), "no"
 	}
-	res[1].Status, res[1].Error = OutcomeRetryable, "busy"
-	res[2].Status, res[2].RetryAfter = OutcomeRateLimited, time.Minute
-	res[3].Status, res[3].RetryAfter = OutcomeRateLimited, time.Hour
+	res[1].Status, res[1].Error = heraldtype.StatusRetryable, "busy"
+	res[2].Status, res[2].RetryAfter = heraldtype.StatusRateLimited, time.Minute
+	res[3].Status, res[3].RetryAfter = heraldtype.StatusRateLimited, time.Hour
 	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: now.Add(time.Second), Results: res})
 	now = now.Add(2 * time.Minute)
 	c = b.claim("n1", now, ids[1])
-	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: now, Results: []Result{{ID: c[0].ID, Seq: c[0].Seq, Status: OutcomeRetryable, Error: "busy again"}}})
+	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: now, Results: []Settlement{{ID: c[0].ID, Seq: c[0].Seq, Status: heraldtype.StatusRetryable, Error: "busy again"}}})
 	b.apply(CmdExpire, Expire{IDs: ids, Now: slot.Add(2 * time.Hour)})
 	// dave of the day before: failed or sent now, into that day's figures.
 	if r > 0 {
 		prev := DeliveryID(RunKey("daily", slot.Add(-24*time.Hour)), "dave")
 		if c := b.claim("n1", now, prev); len(c) == 1 {
-			st := OutcomeSent
+			st := heraldtype.StatusSent
 			if r%3 == 0 {
-				st = OutcomePermanent
+				st = heraldtype.StatusPermanent
 			}
-			b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: now, Results: []Result{{ID: prev, Seq: c[0].Seq, Status: st, Code: fmt.Sprint(r)}}})
+			b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: now, Results: []Settlement{{ID: prev, Seq: c[0].Seq, Status: st, Code: fmt.Sprint(r)}}})
 		}
 	}
 	b.apply(CmdCompensated, Compensated{IDs: ids[:1]})
@@ -143,7 +145,7 @@ func persistV1(t testing.TB, f *FSM) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	require.NoError(t, enc.Encode(snapshotHeader{Version: 1, Applied: s.applied}))
-	require.NoError(t, enc.Encode(s.st))
+	require.NoError(t, enc.Encode(s.st.v1()))
 	return buf.Bytes()
 }
 

@@ -9,44 +9,52 @@ import (
 	"time"
 
 	"github.com/google/btree"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // state is the replicated state. Only Apply and Restore write it, under
 // the FSM's lock; records are replaced, never mutated (see record.go).
+//
+// Runs, deliveries, tasks and the ledger, which grow with the traffic,
+// are cowMaps: a snapshot captures them in constant time (see clone).
 type state struct {
-	Runs       map[string]*Run      `json:"runs"`
-	Deliveries map[string]*Delivery `json:"deliveries"`
-	Cursors    map[string]time.Time `json:"cursors"`
-	Members    map[string]Member    `json:"members"`
-	Alerts     map[string]*Alert    `json:"alerts"`
+	Runs       cowMap[*Run]
+	Deliveries cowMap[*Delivery]
+	Cursors    map[string]time.Time
+	Members    map[string]Member
+	Alerts     map[string]*Alert
 	// Missed maps rule → recipient → earlier slots (RFC 3339) whose delivery
 	// finally failed and has not been made good by a later sent one.
-	Missed map[string]map[string][]string `json:"missed"`
+	Missed map[string]map[string][]string
 	// Tasks are the API tasks by key.
-	Tasks map[string]*Task `json:"tasks"`
+	Tasks cowMap[*Task]
 	// Ledger remembers the run keys of runs pruned by retention, with
 	// their slot (or the time they fired, if later), so that a slot or a
 	// task key never fires twice.
-	Ledger map[string]time.Time `json:"ledger"`
+	Ledger cowMap[time.Time]
 	// Compensate holds the ids of deliveries that ended failed or expired
 	// and whose rule's on_failed has not run yet.
-	Compensate map[string]bool `json:"compensate"`
+	Compensate map[string]bool
 	// Paused holds the paused rules (PauseRule); their pending deliveries
 	// are left out of the due index until ResumeRule.
-	Paused map[string]*Pause `json:"paused,omitempty"`
+	Paused map[string]*Pause
 	// Daily keeps per date (in the run's zone) and rule the aggregates
 	// that outlive pruned deliveries.
-	Daily map[string]map[string]*DayStats `json:"daily"`
+	Daily map[string]map[string]*DayStats
 	// Directory is the directory snapshot in force (directory.go);
 	// DirectoryHeld a refresh held for an operator's confirmation. Both
 	// nil until a directory is configured.
-	Directory     *DirectoryRecord `json:"directory,omitempty"`
-	DirectoryHeld *DirectoryRecord `json:"directory_held,omitempty"`
+	Directory     *DirectoryRecord
+	DirectoryHeld *DirectoryRecord
+	// Audit is the trail of accepted API writes (audit.go); only in
+	// version-2 snapshots.
+	Audit auditState
 
 	// due indexes pending and claimed deliveries by when the executor must
 	// look at them next, one tree per priority. Derived: rebuilt on restore,
 	// never snapshotted.
-	due [PriorityLow + 1]*btree.BTreeG[dueItem]
+	due [heraldtype.PriorityLow + 1]*btree.BTreeG[dueItem]
 	// byRun lists delivery ids per run. Derived as well.
 	byRun map[string][]string
 	// taskQueue holds pending tasks by due time; taskIndex all tasks.
@@ -77,14 +85,10 @@ func dueLessCmp(at time.Time, id string, bt time.Time, bid string) int {
 
 func newState() *state {
 	s := &state{
-		Runs:       map[string]*Run{},
-		Deliveries: map[string]*Delivery{},
 		Cursors:    map[string]time.Time{},
 		Members:    map[string]Member{},
 		Alerts:     map[string]*Alert{},
 		Missed:     map[string]map[string][]string{},
-		Tasks:      map[string]*Task{},
-		Ledger:     map[string]time.Time{},
 		Compensate: map[string]bool{},
 		Daily:      map[string]map[string]*DayStats{},
 		Paused:     map[string]*Pause{},
@@ -107,12 +111,12 @@ func (s *state) initIndexes() {
 // order: a b-tree fills about twice as fast so as at random.
 func (s *state) reindex() {
 	s.initIndexes()
-	var due [PriorityLow + 1][]dueItem
-	for id, d := range s.Deliveries {
+	var due [heraldtype.PriorityLow + 1][]dueItem
+	for id, d := range s.Deliveries.All() {
 		if at := d.dueAt(); !at.IsZero() && !s.held(d) {
 			p := d.Priority
-			if p < PriorityHigh || p > PriorityLow {
-				p = PriorityLow
+			if p < heraldtype.PriorityHigh || p > heraldtype.PriorityLow {
+				p = heraldtype.PriorityLow
 			}
 			due[p] = append(due[p], dueItem{at, id})
 		}
@@ -128,8 +132,8 @@ func (s *state) reindex() {
 		dueItem
 		pending bool
 	}
-	tasks := make([]taskItem, 0, len(s.Tasks))
-	for k, t := range s.Tasks {
+	tasks := make([]taskItem, 0, s.Tasks.Len())
+	for k, t := range s.Tasks.All() {
 		tasks = append(tasks, taskItem{dueItem{t.DueAt, k}, t.State == TaskPending})
 	}
 	slices.SortFunc(tasks, func(a, b taskItem) int { return dueLessCmp(a.at, a.id, b.at, b.id) })
@@ -153,7 +157,7 @@ func (s *state) reindex() {
 			s.taskQueue.ReplaceOrInsert(it.dueItem)
 		}
 	}
-	for k, r := range s.Runs {
+	for k, r := range s.Runs.All() {
 		if r.State == RunPlanning {
 			s.planning[k] = true
 		}
@@ -165,23 +169,23 @@ func sortDue(items []dueItem) {
 }
 
 // dueTree is the due index of priority p (unknown priorities go last).
-func (s *state) dueTree(p Priority) *btree.BTreeG[dueItem] {
-	if p < PriorityHigh || p > PriorityLow {
-		p = PriorityLow
+func (s *state) dueTree(p heraldtype.Priority) *btree.BTreeG[dueItem] {
+	if p < heraldtype.PriorityHigh || p > heraldtype.PriorityLow {
+		p = heraldtype.PriorityLow
 	}
 	return s.due[p]
 }
 
 // putDelivery stores d, keeping the due index in step with it.
 func (s *state) putDelivery(d *Delivery) {
-	if old, ok := s.Deliveries[d.ID]; ok {
+	if old, ok := s.Deliveries.Get(d.ID); ok {
 		if at := old.dueAt(); !at.IsZero() {
 			s.dueTree(old.Priority).Delete(dueItem{at, old.ID}) // a no-op for a held one
 		}
 	} else {
 		s.byRun[d.RunKey] = append(s.byRun[d.RunKey], d.ID)
 	}
-	s.Deliveries[d.ID] = d
+	s.Deliveries.Set(d.ID, d)
 	// A paused rule's pending deliveries stay out of the index: the
 	// executor neither sends them nor wakes up for them until resume.
 	if at := d.dueAt(); !at.IsZero() && !s.held(d) {
@@ -191,7 +195,7 @@ func (s *state) putDelivery(d *Delivery) {
 
 // putRun stores r, keeping the planning index in step with it.
 func (s *state) putRun(r *Run) {
-	s.Runs[r.Key] = r
+	s.Runs.Set(r.Key, r)
 	if r.State == RunPlanning {
 		s.planning[r.Key] = true
 	} else {
@@ -201,19 +205,21 @@ func (s *state) putRun(r *Run) {
 
 // putTask stores t, keeping the task indexes in step with it.
 func (s *state) putTask(t *Task) {
-	if old, ok := s.Tasks[t.Key]; ok {
+	if old, ok := s.Tasks.Get(t.Key); ok {
 		s.taskQueue.Delete(dueItem{old.DueAt, old.Key})
 		s.taskIndex.Delete(dueItem{old.DueAt, old.Key})
 	}
-	s.Tasks[t.Key] = t
+	s.Tasks.Set(t.Key, t)
 	s.taskIndex.ReplaceOrInsert(dueItem{t.DueAt, t.Key})
 	if t.State == TaskPending {
 		s.taskQueue.ReplaceOrInsert(dueItem{t.DueAt, t.Key})
 	}
 }
 
-// clone returns a shallow copy whose maps can be read while s changes:
-// records are immutable, so copying the maps of pointers is enough.
+// clone returns a shallow copy that can be read while s changes: records
+// are immutable, so the maps of pointers are enough. The big ones are
+// frozen in constant time (cowMap); the small ones copied. It must not
+// take long: raft holds off Apply while it runs (BenchmarkSnapshotCapture).
 func (s *state) clone() *state {
 	missed := make(map[string]map[string][]string, len(s.Missed))
 	for r, m := range s.Missed {
@@ -224,20 +230,22 @@ func (s *state) clone() *state {
 		daily[d] = maps.Clone(m)
 	}
 	return &state{
-		Runs:       maps.Clone(s.Runs),
-		Deliveries: maps.Clone(s.Deliveries),
+		Runs:       s.Runs.freeze(),
+		Deliveries: s.Deliveries.freeze(),
 		Cursors:    maps.Clone(s.Cursors),
 		Members:    maps.Clone(s.Members),
 		Alerts:     maps.Clone(s.Alerts),
 		Missed:     missed,
-		Tasks:      maps.Clone(s.Tasks),
-		Ledger:     maps.Clone(s.Ledger),
+		Tasks:      s.Tasks.freeze(),
+		Ledger:     s.Ledger.freeze(),
 		Compensate: maps.Clone(s.Compensate),
 		Daily:      daily,
 		Paused:     maps.Clone(s.Paused),
 		// Records are replaced, never mutated: the pointers are enough.
 		Directory:     s.Directory,
 		DirectoryHeld: s.DirectoryHeld,
+		// Records are only appended or re-sliced: the header is enough.
+		Audit: s.Audit,
 		// Lazily copied on write; Persist writes the tasks in its order.
 		taskIndex: s.taskIndex.Clone(),
 	}

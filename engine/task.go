@@ -181,16 +181,16 @@ func (a applier) submitTask(c SubmitTask) any {
 	if c.Key == "" || c.Rule == "" || c.DueAt.IsZero() {
 		return errors.New("submit task: key, rule and due_at are required")
 	}
-	if old, ok := a.st.Tasks[c.Key]; ok {
+	if old, ok := a.st.Tasks.Get(c.Key); ok {
 		if diff := old.differences(c); len(diff) > 0 {
 			return &TaskConflictError{Key: c.Key, Differences: diff}
 		}
 		return SubmitResult{Task: old}
 	}
-	if at, ok := a.st.Ledger[TaskRunKey(c.Key)]; ok {
+	if at, ok := a.st.Ledger.Get(TaskRunKey(c.Key)); ok {
 		return fmt.Errorf("%w: task %q fired for %s and was pruned since; choose a new key", ErrTaskKeyUsed, c.Key, at.Format(time.RFC3339))
 	}
-	if _, ok := a.st.Runs[TaskRunKey(c.Key)]; ok {
+	if _, ok := a.st.Runs.Get(TaskRunKey(c.Key)); ok {
 		// A run of this key without a task record (older logs): the task
 		// could never fire.
 		return fmt.Errorf("%w: run %s exists; choose a new key", ErrTaskKeyUsed, TaskRunKey(c.Key))
@@ -202,7 +202,7 @@ func (a applier) submitTask(c SubmitTask) any {
 }
 
 func (a applier) cancelTask(c CancelTask) any {
-	t, ok := a.st.Tasks[c.Key]
+	t, ok := a.st.Tasks.Get(c.Key)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNoTask, c.Key)
 	}
@@ -216,7 +216,7 @@ func (a applier) cancelTask(c CancelTask) any {
 		ids := a.st.byRun[TaskRunKey(t.Key)]
 		attempted := false
 		for _, id := range ids {
-			d := a.st.Deliveries[id]
+			d := a.st.Deliveries.At(id)
 			if d.Digest != "" {
 				states["in digest"]++ // its message is already folded into another
 				attempted = true
@@ -229,7 +229,7 @@ func (a applier) cancelTask(c CancelTask) any {
 			return &TaskFiredError{Task: t, States: states}
 		}
 		for _, id := range ids {
-			nd := *a.st.Deliveries[id]
+			nd := *a.st.Deliveries.At(id)
 			nd.State, nd.EndedAt, nd.LastError = StateCancelled, c.Now, "task cancelled"
 			a.st.putDelivery(&nd)
 			a.count(&nd)
@@ -248,7 +248,7 @@ func (a applier) cancelTask(c CancelTask) any {
 
 // fireTask marks the task of a starting run fired, or says why it cannot.
 func (a applier) fireTask(c StartRun) error {
-	t, ok := a.st.Tasks[c.TaskKey]
+	t, ok := a.st.Tasks.Get(c.TaskKey)
 	if !ok {
 		if c.Rule == "" {
 			return fmt.Errorf("%w: %q", ErrNoTask, c.TaskKey)
@@ -268,7 +268,7 @@ func (a applier) fireTask(c StartRun) error {
 func (f *FSM) Task(key string) (*Task, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	t, ok := f.st.Tasks[key]
+	t, ok := f.st.Tasks.Get(key)
 	return t, ok
 }
 
@@ -282,7 +282,7 @@ func (f *FSM) DueTasks(now time.Time, limit int) []*Task {
 		if it.at.After(now) || len(out) >= limit {
 			return false
 		}
-		out = append(out, f.st.Tasks[it.id])
+		out = append(out, f.st.Tasks.At(it.id))
 		return true
 	})
 	return out
@@ -329,7 +329,7 @@ func (f *FSM) ListTasks(flt TaskFilter) ([]*Task, bool) {
 		if !flt.From.IsZero() && it.at.Before(flt.From) {
 			return true
 		}
-		t := f.st.Tasks[it.id]
+		t := f.st.Tasks.At(it.id)
 		if (flt.Rule != "" && t.Rule != flt.Rule) || (flt.State != 0 && t.State != flt.State) {
 			return true
 		}

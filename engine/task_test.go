@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 func TestSubmitTaskIdempotentByKey(t *testing.T) {
@@ -115,8 +117,8 @@ func TestPruneKeepsLedgerAndAggregates(t *testing.T) {
 	b := setupFSM(t)
 	key := b.planned("daily", "alice", "bob")
 	c := b.claim("n1", t0, DeliveryID(key, "alice"), DeliveryID(key, "bob"))
-	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0.Add(3 * time.Second), Results: []Result{
-		{ID: c[0].ID, Seq: c[0].Seq, Status: OutcomeSent}, {ID: c[1].ID, Seq: c[1].Seq, Status: OutcomeSent}}})
+	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0.Add(3 * time.Second), Results: []Settlement{
+		{ID: c[0].ID, Seq: c[0].Seq, Status: heraldtype.StatusSent}, {ID: c[1].ID, Seq: c[1].Seq, Status: heraldtype.StatusSent}}})
 	b.apply(CmdSubmitTask, SubmitTask{Key: "k", Rule: "r", DueAt: t0, Now: t0})
 	b.apply(CmdCancelTask, CancelTask{Key: "k", Now: t0})
 
@@ -180,11 +182,11 @@ func TestCancelTooLateCountsEveryDelivery(t *testing.T) {
 	require.Nil(t, b.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: t0, TaskKey: "k", Now: t0}))
 	var nds []NewDelivery
 	for _, who := range []string{"alice", "bob", "carol"} {
-		nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: "mock", Priority: PriorityNormal, NotBefore: t0, Deadline: t0.Add(time.Hour)})
+		nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: "mock", Priority: heraldtype.PriorityNormal, NotBefore: t0, Deadline: t0.Add(time.Hour)})
 	}
 	require.Equal(t, 3, b.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds}))
 	c := b.claim("n1", t0, DeliveryID(key, "alice"))
-	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Result{{ID: c[0].ID, Seq: c[0].Seq, Status: OutcomeSent}}})
+	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Settlement{{ID: c[0].ID, Seq: c[0].Seq, Status: heraldtype.StatusSent}}})
 
 	err, _ := b.apply(CmdCancelTask, CancelTask{Key: "k", Now: t0}).(error)
 	var fired *TaskFiredError
@@ -244,7 +246,7 @@ func TestPruneForgetsOldMissedSlots(t *testing.T) {
 	b := setupFSM(t)
 	key := b.planned("daily", "alice")
 	c := b.claim("n1", t0, DeliveryID(key, "alice"))
-	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Result{{ID: c[0].ID, Seq: c[0].Seq, Status: OutcomePermanent}}})
+	b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Settlement{{ID: c[0].ID, Seq: c[0].Seq, Status: heraldtype.StatusPermanent}}})
 	require.Len(t, b.fsm.Missed("daily")["alice"], 1)
 
 	res := b.apply(CmdPrune, Prune{Before: t0, LedgerBefore: t0.Add(-time.Hour), Now: t0}).(PruneResult)

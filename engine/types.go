@@ -18,41 +18,6 @@ var DefaultRetry = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minut
 // ErrNotLeader is returned by a Replicator on a node that does not lead.
 var ErrNotLeader = errors.New("not the leader")
 
-// Priority orders due deliveries; lower numbers go first.
-type Priority uint8
-
-// Append-only: priorities are replicated.
-const (
-	PriorityHigh   Priority = 1
-	PriorityNormal Priority = 2
-	PriorityLow    Priority = 3
-)
-
-// ParsePriority reads "high", "normal" (or "") and "low".
-func ParsePriority(s string) (Priority, error) {
-	switch s {
-	case "high":
-		return PriorityHigh, nil
-	case "normal", "":
-		return PriorityNormal, nil
-	case "low":
-		return PriorityLow, nil
-	}
-	return 0, fmt.Errorf("priority %q: want high, normal or low", s)
-}
-
-func (p Priority) String() string {
-	switch p {
-	case PriorityHigh:
-		return "high"
-	case PriorityNormal:
-		return "normal"
-	case PriorityLow:
-		return "low"
-	}
-	return fmt.Sprintf("priority(%d)", uint8(p))
-}
-
 // Stagger spreads a run's deliveries so that 1,000 reports do not leave at
 // 9:00:00 sharp. Either Jitter, or Batches with Spacing; zero value: none.
 type Stagger struct {

@@ -14,20 +14,21 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // refusingSender sends to everyone but refuse, whose messages fail for
 // good (WeCom's "userid not found").
 type refusingSender struct{ refuse string }
 
-func (refusingSender) Admit(string, string, engine.Priority, time.Time) time.Duration { return 0 }
+func (refusingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration { return 0 }
 
-func (s refusingSender) Send(_ context.Context, _ string, batch []engine.Outgoing) ([]engine.Outcome, error) {
-	out := make([]engine.Outcome, len(batch))
+func (s refusingSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
+	out := make([]heraldtype.Result, len(batch))
 	for i, m := range batch {
-		out[i] = engine.Outcome{ID: m.ID, Status: engine.OutcomeSent, ProviderID: "msg-" + m.ID}
+		out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusSent, ProviderID: "msg-" + m.ID}
 		if m.Recipient == s.refuse {
-			out[i] = engine.Outcome{ID: m.ID, Status: engine.OutcomePermanent, Code: "60111", Error: "userid not found"}
+			out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusPermanent, Code: "60111", Error: "userid not found"}
 		}
 	}
 	return out, nil

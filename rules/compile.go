@@ -19,6 +19,7 @@ import (
 	"github.com/yuin/gopher-lua/parse"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/schedule"
 )
 
@@ -345,7 +346,7 @@ func (c *compiled) readFields(t *lua.LTable, sb *sandbox, lines map[string]int, 
 	if err != nil {
 		return err
 	}
-	if r.Priority, err = engine.ParsePriority(p); err != nil {
+	if r.Priority, err = heraldtype.ParsePriority(p); err != nil {
 		return fail(keyPriority, "%v", err)
 	}
 	if r.Deadline, err = dur(keyDeadline); err != nil {

@@ -16,31 +16,32 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // recordingSender sends everything and remembers it.
 type recordingSender struct {
 	mu   sync.Mutex
-	sent []engine.Outgoing
+	sent []heraldtype.Message
 }
 
-func (*recordingSender) Admit(string, string, engine.Priority, time.Time) time.Duration { return 0 }
+func (*recordingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration { return 0 }
 
-func (s *recordingSender) Send(_ context.Context, _ string, batch []engine.Outgoing) ([]engine.Outcome, error) {
+func (s *recordingSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]engine.Outcome, len(batch))
+	out := make([]heraldtype.Result, len(batch))
 	for i, m := range batch {
 		s.sent = append(s.sent, m)
-		out[i] = engine.Outcome{ID: m.ID, Status: engine.OutcomeSent, ProviderID: "msg-" + m.ID}
+		out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusSent, ProviderID: "msg-" + m.ID}
 	}
 	return out, nil
 }
 
-func (s *recordingSender) all() []engine.Outgoing {
+func (s *recordingSender) all() []heraldtype.Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]engine.Outgoing(nil), s.sent...)
+	return append([]heraldtype.Message(nil), s.sent...)
 }
 
 // TestFollowUpDigestThroughLeader: the example follow_up, run by the

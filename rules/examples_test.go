@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/calendar"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 var salespeople = []string{"lina", "wangfang", "liuyang", "chenjing", "zhaolei"}
@@ -185,7 +186,7 @@ func TestExampleBirthday(t *testing.T) {
 	s := examples(t)
 	ctx := context.Background()
 	r := ruleNamed(t, s, "birthday")
-	require.Equal(t, engine.PriorityHigh, r.Priority)
+	require.Equal(t, heraldtype.PriorityHigh, r.Priority)
 	require.Equal(t, 4*time.Hour, r.Deadline)
 
 	at := func(date string) time.Time { return mustTime(t, date+"T08:00:00+08:00") }

@@ -50,6 +50,9 @@ type nodeConfig struct {
 	// before it (default 1m, at most 10m, 0s at the slot), so that its
 	// first message leaves at the slot.
 	PlanAhead string `yaml:"plan_ahead"`
+	// AuditRetention is how long the audit trail keeps a record (a
+	// duration; default 90 days, engine.AuditRetentionDefault).
+	AuditRetention string `yaml:"audit_retention"`
 	// Channels are the channel instances by name: {plugin: NAME, ...the
 	// plugin's own keys}. Values may reference ${ENV} variables (secrets).
 	Channels map[string]map[string]any `yaml:"channels"`
@@ -107,6 +110,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"peers", "peers", "the other members' HTTP addresses (comma separated), asked before bootstrapping an empty data dir", &c.Peers, nil},
 		{"display_timezone", "display-timezone", "zone of the times shown to people: alert texts, dashboard (IANA name; default the machine's zone)", &c.DisplayTimezone, nil},
 		{"plan_ahead", "plan-ahead", "plan and replicate a scheduled slot this long before it (default 1m, at most 10m; 0s: at the slot)", &c.PlanAhead, nil},
+		{"audit_retention", "audit-retention", "keep audit records this long (default 2160h: 90 days)", &c.AuditRetention, nil},
 		{"raft_timeouts", "raft-timeouts", "Raft failure detection: lan (default), wan, or heartbeat=D,election=D,lease=D", &c.RaftTimeouts, nil},
 		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty", &c.PprofAddr, nil},
 	}
@@ -243,6 +247,9 @@ func (c *nodeConfig) validate() error {
 	if _, err := parsePlanAhead(c.PlanAhead); err != nil {
 		return fmt.Errorf("config: plan_ahead %q: %w", c.PlanAhead, err)
 	}
+	if _, err := parseAuditRetention(c.AuditRetention); err != nil {
+		return fmt.Errorf("config: audit_retention %q: %w", c.AuditRetention, err)
+	}
 	if _, err := parseRaftTimeouts(c.RaftTimeouts); err != nil {
 		return fmt.Errorf("config: raft_timeouts %q: %w", c.RaftTimeouts, err)
 	}
@@ -371,6 +378,20 @@ func (c *nodeConfig) peerList() []string {
 		}
 	}
 	return out
+}
+
+// parseAuditRetention reads audit_retention: "" is the default, else a
+// duration of at least a day (a shorter trail would be gone before anyone
+// looked).
+func parseAuditRetention(s string) (time.Duration, error) {
+	if s == "" {
+		return engine.AuditRetentionDefault, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 24*time.Hour {
+		return 0, errors.New("want a duration of at least 24h, such as 2160h (90 days)")
+	}
+	return d, nil
 }
 
 // planAheadDefault is plan_ahead when it is not set.

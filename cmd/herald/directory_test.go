@@ -18,6 +18,7 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/schedule"
 	"github.com/heraldhq/herald/plugins/wecom"
 	"github.com/heraldhq/herald/plugins/wecomfake"
@@ -74,11 +75,11 @@ func (c *testClock) set(t time.Time) {
 
 type okSender struct{}
 
-func (okSender) Admit(string, string, engine.Priority, time.Time) time.Duration { return 0 }
-func (okSender) Send(_ context.Context, _ string, batch []engine.Outgoing) ([]engine.Outcome, error) {
-	out := make([]engine.Outcome, len(batch))
+func (okSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration { return 0 }
+func (okSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
+	out := make([]heraldtype.Result, len(batch))
 	for i, o := range batch {
-		out[i] = engine.Outcome{ID: o.ID, Status: engine.OutcomeSent}
+		out[i] = heraldtype.Result{ID: o.ID, Status: heraldtype.StatusSent}
 	}
 	return out, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/calendar"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/schedule"
 	"github.com/heraldhq/herald/plugins/host"
 	"github.com/heraldhq/herald/rules"
@@ -168,7 +169,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
 			People: n.rules, DisplayTimezone: zone.String(), Tokens: cfg.apiTokens,
-			PeerSignedFunc: n.raft.PeerSigned,
+			PeerSignedFunc: n.raft.PeerSigned, Forwarding: n.raft,
 			Directory: &api.DirectoryConfig{
 				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
 				Refresh: func() {
@@ -207,7 +208,8 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return n, err
 	}
 
-	planAhead, _ := parsePlanAhead(cfg.PlanAhead) // validated by load
+	planAhead, _ := parsePlanAhead(cfg.PlanAhead)                // validated by load
+	auditRetention, _ := parseAuditRetention(cfg.AuditRetention) // validated by load
 	planSeconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herald_plan_seconds",
 		Help:    "Time this node, as leader, took to plan a run: phase evaluate (the rule) or replicate (its deliveries through Raft).",
@@ -218,7 +220,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		RulesChanged: n.rules.Changed(), Logger: log,
 		ScheduleFunc: scheduleFunc, DisplayZone: zone, DirectoryRefresh: n.dirRefresh,
-		PlanAhead: planAhead,
+		PlanAhead: planAhead, AuditRetention: auditRetention,
 		PlanObserver: func(t engine.PlanTiming) {
 			planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
 			planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
@@ -284,7 +286,7 @@ func (n *node) status() api.Status {
 		NodeID: cs.NodeID, LeaderID: cs.LeaderID, State: cs.State, Term: cs.Term,
 		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(), FSMVersion: cs.FSMVersion, Build: cs.Build,
 		DisplayTimezone: n.zone.String(),
-		Members:         []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{},
+		Members:         []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []heraldtype.ChannelStatus{},
 	}
 	for _, m := range cs.Members {
 		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader,
@@ -308,9 +310,7 @@ func (n *node) status() api.Status {
 		}
 		st.Rules = append(st.Rules, rs)
 	}
-	for _, c := range n.host.Status() {
-		st.Channels = append(st.Channels, api.ChannelStatus{Name: c.Name, Plugin: c.Plugin, Healthy: c.Healthy, Error: c.Error})
-	}
+	st.Channels = append(st.Channels, n.host.Status()...)
 	return st
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 func TestDeliveriesListRecipient(t *testing.T) {
@@ -26,11 +27,11 @@ func TestDeliveriesListRecipient(t *testing.T) {
 		nd("lina", `李娜，今日日报\n请在 18:00 前提交`), nd("zhangwei", "张伟，今日日报")}})
 	id := engine.DeliveryID(key, "lina")
 	c := node.apply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: slot, Timeout: time.Minute}).(engine.ClaimResult)
-	node.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: slot.Add(time.Second), Results: []engine.Result{
-		{ID: id, Seq: c.Claimed[0].Seq, Status: engine.OutcomeRetryable, Code: "-1", Error: "system busy"}}})
+	node.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: slot.Add(time.Second), Results: []engine.Settlement{
+		{ID: id, Seq: c.Claimed[0].Seq, Status: heraldtype.StatusRetryable, Code: "-1", Error: "system busy"}}})
 	c = node.apply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: slot.Add(2 * time.Minute), Timeout: time.Minute}).(engine.ClaimResult)
-	node.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: slot.Add(2*time.Minute + time.Second), Results: []engine.Result{
-		{ID: id, Seq: c.Claimed[0].Seq, Status: engine.OutcomeSent}}})
+	node.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: slot.Add(2*time.Minute + time.Second), Results: []engine.Settlement{
+		{ID: id, Seq: c.Claimed[0].Seq, Status: heraldtype.StatusSent}}})
 
 	out, err := runHerald(t, "deliveries", "list", "--addr", addr, "--recipient", "lina", "--date", date)
 	require.NoError(t, err)

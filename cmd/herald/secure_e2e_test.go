@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/cluster"
+	"github.com/heraldhq/herald/engine/api"
 )
 
 // The secret the secure e2e cluster shares, passed by ${ENV} reference.
@@ -210,6 +212,54 @@ func TestSecureCluster(t *testing.T) {
 	require.Error(t, err, out)
 	require.Contains(t, out, "HTTP 403", out)
 
+	// The audit trail: each accepted submit once, under its token's name;
+	// the one sent to a follower names the client and the follower it came
+	// through (vouched for with the cluster secret), not the follower as
+	// the client. The refused ones are not there. Reading it takes admin.
+	audit := func(token string, via *agentProc, args ...string) (string, error) {
+		return cliAs(token, append([]string{"audit", "--addr", via.http, "--ca", ca}, args...)...)
+	}
+	var trail api.AuditResponse
+	eventually(t, 30*time.Second, "both submits in the trail, on a third node", func() bool {
+		out, err := audit(admin, n3, "--json", "--action", "task.submit")
+		if err != nil || json.Unmarshal([]byte(out), &trail) != nil {
+			return false
+		}
+		return len(trail.Records) >= 2
+	})
+	byKey := map[string][]api.AuditView{}
+	for _, r := range trail.Records {
+		byKey[r.Target] = append(byKey[r.Target], r)
+	}
+	forwarded := 0
+	for _, via := range []*agentProc{n1, n2} {
+		recs := byKey["k-"+via.id]
+		require.Len(t, recs, 1, "one record per accepted write, none for the refused: %+v", trail.Records)
+		r := recs[0]
+		require.Equal(t, "ops", r.Actor)
+		require.Equal(t, "operate", r.Role)
+		require.Equal(t, "127.0.0.1", r.Remote)
+		require.Equal(t, 201, r.Status)
+		if r.Node != via.id {
+			require.Equal(t, via.id, r.Via, "forwarded by %s to %s: the client's write, through %s", via.id, r.Node, via.id)
+			forwarded++
+		} else {
+			require.Empty(t, r.Via)
+		}
+	}
+	require.Equal(t, 1, forwarded, "one of the two was sent to a follower (unless leadership moved between them)")
+	for _, token := range []string{read, operate} {
+		out, err = audit(token, n2)
+		require.Error(t, err, out)
+		require.Contains(t, out, "HTTP 403", out)
+	}
+	out, err = audit(admin, n2, "--limit", "1", "--tz", "Asia/Shanghai")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "TIME (Asia/Shanghai)")
+	require.Contains(t, out, "+08:00")
+	require.Contains(t, out, "more: herald audit --cursor ")
+	auditSeen := out
+
 	// The rogue takeover of issue 8, step one: a stranger runs an agent
 	// and joins through a member. Every variant fails there, and the agent
 	// exits with the reason.
@@ -293,6 +343,10 @@ func TestSecureCluster(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode, path)
 		seen.Write(b)
 	}
+	out, err = audit(admin, n1, "--json", "--limit", "1000")
+	require.NoError(t, err, out)
+	seen.WriteString(out)
+	seen.WriteString(auditSeen)
 	c.stopAll()
 	for _, n := range c.nodes {
 		seen.WriteString(c.logOf(n))

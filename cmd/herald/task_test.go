@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/enginetest"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // The task, alerts and `rules fire` commands run in-process against a real
@@ -217,7 +218,7 @@ func send(t *testing.T, node *cliNode, id string) {
 	t.Helper()
 	c := node.apply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: cliNow, Timeout: time.Minute}).(engine.ClaimResult)
 	require.Len(t, c.Claimed, 1)
-	node.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: cliNow, Results: []engine.Result{{ID: id, Seq: c.Claimed[0].Seq, Status: engine.OutcomeSent}}})
+	node.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: cliNow, Results: []engine.Settlement{{ID: id, Seq: c.Claimed[0].Seq, Status: heraldtype.StatusSent}}})
 }
 
 func TestTaskGetCmd(t *testing.T) {

@@ -83,8 +83,12 @@ type Identity struct {
 	Actor string
 	// Role is what the actor may do.
 	Role Role
-	// Remote is the client's address (host), as this node sees it.
+	// Remote is the client's address (host): as this node sees it, or as
+	// the member that forwarded the request vouched.
 	Remote string
+	// Via is the member that forwarded the request and vouched for the
+	// caller (with the cluster secret); "" when the client called here.
+	Via string
 }
 
 type identityKey struct{}
@@ -101,6 +105,8 @@ func IdentityFrom(ctx context.Context) (Identity, bool) {
 // the most specific one wins, as in the mux. A new endpoint needs an entry
 // here only when it needs another role than its method's default.
 var roleOverrides = map[string]Role{
+	// Who did what, from where: see audit.go.
+	"GET /v1/audit": RoleAdmin,
 	// Membership: anyone who may change it may take the cluster over.
 	"POST /v1/cluster/":   RoleAdmin,
 	"PUT /v1/cluster/":    RoleAdmin,
@@ -140,6 +146,7 @@ func RouteRole(r *http.Request) Role {
 type authenticator struct {
 	tokens     []tokenHash
 	peerSigned func(*http.Request) bool
+	forwarding Forwarding
 }
 
 type tokenHash struct {
@@ -183,6 +190,13 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		need := RouteRole(r)
 		id := Identity{Actor: ActorAnonymous, Remote: remoteHost(r)}
+		// A write forwarded by a member that vouches for its caller with
+		// the cluster secret: the client's address is the one the member
+		// saw, and without tokens its verdict on loopback holds.
+		vouched, via, isVouched := callerOf(a.forwarding, r)
+		if isVouched {
+			id.Remote, id.Via = vouched.Remote, vouched.Via
+		}
 		switch {
 		case len(a.tokens) == 0:
 			// No tokens: anyone reads, only this machine writes. A
@@ -190,6 +204,8 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 			// fake (headers can be), and it is what `herald dev` and a
 			// single-machine install need.
 			switch {
+			case isVouched:
+				id.Actor, id.Role = vouched.Actor, vouched.Role
 			case isLoopback(r.RemoteAddr):
 				id.Actor, id.Role = ActorLoopback, RoleAdmin
 			case need > RoleRead && a.peerSigned != nil && a.peerSigned(r):
@@ -202,9 +218,9 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 			if need > id.Role {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
 				writeAuthError(w, http.StatusUnauthorized, authLoopback, fmt.Sprintf(
-					"%s %s: this node has no API tokens, so it accepts writes from its own machine (loopback) only; "+
+					"%s %s: this node has no API tokens, so it accepts writes from its own machine (loopback) only%s; "+
 						"configure `tokens:` (name, role, token) on every node and send Authorization: Bearer TOKEN (herald --token, HERALD_TOKEN)",
-					r.Method, r.URL.Path))
+					r.Method, r.URL.Path, notVouched(via)))
 				return
 			}
 		case need == RolePublic:
@@ -232,6 +248,9 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 				return
 			}
 			id.Actor, id.Role = t.name, t.role
+		}
+		if a.forwarding != nil {
+			a.forwarding.Vouch(r, encodeCaller(id))
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 	})

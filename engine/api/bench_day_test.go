@@ -12,6 +12,7 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/enginetest"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // benchDay fills a state with a day of 100,000 deliveries (sent with
@@ -39,11 +40,11 @@ func benchDay(b *testing.B) http.Handler {
 		n.MustApply(b, engine.CmdFinishPlan, engine.FinishPlan{RunKey: key, Now: at})
 		for c := 0; c < len(ids); c += 1000 {
 			cl := n.MustApply(b, engine.CmdClaim, engine.ClaimDeliveries{IDs: ids[c : c+1000], Leader: "n1", Now: at, Timeout: time.Hour}).(engine.ClaimResult)
-			res := make([]engine.Result, len(cl.Claimed))
+			res := make([]engine.Settlement, len(cl.Claimed))
 			for i, x := range cl.Claimed {
-				res[i] = engine.Result{ID: x.ID, Seq: x.Seq, Status: engine.OutcomeSent}
+				res[i] = engine.Settlement{ID: x.ID, Seq: x.Seq, Status: heraldtype.StatusSent}
 				if rng.IntN(100) == 0 {
-					res[i].Status, res[i].Code, res[i].Error = engine.OutcomePermanent, "81013", "user not found"
+					res[i].Status, res[i].Code, res[i].Error = heraldtype.StatusPermanent, "81013", "user not found"
 				}
 			}
 			n.MustApply(b, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: at.Add(time.Duration(rng.IntN(600_000)) * time.Millisecond), Results: res})

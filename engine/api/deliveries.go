@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // maxPeopleMatched bounds the userids a name search follows: a name
@@ -31,17 +32,17 @@ type failureView struct {
 	Error   string `json:"error,omitempty"`
 }
 
-func outcomeName(s engine.OutcomeStatus) string {
+func outcomeName(s heraldtype.Status) string {
 	switch s {
-	case engine.OutcomeSent:
+	case heraldtype.StatusSent:
 		return "sent"
-	case engine.OutcomeRetryable:
+	case heraldtype.StatusRetryable:
 		return "retryable"
-	case engine.OutcomeRateLimited:
+	case heraldtype.StatusRateLimited:
 		return "rate_limited"
-	case engine.OutcomePermanent:
+	case heraldtype.StatusPermanent:
 		return "permanent"
-	case engine.OutcomeConfig:
+	case heraldtype.StatusConfig:
 		return "misconfigured"
 	case 0:
 		return "expired"

@@ -122,6 +122,7 @@ func (s *server) confirmDirectory(w http.ResponseWriter, r *http.Request) {
 	if by == "" {
 		by = "api"
 	}
+	setTarget(r, req.Hash)
 	_, err := s.apply(r.Context(), engine.CmdConfirmDirectory, engine.ConfirmDirectory{Hash: req.Hash, By: by, Now: s.now()})
 	switch {
 	case errors.Is(err, engine.ErrNoHeldDirectory):

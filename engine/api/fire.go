@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -80,24 +81,12 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 		slot = t
 	}
 	if rule.PerRecipient {
-		s.fireZones(w, r, rule, slot, req.Slot == "", now)
+		s.fireZones(w, r, rule, slot, req.Slot == "", now, actor(r, req.By))
 		return
 	}
-	c := engine.StartRun{
-		Key: engine.RunKey(name, slot), Rule: name, Slot: slot, Zone: rule.Timezone, Date: engine.SlotDate(slot, rule.Timezone),
-		Manual: true, RulesHash: s.cfg.Rules.Hash(), Now: now,
-	}
-	_, err := s.apply(r.Context(), engine.CmdStartRun, c)
-	if errors.Is(err, engine.ErrRunExists) {
-		// A slot skipped beyond catch-up or paused over fired nothing: it
-		// may be fired by hand after all, once.
-		if run, ok := s.cfg.FSM.Run(c.Key); ok && (run.State == engine.RunSkipped || run.State == engine.RunPaused) {
-			if _, err = s.apply(r.Context(), engine.CmdRefireRun, engine.RefireRun{Key: c.Key, By: actor(r, req.By), Now: now}); err == nil {
-				writeJSON(w, http.StatusCreated, FireResponse{Run: c.Key, Rule: name, Slot: slot, Backfilled: run.State.String()})
-				return
-			}
-		}
-	}
+	c := engine.ManualRun(rule, rule.Timezone, slot, s.cfg.Rules.Hash(), now)
+	setTarget(r, c.Key)
+	backfilled, err := s.startManual(r.Context(), c, actor(r, req.By))
 	switch {
 	case errors.Is(err, engine.ErrRunExists):
 		msg := fmt.Sprintf("slot %s of rule %s already fired", slot.Format(time.RFC3339), name)
@@ -108,8 +97,27 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.writeApplyError(w, err)
 	default:
-		writeJSON(w, http.StatusCreated, FireResponse{Run: c.Key, Rule: name, Slot: slot})
+		writeJSON(w, http.StatusCreated, FireResponse{Run: c.Key, Rule: name, Slot: slot, Backfilled: backfilled})
 	}
+}
+
+// startManual proposes a manual fire's StartRun. A slot that was skipped
+// beyond catch-up or paused over sent nothing, and is fired after all
+// (RefireRun), once: backfilled is then the state it was in. Otherwise
+// err is the StartRun's (engine.ErrRunExists for a slot that fired).
+func (s *server) startManual(ctx context.Context, c engine.StartRun, by string) (backfilled string, err error) {
+	_, err = s.apply(ctx, engine.CmdStartRun, c)
+	if !errors.Is(err, engine.ErrRunExists) {
+		return "", err
+	}
+	run, ok := s.cfg.FSM.Run(c.Key)
+	if !ok || (run.State != engine.RunSkipped && run.State != engine.RunPaused) {
+		return "", err
+	}
+	if _, err := s.apply(ctx, engine.CmdRefireRun, engine.RefireRun{Key: c.Key, By: by, Now: c.Now}); err != nil {
+		return "", err
+	}
+	return run.State.String(), nil
 }
 
 func (s *server) fireHorizon() time.Duration {

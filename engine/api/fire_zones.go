@@ -16,11 +16,8 @@ import (
 // first. A given slot is an instant: it fires the zones whose schedule has
 // a slot then (09:00 CET fires Berlin and Paris, not Shanghai). Now fires
 // every zone.
-func (s *server) fireZones(w http.ResponseWriter, r *http.Request, rule engine.Rule, slot time.Time, now bool, at time.Time) {
-	zones := rule.Zones
-	if len(zones) == 0 {
-		zones = []string{rule.Timezone}
-	}
+func (s *server) fireZones(w http.ResponseWriter, r *http.Request, rule engine.Rule, slot time.Time, now bool, at time.Time, by string) {
+	zones := rule.FireZones()
 	if !now && s.cfg.ScheduleFunc != nil {
 		var match []string
 		for _, z := range zones {
@@ -45,18 +42,10 @@ func (s *server) fireZones(w http.ResponseWriter, r *http.Request, rule engine.R
 	res := FireResponse{Rule: rule.Name, Slot: slot}
 	var exists []string
 	for _, z := range zones {
-		c := engine.StartRun{
-			Key: engine.ZoneRunKey(rule.Name, z, slot), Rule: rule.Name, Slot: slot, Zone: z, Date: engine.SlotDate(slot, z),
-			Manual: true, RulesHash: s.cfg.Rules.Hash(), Now: at,
-		}
-		_, err := s.apply(r.Context(), engine.CmdStartRun, c)
-		if errors.Is(err, engine.ErrRunExists) {
-			// A zone's slot skipped or paused over fires now after all, once.
-			if run, ok := s.cfg.FSM.Run(c.Key); ok && (run.State == engine.RunSkipped || run.State == engine.RunPaused) {
-				if _, err = s.apply(r.Context(), engine.CmdRefireRun, engine.RefireRun{Key: c.Key, By: actor(r, ""), Now: at}); err == nil {
-					res.Backfilled = run.State.String()
-				}
-			}
+		c := engine.ManualRun(rule, z, slot, s.cfg.Rules.Hash(), at)
+		backfilled, err := s.startManual(r.Context(), c, by)
+		if backfilled != "" {
+			res.Backfilled = backfilled
 		}
 		switch {
 		case errors.Is(err, engine.ErrRunExists):

@@ -73,11 +73,12 @@ func TestFireZonesBackfillsSkipped(t *testing.T) {
 	slot := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC) // 09:00 in Shanghai
 	key := engine.ZoneRunKey("local", "Asia/Shanghai", slot)
 	b.apply(t, engine.CmdStartRun, engine.StartRun{Key: key, Rule: "local", Slot: slot, Zone: "Asia/Shanghai", Skip: true, Now: slot.Add(3 * time.Hour)})
-	code, out := b.do(t, http.MethodPost, "/v1/rules/local/fire", `{"slot":"2026-11-30T09:00:00+08:00"}`)
+	code, out := b.do(t, http.MethodPost, "/v1/rules/local/fire", `{"slot":"2026-11-30T09:00:00+08:00","by":"ana@desk"}`)
 	require.Equal(t, http.StatusCreated, code, out)
 	require.Equal(t, "skipped", out["backfilled"])
 	run, _ := n.FSM.Run(key)
 	require.Equal(t, engine.RunPlanning, run.State)
+	require.Equal(t, "ana@desk", run.FiredBy, "who fired it, as the request says (a rule of one zone records it too)")
 	code, out = b.do(t, http.MethodPost, "/v1/rules/local/fire", `{"slot":"2026-11-30T09:00:00+08:00"}`)
 	require.Equal(t, http.StatusConflict, code, out)
 }

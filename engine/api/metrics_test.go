@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // The failure reasons kept per rule and day include free text (a
@@ -37,10 +38,10 @@ func TestMetricsFailureReasonsAreLowCardinality(t *testing.T) {
 		apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: nds})
 		c := apply(engine.CmdClaim, engine.ClaimDeliveries{IDs: ids, Leader: "n1", Now: slot, Timeout: time.Minute}).(engine.ClaimResult)
 		require.Len(t, c.Claimed, 3)
-		apply(engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: slot.Add(time.Second), Results: []engine.Result{
-			{ID: ids[0], Seq: c.Claimed[0].Seq, Status: engine.OutcomePermanent, Error: fmt.Sprintf("wecom: recipient %q is not a single userid", nds[0].Recipient)},
-			{ID: ids[1], Seq: c.Claimed[1].Seq, Status: engine.OutcomePermanent, Code: "81013", Error: "user not found"},
-			{ID: ids[2], Seq: c.Claimed[2].Seq, Status: engine.OutcomeSent},
+		apply(engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: slot.Add(time.Second), Results: []engine.Settlement{
+			{ID: ids[0], Seq: c.Claimed[0].Seq, Status: heraldtype.StatusPermanent, Error: fmt.Sprintf("wecom: recipient %q is not a single userid", nds[0].Recipient)},
+			{ID: ids[1], Seq: c.Claimed[1].Seq, Status: heraldtype.StatusPermanent, Code: "81013", Error: "user not found"},
+			{ID: ids[2], Seq: c.Claimed[2].Seq, Status: heraldtype.StatusSent},
 		}})
 	}
 	// /v1/stats keeps the day's reasons word for word.

@@ -187,6 +187,7 @@ func (s *server) retryMany(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, err)
 		return
 	}
+	setTarget(r, retryTarget(req, ids))
 	res, err := s.retry(r, ids, req)
 	if err != nil {
 		s.writeRetryError(w, err)
@@ -293,4 +294,19 @@ func (s *server) writeRetryError(w http.ResponseWriter, err error) {
 		return
 	}
 	s.writeApplyError(w, err)
+}
+
+// retryTarget names what a retry acted on in its audit record: its ids
+// when they are few, else its filter and how many it matched.
+func retryTarget(req RetryRequest, ids []string) string {
+	if len(req.IDs) > 0 && len(req.IDs) <= 10 {
+		return strings.Join(req.IDs, ",")
+	}
+	var parts []string
+	for _, kv := range [][2]string{{"run", req.Run}, {"rule", req.Rule}, {"state", req.State}, {"since", req.Since}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	return strings.TrimSpace(strings.Join(parts, " ") + fmt.Sprintf(" (%d deliveries)", len(ids)))
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 func TestPauseResumeAPI(t *testing.T) {
@@ -50,7 +51,7 @@ func TestRetryAPI(t *testing.T) {
 	b.apply(t, engine.CmdExpire, engine.Expire{IDs: []string{ids["a"], ids["b"]}, Now: now0})
 	claim := b.apply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{ids["c"]}, Leader: "n1", Now: now0.Add(-30 * time.Minute), Timeout: time.Minute}).(engine.ClaimResult)
 	b.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: now0.Add(-30 * time.Minute),
-		Results: []engine.Result{{ID: ids["c"], Seq: claim.Claimed[0].Seq, Status: engine.OutcomeSent}}})
+		Results: []engine.Settlement{{ID: ids["c"], Seq: claim.Claimed[0].Seq, Status: heraldtype.StatusSent}}})
 
 	// One, by an 8-character prefix.
 	code, out := b.do(t, http.MethodPost, "/v1/deliveries/aaaaaaaa/retry", `{"deadline":"30m","by":"ops"}`)

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // Status is the body of GET /v1/status.
@@ -38,8 +39,8 @@ type Status struct {
 	RulesMismatch bool `json:"rules_mismatch"`
 	// Warnings are problems that do not stop the node but need a person,
 	// e.g. calendar data about to run out.
-	Warnings []string        `json:"warnings,omitempty"`
-	Channels []ChannelStatus `json:"channels"`
+	Warnings []string                   `json:"warnings,omitempty"`
+	Channels []heraldtype.ChannelStatus `json:"channels"`
 	// Role is what the caller of this request may do (read, operate or
 	// admin), so that a page offers only the actions its token allows.
 	Role string `json:"role,omitempty"`
@@ -77,14 +78,6 @@ type RuleStatus struct {
 	PausedBy string    `json:"paused_by,omitempty"`
 	PausedAt time.Time `json:"paused_at,omitzero"`
 	Reason   string    `json:"reason,omitempty"`
-}
-
-// ChannelStatus is one channel instance in Status.
-type ChannelStatus struct {
-	Name    string `json:"name"`
-	Plugin  string `json:"plugin"`
-	Healthy bool   `json:"healthy"`
-	Error   string `json:"error,omitempty"`
 }
 
 // Config wires the server to the node's parts.
@@ -134,6 +127,9 @@ type Config struct {
 	// Directory serves /v1/directory (the snapshot in force and the held
 	// refresh are read from FSM either way).
 	Directory *DirectoryConfig
+	// Forwarding carries the caller of a forwarded write to the leader
+	// (cluster.Node); nil on a node that never forwards.
+	Forwarding Forwarding
 }
 
 // People resolves the people data of the rules directory for display.
@@ -158,22 +154,25 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET /v1/deliveries/{id}", s.delivery)
 	mux.HandleFunc("GET /v1/runs", s.runs)
 	mux.HandleFunc("GET /v1/alerts", s.alerts)
-	mux.HandleFunc("POST /v1/alerts/{id}/ack", s.ackAlert)
-	mux.HandleFunc("POST /v1/tasks", s.submitTask)
 	mux.HandleFunc("GET /v1/tasks", s.listTasks)
 	mux.HandleFunc("GET /v1/tasks/{key}", s.getTask)
-	mux.HandleFunc("DELETE /v1/tasks/{key}", s.cancelTask)
-	mux.HandleFunc("POST /v1/rules/{name}/fire", s.fireRule)
-	mux.HandleFunc("POST /v1/rules/{name}/pause", s.pauseRule)
-	mux.HandleFunc("POST /v1/rules/{name}/resume", s.resumeRule)
-	mux.HandleFunc("POST /v1/deliveries/retry", s.retryMany)
-	mux.HandleFunc("POST /v1/deliveries/{id}/retry", s.retryOne)
 	mux.HandleFunc("GET /v1/stats", s.stats)
 	mux.HandleFunc("GET /v1/rules/hash", s.rulesHash)
 	mux.HandleFunc("GET /v1/directory", s.getDirectory)
 	mux.HandleFunc("GET /v1/directory/snapshot", s.getDirectorySnapshot)
-	mux.HandleFunc("POST /v1/directory/confirm", s.confirmDirectory)
-	mux.HandleFunc("POST /v1/directory/refresh", s.refreshDirectory)
+	mux.HandleFunc("GET /v1/audit", s.audit)
+	// Every write names its audit action (audit.go), and its target when
+	// the path holds it.
+	mux.HandleFunc("POST /v1/alerts/{id}/ack", audited("alert.ack", "id", s.ackAlert))
+	mux.HandleFunc("POST /v1/tasks", audited("task.submit", "", s.submitTask))
+	mux.HandleFunc("DELETE /v1/tasks/{key}", audited("task.cancel", "key", s.cancelTask))
+	mux.HandleFunc("POST /v1/rules/{name}/fire", audited("rule.fire", "name", s.fireRule))
+	mux.HandleFunc("POST /v1/rules/{name}/pause", audited("rule.pause", "name", s.pauseRule))
+	mux.HandleFunc("POST /v1/rules/{name}/resume", audited("rule.resume", "name", s.resumeRule))
+	mux.HandleFunc("POST /v1/deliveries/retry", audited("delivery.retry", "", s.retryMany))
+	mux.HandleFunc("POST /v1/deliveries/{id}/retry", audited("delivery.retry", "id", s.retryOne))
+	mux.HandleFunc("POST /v1/directory/confirm", audited("directory.confirm", "", s.confirmDirectory))
+	mux.HandleFunc("POST /v1/directory/refresh", audited("directory.refresh", "", s.refreshDirectory))
 	if cfg.Cluster != nil {
 		mux.Handle("/v1/cluster/", cfg.Cluster)
 	}
@@ -202,11 +201,15 @@ func New(cfg Config) http.Handler {
 	if cfg.ForwardFunc != nil {
 		h = cfg.ForwardFunc(h)
 	}
+	// Outside forwarding: a follower sees the leader's answer and leaves
+	// the record to the leader; inside auth: it needs the caller.
+	h = newAuditor(s, own).middleware(h)
 	// Who may do what is decided here, once for every route (RouteRole),
 	// and before forwarding: a follower forwards only what the caller may
 	// do, with the caller's own Authorization header.
 	auth := newAuthenticator(cfg.Tokens)
 	auth.peerSigned = cfg.PeerSignedFunc
+	auth.forwarding = cfg.Forwarding
 	h = auth.middleware(h)
 	// A node listens where the operator's browser can reach it: without
 	// this, any page open there could fire rules, submit tasks or ack
@@ -338,6 +341,7 @@ func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	setTarget(r, id)
 	_, err := s.apply(r.Context(), engine.CmdAckAlert, engine.AckAlert{ID: id})
 	// The state machine refuses an unknown id with a plain error; any other
 	// failure (no leader, a timeout) is not the caller's mistake.

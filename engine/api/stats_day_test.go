@@ -18,13 +18,14 @@ import (
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/calendar"
 	"github.com/heraldhq/herald/engine/enginetest"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/schedule"
 )
 
 // sendAll plans one delivery per recipient in a run of rule at slot and
 // settles each claim with the outcome and time settle gives it.
 func sendAll(t *testing.T, n *enginetest.Replicator, rule string, slot time.Time, recipients []string,
-	settle func(i int) (engine.OutcomeStatus, time.Time)) string {
+	settle func(i int) (heraldtype.Status, time.Time)) string {
 	t.Helper()
 	key := engine.RunKey(rule, slot)
 	n.MustApply(t, engine.CmdStartRun, engine.StartRun{Key: key, Rule: rule, Slot: slot, Zone: "Asia/Shanghai",
@@ -42,7 +43,7 @@ func sendAll(t *testing.T, n *enginetest.Replicator, rule string, slot time.Time
 		status, at := settle(i)
 		c := n.MustApply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{nd.ID}, Leader: "n1", Now: slot, Timeout: 3 * time.Hour}).(engine.ClaimResult)
 		require.Len(t, c.Claimed, 1)
-		n.MustApply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: at, Results: []engine.Result{
+		n.MustApply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: at, Results: []engine.Settlement{
 			{ID: nd.ID, Seq: c.Claimed[0].Seq, Status: status, Code: "60020", Error: "not allow to access from your ip"}}})
 	}
 	return key
@@ -76,7 +77,7 @@ func TestStatsP95IsThePercentileOfRecordedTimes(t *testing.T) {
 			for i := range 1500 {
 				people = append(people, fmt.Sprintf("u%04d", i))
 			}
-			sendAll(t, b.node, "daily", slot, people, func(int) (engine.OutcomeStatus, time.Time) { return engine.OutcomeSent, slot.Add(tc.lat(rng)) })
+			sendAll(t, b.node, "daily", slot, people, func(int) (heraldtype.Status, time.Time) { return heraldtype.StatusSent, slot.Add(tc.lat(rng)) })
 
 			var recorded []time.Duration
 			for _, d := range b.node.FSM.Deliveries(nil) {
@@ -110,8 +111,8 @@ func TestStatsOldAggregatesAreMarkedEstimated(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
 	slot := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
-	sendAll(t, b.node, "daily", slot, []string{"a", "b"}, func(i int) (engine.OutcomeStatus, time.Time) {
-		return engine.OutcomeSent, slot.Add(time.Duration(i+1) * time.Second)
+	sendAll(t, b.node, "daily", slot, []string{"a", "b"}, func(i int) (heraldtype.Status, time.Time) {
+		return heraldtype.StatusSent, slot.Add(time.Duration(i+1) * time.Second)
 	})
 	var buf strings.Builder
 	snap, err := b.node.FSM.Snapshot()
@@ -218,14 +219,14 @@ func TestDeliveriesOfAPerson(t *testing.T) {
 	h := api.New(api.Config{FSM: n.FSM, Replicator: n, NowFunc: func() time.Time { return now },
 		StatusFunc: func() api.Status { return api.Status{} }, People: people{"lina": "李娜", "zhangwei": "张伟"}})
 	slot := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
-	sendAll(t, n, "daily", slot, []string{"lina", "zhangwei"}, func(i int) (engine.OutcomeStatus, time.Time) {
+	sendAll(t, n, "daily", slot, []string{"lina", "zhangwei"}, func(i int) (heraldtype.Status, time.Time) {
 		if i == 0 {
-			return engine.OutcomePermanent, slot.Add(time.Second)
+			return heraldtype.StatusPermanent, slot.Add(time.Second)
 		}
-		return engine.OutcomeSent, slot.Add(time.Second)
+		return heraldtype.StatusSent, slot.Add(time.Second)
 	})
-	sendAll(t, n, "daily", slot.Add(-24*time.Hour), []string{"lina"}, func(int) (engine.OutcomeStatus, time.Time) {
-		return engine.OutcomeSent, slot.Add(-24 * time.Hour)
+	sendAll(t, n, "daily", slot.Add(-24*time.Hour), []string{"lina"}, func(int) (heraldtype.Status, time.Time) {
+		return heraldtype.StatusSent, slot.Add(-24 * time.Hour)
 	})
 	get := func(target string) (int, map[string]any) {
 		rec := httptest.NewRecorder()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // The lateness histogram is keyed by each bucket's upper bound in seconds,
@@ -24,8 +25,8 @@ func TestStatsLatenessHistogramInSeconds(t *testing.T) {
 	apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: []engine.NewDelivery{
 		{ID: "d1", Recipient: "zhangsan", Channel: "mock", NotBefore: slot, Deadline: slot.Add(time.Hour)}}})
 	c := apply(engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{"d1"}, Leader: "n1", Now: slot, Timeout: time.Minute}).(engine.ClaimResult)
-	apply(engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: slot.Add(90 * time.Second), Results: []engine.Result{
-		{ID: "d1", Seq: c.Claimed[0].Seq, Status: engine.OutcomeSent}}})
+	apply(engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: slot.Add(90 * time.Second), Results: []engine.Settlement{
+		{ID: "d1", Seq: c.Claimed[0].Seq, Status: heraldtype.StatusSent}}})
 
 	code, out := b.do(t, http.MethodGet, "/v1/stats?date=2026-11-30", "")
 	require.Equal(t, http.StatusOK, code)

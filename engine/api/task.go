@@ -153,6 +153,7 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, err)
 		return
 	}
+	setTarget(r, c.Key)
 	res, err := s.apply(r.Context(), engine.CmdSubmitTask, c)
 	var conflict *engine.TaskConflictError
 	switch {

@@ -15,6 +15,7 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/enginetest"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 type taskRules struct{}
@@ -153,7 +154,7 @@ func TestCancelAfterSentSaysWhatHappened(t *testing.T) {
 	apply(engine.CmdStartRun, engine.StartRun{Key: run, Rule: "enquiry_timeout", Slot: now0, TaskKey: "k", Now: now0})
 	apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: run, Deliveries: []engine.NewDelivery{{ID: "d1", Recipient: "liuyang", Channel: "mock", NotBefore: now0}}})
 	c := apply(engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{"d1"}, Leader: "n1", Now: now0, Timeout: time.Minute}).(engine.ClaimResult)
-	apply(engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: now0, Results: []engine.Result{{ID: "d1", Seq: c.Claimed[0].Seq, Status: engine.OutcomeSent}}})
+	apply(engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: now0, Results: []engine.Settlement{{ID: "d1", Seq: c.Claimed[0].Seq, Status: heraldtype.StatusSent}}})
 
 	code, out := b.do(t, http.MethodDelete, "/v1/tasks/k", "")
 	require.Equal(t, http.StatusConflict, code)

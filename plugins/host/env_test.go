@@ -85,7 +85,7 @@ func TestHCLoggerBridge(t *testing.T) {
 	require.Equal(t, 1, strings.Count(out, "level=WARN"))
 }
 
-func TestOutcomesMustMatchBatch(t *testing.T) {
+func TestResultsMustMatchBatch(t *testing.T) {
 	t.Parallel()
 	in := &instance{name: "m", redact: newRedactor([]string{"secret-xyz"})}
 	batch := []sdk.Message{{ID: "a"}, {ID: "b"}}
@@ -93,7 +93,7 @@ func TestOutcomesMustMatchBatch(t *testing.T) {
 		{ID: "b", Status: sdk.StatusRateLimited, RetryAfter: 5e9},
 		{ID: "a", Status: sdk.StatusPermanent, Code: "40003", Error: "bad user, token secret-xyz"},
 	}
-	out, err := in.outcomes(batch, ok)
+	out, err := in.checked(batch, ok)
 	require.NoError(t, err)
 	require.Len(t, out, 2)
 	require.Equal(t, "bad user, token [REDACTED]", out[1].Error)
@@ -106,7 +106,7 @@ func TestOutcomesMustMatchBatch(t *testing.T) {
 		"bad status": {{ID: "a", Status: sdk.StatusSent}, {ID: "b", Status: 9}},
 		"zero":       {{ID: "a", Status: sdk.StatusSent}, {ID: "b"}},
 	} {
-		_, err := in.outcomes(batch, res)
+		_, err := in.checked(batch, res)
 		require.ErrorIs(t, err, ErrBadResponse, name)
 	}
 }

@@ -17,8 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/heraldhq/herald/engine"
-	"github.com/heraldhq/herald/plugins/sdk"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // Defaults of Config.
@@ -109,17 +108,6 @@ type Config struct {
 type ChannelConfig struct {
 	Plugin string
 	Config map[string]any
-}
-
-// ChannelStatus is the state of one channel instance, for status pages. It
-// never holds a secret.
-type ChannelStatus struct {
-	Name     string
-	Plugin   string
-	Version  string // the plugin's version, once it started
-	Healthy  bool
-	Error    string // why it is not healthy
-	Restarts int    // restarts since the host started
 }
 
 // DefaultBuiltinCmd runs this executable as `herald plugin serve NAME`.
@@ -273,8 +261,8 @@ func (h *Host) Close() error {
 }
 
 // Status reports every channel instance, sorted by name.
-func (h *Host) Status() []ChannelStatus {
-	out := make([]ChannelStatus, 0, len(h.instances))
+func (h *Host) Status() []heraldtype.ChannelStatus {
+	out := make([]heraldtype.ChannelStatus, 0, len(h.instances))
 	for _, in := range h.instances {
 		out = append(out, in.status())
 	}
@@ -302,7 +290,7 @@ func (h *Host) Pid(channel string) int {
 // know: Send then fails the batch with ErrUnknownChannel, which is where the
 // error belongs. For a known channel whose plugin never started, the limits
 // are unknown and it answers NotReadyWait.
-func (h *Host) Admit(channel, recipient string, p engine.Priority, now time.Time) time.Duration {
+func (h *Host) Admit(channel, recipient string, p heraldtype.Priority, now time.Time) time.Duration {
 	in, ok := h.instances[channel]
 	if !ok {
 		return 0
@@ -317,7 +305,7 @@ func (h *Host) Admit(channel, recipient string, p engine.Priority, now time.Time
 // Send implements engine.Sender. A batch that fails because the plugin
 // died is sent once more, unchanged, on the restarted plugin before Send
 // gives up. Cancelling ctx cancels the send in the plugin too.
-func (h *Host) Send(ctx context.Context, channel string, batch []engine.Outgoing) ([]engine.Outcome, error) {
+func (h *Host) Send(ctx context.Context, channel string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	h.mu.Lock()
 	closed, started := h.closed, h.started
 	h.mu.Unlock()
@@ -329,51 +317,37 @@ func (h *Host) Send(ctx context.Context, channel string, batch []engine.Outgoing
 		return nil, fmt.Errorf("%w: %q", ErrUnknownChannel, channel)
 	}
 	if len(batch) == 0 {
-		return []engine.Outcome{}, nil
+		return []heraldtype.Result{}, nil
 	}
 	if !started {
 		return nil, fmt.Errorf("%w: channel %s: the plugin host was not started", ErrUnavailable, channel)
 	}
-	msgs := make([]sdk.Message, len(batch))
-	for i, o := range batch {
-		msgs[i] = sdk.Message{
-			ID:             o.ID,
-			IdempotencyKey: o.IdempotencyKey,
-			Recipient:      o.Recipient,
-			Payload:        o.Payload,
-			Attempt:        o.Attempt,
-		}
-	}
-	results, err := in.send(ctx, msgs)
+	results, err := in.send(ctx, batch)
 	if err != nil {
 		return nil, err
 	}
-	return in.outcomes(msgs, results)
+	return in.checked(batch, results)
 }
 
-// outcomes checks a plugin's results against its batch and converts them.
-func (in *instance) outcomes(batch []sdk.Message, results []sdk.Result) ([]engine.Outcome, error) {
+// checked checks a plugin's results against its batch and scrubs the
+// channel's secrets from their texts.
+func (in *instance) checked(batch []heraldtype.Message, results []heraldtype.Result) ([]heraldtype.Result, error) {
 	want := make(map[string]bool, len(batch))
 	for _, m := range batch {
 		want[m.ID] = true
 	}
-	out := make([]engine.Outcome, 0, len(results))
+	out := make([]heraldtype.Result, 0, len(results))
 	for _, r := range results {
 		if !want[r.ID] {
 			return nil, fmt.Errorf("%w: channel %s: result for id %q, which is not in the batch or was answered twice", ErrBadResponse, in.name, r.ID)
 		}
-		if r.Status < sdk.StatusSent || r.Status > sdk.StatusConfig {
+		if !r.Status.Known() {
 			return nil, fmt.Errorf("%w: channel %s: id %q: unknown status %d", ErrBadResponse, in.name, r.ID, r.Status)
 		}
 		delete(want, r.ID)
-		out = append(out, engine.Outcome{
-			ID:         r.ID,
-			Status:     engine.OutcomeStatus(r.Status),
-			ProviderID: r.ProviderID,
-			RetryAfter: max(r.RetryAfter, 0),
-			Code:       in.redact(r.Code),
-			Error:      in.redact(r.Error),
-		})
+		r.RetryAfter = max(r.RetryAfter, 0)
+		r.Code, r.Error = in.redact(r.Code), in.redact(r.Error)
+		out = append(out, r)
 	}
 	if len(want) > 0 {
 		missing := make([]string, 0, len(want))
@@ -385,5 +359,3 @@ func (in *instance) outcomes(batch []sdk.Message, results []sdk.Result) ([]engin
 	}
 	return out, nil
 }
-
-var _ engine.Sender = (*Host)(nil)

@@ -17,20 +17,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/plugins/builtin"
 	"github.com/heraldhq/herald/plugins/mock"
 )
 
-func outgoing(n int, prefix string) []engine.Outgoing {
-	out := make([]engine.Outgoing, n)
+func outgoing(n int, prefix string) []heraldtype.Message {
+	out := make([]heraldtype.Message, n)
 	for i := range out {
-		out[i] = engine.Outgoing{
+		out[i] = heraldtype.Message{
 			ID:             fmt.Sprintf("%s-id-%d", prefix, i),
 			IdempotencyKey: fmt.Sprintf("%s-key-%d", prefix, i),
 			Recipient:      fmt.Sprintf("user%d", i),
 			Payload:        json.RawMessage(`{"msgtype":"text","content":"hi"}`),
-			Priority:       engine.PriorityNormal,
 			Attempt:        1,
 		}
 	}
@@ -45,15 +44,15 @@ func mockChannel(extra map[string]any) ChannelConfig {
 	return ChannelConfig{Plugin: "mock", Config: cfg}
 }
 
-func requireAllSent(t *testing.T, batch []engine.Outgoing, out []engine.Outcome) {
+func requireAllSent(t *testing.T, batch []heraldtype.Message, out []heraldtype.Result) {
 	t.Helper()
 	require.Len(t, out, len(batch))
-	got := map[string]engine.Outcome{}
+	got := map[string]heraldtype.Result{}
 	for _, o := range out {
 		got[o.ID] = o
 	}
 	for _, m := range batch {
-		require.Equal(t, engine.OutcomeSent, got[m.ID].Status, "%s: %+v", m.ID, got[m.ID])
+		require.Equal(t, heraldtype.StatusSent, got[m.ID].Status, "%s: %+v", m.ID, got[m.ID])
 		require.Equal(t, mock.ProviderID(m.IdempotencyKey), got[m.ID].ProviderID)
 	}
 }
@@ -61,7 +60,7 @@ func requireAllSent(t *testing.T, batch []engine.Outgoing, out []engine.Outcome)
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	b := setup(t, map[string]ChannelConfig{"m": mockChannel(nil)}, nil)
-	require.Equal(t, []ChannelStatus{{Name: "m", Plugin: "mock", Version: mock.Version, Healthy: true}}, b.h.Status())
+	require.Equal(t, []heraldtype.ChannelStatus{{Name: "m", Plugin: "mock", Version: mock.Version, Healthy: true}}, b.h.Status())
 
 	batch := outgoing(3, "rt")
 	out, err := b.h.Send(context.Background(), "m", batch)
@@ -117,7 +116,7 @@ func TestKilledPluginIsRestarted(t *testing.T) {
 	// Kill the plugin while a batch is (most likely) inside it.
 	batch := outgoing(3, "kill")
 	done := make(chan error, 1)
-	var out []engine.Outcome
+	var out []heraldtype.Result
 	go func() {
 		var err error
 		out, err = b.h.Send(context.Background(), "m", batch)
@@ -291,14 +290,14 @@ func TestHostAdmitUsesPluginLimits(t *testing.T) {
 		"limits": []any{map[string]any{"scope": "recipient", "count": 1, "per": "1h"}},
 	})}, nil)
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	require.Zero(t, b.h.Admit("m", "alice", engine.PriorityNormal, now))
-	require.Equal(t, time.Hour, b.h.Admit("m", "alice", engine.PriorityNormal, now))
-	require.Zero(t, b.h.Admit("m", "bob", engine.PriorityNormal, now))
-	require.Zero(t, b.h.Admit("unknown", "alice", engine.PriorityNormal, now), "unknown channels are failed by Send")
+	require.Zero(t, b.h.Admit("m", "alice", heraldtype.PriorityNormal, now))
+	require.Equal(t, time.Hour, b.h.Admit("m", "alice", heraldtype.PriorityNormal, now))
+	require.Zero(t, b.h.Admit("m", "bob", heraldtype.PriorityNormal, now))
+	require.Zero(t, b.h.Admit("unknown", "alice", heraldtype.PriorityNormal, now), "unknown channels are failed by Send")
 
 	h, err := New(Config{Channels: map[string]ChannelConfig{"m": mockChannel(nil)}})
 	require.NoError(t, err)
-	require.Equal(t, NotReadyWait, h.Admit("m", "alice", engine.PriorityNormal, now), "limits unknown before start")
+	require.Equal(t, NotReadyWait, h.Admit("m", "alice", heraldtype.PriorityNormal, now), "limits unknown before start")
 	_, err = h.Send(context.Background(), "m", outgoing(1, "early"))
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.NoError(t, h.Close())

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/heraldhq/herald/engine/backoff"
-	"github.com/heraldhq/herald/plugins/sdk"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // exitPoll is how often a running plugin is checked for having exited;
@@ -273,7 +273,7 @@ func (in *instance) plugin(ctx context.Context, old *Plugin) (*Plugin, error) {
 
 // send sends a batch; if the plugin dies under it, once more on the
 // restarted plugin.
-func (in *instance) send(ctx context.Context, batch []sdk.Message) ([]sdk.Result, error) {
+func (in *instance) send(ctx context.Context, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	p, err := in.plugin(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -336,10 +336,10 @@ func (in *instance) limiter() *Limiter {
 	return in.lim
 }
 
-func (in *instance) status() ChannelStatus {
+func (in *instance) status() heraldtype.ChannelStatus {
 	in.lock()
 	defer in.unlock()
-	st := ChannelStatus{Name: in.name, Plugin: in.src.name, Version: in.version, Restarts: in.restarts}
+	st := heraldtype.ChannelStatus{Name: in.name, Plugin: in.src.name, Version: in.version, Restarts: in.restarts}
 	switch {
 	case in.cur != nil && in.health == "":
 		st.Healthy = true

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
-	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/plugins/sdk"
 )
 
@@ -42,7 +42,7 @@ const MaxLimitPer = 10 * 365 * 24 * time.Hour
 // and costs 8 bytes per limit and recipient. See DESIGN.md.
 //
 // A share of every bucket (the high reserve) is usable only by
-// engine.PriorityHigh, so that a 9:00 flood of reports cannot starve an
+// heraldtype.PriorityHigh, so that a 9:00 flood of reports cannot starve an
 // urgent enquiry alert. A Limiter is safe for concurrent use.
 type Limiter struct {
 	mu         sync.Mutex
@@ -67,7 +67,7 @@ type rule struct {
 
 // NewLimiter returns a Limiter of limits (ScopeChannel and ScopeRecipient;
 // others are ignored). highReserve (0 ≤ x < 1) is the share of every bucket
-// kept for engine.PriorityHigh; recipients caps the per-recipient state
+// kept for heraldtype.PriorityHigh; recipients caps the per-recipient state
 // kept (DefaultRecipientCache when ≤ 0).
 func NewLimiter(limits []sdk.Limit, highReserve float64, recipients int) *Limiter {
 	l := &Limiter{limits: slices.Clone(limits), reserve: highReserve}
@@ -171,7 +171,7 @@ func (l *Limiter) same(limits []sdk.Limit) bool {
 // Admit takes one token from every bucket that applies to a message for
 // recipient at now, or none and returns how long until all of them could
 // give one. Time is the caller's: tests need no clock.
-func (l *Limiter) Admit(recipient string, p engine.Priority, now time.Time) time.Duration {
+func (l *Limiter) Admit(recipient string, p heraldtype.Priority, now time.Time) time.Duration {
 	t := now.UnixNano()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -180,7 +180,7 @@ func (l *Limiter) Admit(recipient string, p engine.Priority, now time.Time) time
 	check := func(rs []rule, tats []int64) {
 		for i, r := range rs {
 			allowed := r.normal
-			if p == engine.PriorityHigh {
+			if p == heraldtype.PriorityHigh {
 				allowed = r.tolerance
 			}
 			if ahead := r.ahead(&tats[i], t); ahead > allowed {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/plugins/sdk"
 )
 
@@ -17,7 +17,7 @@ var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
 // drain admits priority p at now until it must wait, and returns how many
 // went and the wait.
-func drain(t *testing.T, l *Limiter, recipient string, p engine.Priority, now time.Time) (int, time.Duration) {
+func drain(t *testing.T, l *Limiter, recipient string, p heraldtype.Priority, now time.Time) (int, time.Duration) {
 	t.Helper()
 	for n := 0; n < 10_000; n++ {
 		if w := l.Admit(recipient, p, now); w > 0 {
@@ -59,20 +59,20 @@ func TestChannelBucketKeepsHighReserve(t *testing.T) {
 	// 10/s: burst 5, a token every 200ms; 20% of 5 is one token for high.
 	l := NewLimiter([]sdk.Limit{{Scope: sdk.ScopeChannel, Count: 10, Per: time.Second}}, 0.2, 10)
 
-	n, wait := drain(t, l, "", engine.PriorityNormal, t0)
+	n, wait := drain(t, l, "", heraldtype.PriorityNormal, t0)
 	require.Equal(t, 4, n, "normal may use 80%% of the bucket")
 	require.Equal(t, 200*time.Millisecond, wait, "one token is 200ms; the reserve stays")
 
-	n, _ = drain(t, l, "", engine.PriorityLow, t0)
+	n, _ = drain(t, l, "", heraldtype.PriorityLow, t0)
 	require.Zero(t, n)
-	n, wait = drain(t, l, "", engine.PriorityHigh, t0)
+	n, wait = drain(t, l, "", heraldtype.PriorityHigh, t0)
 	require.Equal(t, 1, n, "high may use the reserve")
 	require.Equal(t, 200*time.Millisecond, wait)
 
 	// Refilled by one token, a normal message waits for the reserve to
 	// refill first.
-	require.Equal(t, 200*time.Millisecond, l.Admit("", engine.PriorityNormal, t0.Add(200*time.Millisecond)))
-	require.Zero(t, l.Admit("", engine.PriorityNormal, t0.Add(400*time.Millisecond)))
+	require.Equal(t, 200*time.Millisecond, l.Admit("", heraldtype.PriorityNormal, t0.Add(200*time.Millisecond)))
+	require.Zero(t, l.Admit("", heraldtype.PriorityNormal, t0.Add(400*time.Millisecond)))
 }
 
 func TestFullBurstThenSteady(t *testing.T) {
@@ -85,7 +85,7 @@ func TestFullBurstThenSteady(t *testing.T) {
 	now := t0
 	var admitted []time.Time
 	for now.Before(t0.Add(2 * time.Hour)) {
-		if w := l.Admit("alice", engine.PriorityNormal, now); w > 0 {
+		if w := l.Admit("alice", heraldtype.PriorityNormal, now); w > 0 {
 			now = now.Add(w)
 			continue
 		}
@@ -118,28 +118,28 @@ func TestWaitTakesNothing(t *testing.T) {
 		{Scope: sdk.ScopeChannel, Count: 1, Per: time.Second},
 		{Scope: sdk.ScopeRecipient, Count: 10, Per: time.Minute},
 	}, 0.2, 10)
-	require.Zero(t, l.Admit("alice", engine.PriorityNormal, t0))
+	require.Zero(t, l.Admit("alice", heraldtype.PriorityNormal, t0))
 	for range 5 {
-		require.Equal(t, time.Second, l.Admit("alice", engine.PriorityNormal, t0), "channel bucket empty")
+		require.Equal(t, time.Second, l.Admit("alice", heraldtype.PriorityNormal, t0), "channel bucket empty")
 	}
 	// The refused tries took nothing from alice's bucket: 4 of 5 remain
 	// (reserve 1: normal gets 3 more).
 	for i := range 3 {
-		require.Zero(t, l.Admit("alice", engine.PriorityNormal, t0.Add(time.Duration(i+1)*time.Second)), "try %d", i)
+		require.Zero(t, l.Admit("alice", heraldtype.PriorityNormal, t0.Add(time.Duration(i+1)*time.Second)), "try %d", i)
 	}
-	require.Equal(t, 8*time.Second, l.Admit("alice", engine.PriorityNormal, t0.Add(4*time.Second)))
-	require.Zero(t, l.Admit("alice", engine.PriorityHigh, t0.Add(4*time.Second)))
+	require.Equal(t, 8*time.Second, l.Admit("alice", heraldtype.PriorityNormal, t0.Add(4*time.Second)))
+	require.Zero(t, l.Admit("alice", heraldtype.PriorityHigh, t0.Add(4*time.Second)))
 }
 
 func TestRecipientBuckets(t *testing.T) {
 	t.Parallel()
 	l := NewLimiter([]sdk.Limit{{Scope: sdk.ScopeRecipient, Count: 1, Per: time.Hour}}, 0.2, 1000)
-	require.Zero(t, l.Admit("alice", engine.PriorityNormal, t0), "a bucket of one holds no reserve")
-	require.Equal(t, time.Hour, l.Admit("alice", engine.PriorityNormal, t0))
-	require.Equal(t, time.Hour, l.Admit("alice", engine.PriorityHigh, t0))
-	require.Zero(t, l.Admit("bob", engine.PriorityNormal, t0), "recipients are counted apart")
-	require.Equal(t, 30*time.Minute, l.Admit("alice", engine.PriorityNormal, t0.Add(30*time.Minute)))
-	require.Zero(t, l.Admit("alice", engine.PriorityNormal, t0.Add(time.Hour)))
+	require.Zero(t, l.Admit("alice", heraldtype.PriorityNormal, t0), "a bucket of one holds no reserve")
+	require.Equal(t, time.Hour, l.Admit("alice", heraldtype.PriorityNormal, t0))
+	require.Equal(t, time.Hour, l.Admit("alice", heraldtype.PriorityHigh, t0))
+	require.Zero(t, l.Admit("bob", heraldtype.PriorityNormal, t0), "recipients are counted apart")
+	require.Equal(t, 30*time.Minute, l.Admit("alice", heraldtype.PriorityNormal, t0.Add(30*time.Minute)))
+	require.Zero(t, l.Admit("alice", heraldtype.PriorityNormal, t0.Add(time.Hour)))
 }
 
 func TestRecipientCacheIsBoundedAndForgetsOnlyIdle(t *testing.T) {
@@ -147,18 +147,18 @@ func TestRecipientCacheIsBoundedAndForgetsOnlyIdle(t *testing.T) {
 	// 2/min: one at a time, a token every minute.
 	l := NewLimiter([]sdk.Limit{{Scope: sdk.ScopeRecipient, Count: 2, Per: time.Minute}}, 0, 100)
 	for i := range 100 {
-		require.Zero(t, l.Admit(fmt.Sprint("user", i), engine.PriorityNormal, t0))
+		require.Zero(t, l.Admit(fmt.Sprint("user", i), heraldtype.PriorityNormal, t0))
 	}
 	// The cache is full of recipients whose buckets are still refilling:
 	// forgetting one would let it burst, so a newcomer waits.
-	require.Equal(t, time.Minute, l.Admit("late", engine.PriorityNormal, t0))
-	require.Equal(t, time.Minute, l.Admit("user0", engine.PriorityNormal, t0), "user0 was not forgotten")
+	require.Equal(t, time.Minute, l.Admit("late", heraldtype.PriorityNormal, t0))
+	require.Equal(t, time.Minute, l.Admit("user0", heraldtype.PriorityNormal, t0), "user0 was not forgotten")
 	require.Equal(t, 100, l.recipients.Len())
 
 	// A minute on, every bucket is full again: forgetting is free.
 	later := t0.Add(time.Minute)
 	for i := range 10_000 {
-		require.Zero(t, l.Admit(fmt.Sprint("new", i), engine.PriorityNormal, later.Add(time.Duration(i)*time.Minute)))
+		require.Zero(t, l.Admit(fmt.Sprint("new", i), heraldtype.PriorityNormal, later.Add(time.Duration(i)*time.Minute)))
 	}
 	require.Equal(t, 100, l.recipients.Len())
 }
@@ -167,7 +167,7 @@ func TestNoLimitsAdmitsAll(t *testing.T) {
 	t.Parallel()
 	l := NewLimiter(nil, 0.2, 10)
 	for range 1000 {
-		require.Zero(t, l.Admit("alice", engine.PriorityLow, t0))
+		require.Zero(t, l.Admit("alice", heraldtype.PriorityLow, t0))
 	}
 }
 
@@ -216,12 +216,12 @@ func TestNoWindowExceedsCount(t *testing.T) {
 		var lastWait time.Duration
 		var lastRefused struct {
 			recipient string
-			p         engine.Priority
+			p         heraldtype.Priority
 		}
 		steps := rapid.IntRange(1, 400).Draw(rt, "steps")
 		for i := range steps {
 			recipient := rapid.SampledFrom(names).Draw(rt, "recipient")
-			p := rapid.SampledFrom([]engine.Priority{engine.PriorityLow, engine.PriorityNormal, engine.PriorityHigh}).Draw(rt, "priority")
+			p := rapid.SampledFrom([]heraldtype.Priority{heraldtype.PriorityLow, heraldtype.PriorityNormal, heraldtype.PriorityHigh}).Draw(rt, "priority")
 			per := limits[rapid.IntRange(0, len(limits)-1).Draw(rt, "near")].Per
 			retry := false
 			switch rapid.IntRange(0, 6).Draw(rt, "gap") {
@@ -312,7 +312,7 @@ func BenchmarkAdmit(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		l.Admit(names[i&(len(names)-1)], engine.PriorityNormal, t0.Add(time.Duration(i)*time.Microsecond))
+		l.Admit(names[i&(len(names)-1)], heraldtype.PriorityNormal, t0.Add(time.Duration(i)*time.Microsecond))
 	}
 }
 
@@ -325,26 +325,26 @@ func TestClockStepBackDoesNotStallTheChannel(t *testing.T) {
 		{Scope: sdk.ScopeChannel, Count: 50, Per: time.Second},
 		{Scope: sdk.ScopeRecipient, Count: 30, Per: time.Minute},
 	}, 0.2, 2)
-	n, _ := drain(t, l, "alice", engine.PriorityHigh, t0)
+	n, _ := drain(t, l, "alice", heraldtype.PriorityHigh, t0)
 	require.Equal(t, 15, n, "alice's minute bucket: burst 15")
-	require.Zero(t, l.Admit("bob", engine.PriorityHigh, t0))
+	require.Zero(t, l.Admit("bob", heraldtype.PriorityHigh, t0))
 
 	back := t0.Add(-time.Hour)
-	w := l.Admit("carol", engine.PriorityNormal, back)
+	w := l.Admit("carol", heraldtype.PriorityNormal, back)
 	require.Positive(t, w, "the cache of two is full of recipients still catching up")
 	require.LessOrEqual(t, w, time.Minute, "no wait longer than a bucket takes to refill")
-	w = l.Admit("alice", engine.PriorityNormal, back)
+	w = l.Admit("alice", heraldtype.PriorityNormal, back)
 	require.LessOrEqual(t, w, time.Minute)
-	w = l.Admit("bob", engine.PriorityHigh, back)
+	w = l.Admit("bob", heraldtype.PriorityHigh, back)
 	require.Positive(t, w)
 	require.LessOrEqual(t, w, time.Minute)
-	require.Zero(t, l.Admit("bob", engine.PriorityHigh, back.Add(w)), "admitted when told")
+	require.Zero(t, l.Admit("bob", heraldtype.PriorityHigh, back.Add(w)), "admitted when told")
 
 	// A late reading, not a step: the bucket stays exact.
 	l = NewLimiter([]sdk.Limit{{Scope: sdk.ScopeChannel, Count: 2, Per: time.Minute}}, 0, 2)
-	require.Zero(t, l.Admit("alice", engine.PriorityNormal, t0))
-	require.Equal(t, time.Minute+time.Millisecond, l.Admit("alice", engine.PriorityNormal, t0.Add(-time.Millisecond)))
-	require.Equal(t, time.Minute, l.Admit("alice", engine.PriorityNormal, t0))
+	require.Zero(t, l.Admit("alice", heraldtype.PriorityNormal, t0))
+	require.Equal(t, time.Minute+time.Millisecond, l.Admit("alice", heraldtype.PriorityNormal, t0.Add(-time.Millisecond)))
+	require.Equal(t, time.Minute, l.Admit("alice", heraldtype.PriorityNormal, t0))
 }
 
 func TestHugeLimitsDoNotOverflow(t *testing.T) {
@@ -360,10 +360,10 @@ func TestHugeLimitsDoNotOverflow(t *testing.T) {
 		clamped.Per = min(lim.Per, MaxLimitPer)
 		burst, interval := BucketOf(clamped)
 		l := NewLimiter([]sdk.Limit{lim}, 0.2, 10)
-		n, w := drain(t, l, "alice", engine.PriorityHigh, t0)
+		n, w := drain(t, l, "alice", heraldtype.PriorityHigh, t0)
 		require.Equal(t, burst, n, "%+v: the burst, then a wait", lim)
 		require.Positive(t, w, "%+v", lim)
-		w = l.Admit("alice", engine.PriorityHigh, t0.Add(interval/2))
+		w = l.Admit("alice", heraldtype.PriorityHigh, t0.Add(interval/2))
 		require.Positive(t, w, "%+v: half an interval later the bucket has no token yet", lim)
 	}
 	require.ErrorIs(t, checkInfo(sdk.Info{Name: "x", Limits: []sdk.Limit{{Scope: sdk.ScopeChannel, Count: 1, Per: MaxLimitPer + 1}}}), ErrBadInfo)

@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // ProtocolVersion is the channel protocol's version; the host refuses a
@@ -54,33 +56,23 @@ type Limit struct {
 	Per   time.Duration
 }
 
-// Message is one delivery for one recipient.
-type Message struct {
-	ID             string          // delivery id
-	IdempotencyKey string          // the same on every attempt, by every leader
-	Recipient      string          // userid, or as the channel defines it
-	Payload        json.RawMessage // the message body the rule produced
-	Attempt        int
-}
-
-// Status is the verdict on one message. Numbers are part of the protocol.
-type Status int
+// The values a Channel exchanges with the host are Herald's own delivery
+// values (package heraldtype), under the names a plugin author knows: the
+// engine, the host and every plugin share one type per concept.
+type (
+	// Message is one delivery for one recipient.
+	Message = heraldtype.Message
+	// Status is the verdict on one message. Numbers are part of the protocol.
+	Status = heraldtype.Status
+	// Result is the verdict on one message, matched to it by ID.
+	Result = heraldtype.Result
+)
 
 // The verdicts; RetryAfter goes with StatusRateLimited.
 const (
-	StatusSent        Status = 1 // accepted by the provider
-	StatusRetryable   Status = 2 // transient failure: try again later
-	StatusRateLimited Status = 3 // provider limit: wait RetryAfter, no attempt spent
-	StatusPermanent   Status = 4 // will never succeed
-	StatusConfig      Status = 5 // channel misconfigured: permanent, alert the operator
+	StatusSent        = heraldtype.StatusSent        // accepted by the provider
+	StatusRetryable   = heraldtype.StatusRetryable   // transient failure: try again later
+	StatusRateLimited = heraldtype.StatusRateLimited // provider limit: wait RetryAfter, no attempt spent
+	StatusPermanent   = heraldtype.StatusPermanent   // will never succeed
+	StatusConfig      = heraldtype.StatusConfig      // channel misconfigured: permanent, alert the operator
 )
-
-// Result is the verdict on one message, matched to it by ID.
-type Result struct {
-	ID         string
-	Status     Status
-	ProviderID string        // the provider's message id, when it gives one
-	RetryAfter time.Duration // with StatusRateLimited (and optionally Retryable)
-	Code       string        // provider error code, verbatim
-	Error      string        // provider error text, verbatim; never a secret
-}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -35,11 +33,7 @@ func (c *Client) InfoVersion(ctx context.Context) (Info, int, error) {
 	}
 	info := Info{Name: resp.GetName(), Version: resp.GetVersion()}
 	for _, l := range resp.GetLimits() {
-		info.Limits = append(info.Limits, Limit{
-			Scope: LimitScope(l.GetScope()),
-			Count: int(l.GetCount()),
-			Per:   durationOfMs(l.GetPerMs()),
-		})
+		info.Limits = append(info.Limits, limitFromWire(l))
 	}
 	return info, int(resp.GetProtocolVersion()), nil
 }
@@ -60,13 +54,7 @@ func (c *Client) Configure(ctx context.Context, config json.RawMessage) error {
 func (c *Client) Send(ctx context.Context, batch []Message) ([]Result, error) {
 	req := &channelv1.SendRequest{Batch: make([]*channelv1.Message, len(batch))}
 	for i, m := range batch {
-		req.Batch[i] = &channelv1.Message{
-			Id:             m.ID,
-			IdempotencyKey: m.IdempotencyKey,
-			Recipient:      m.Recipient,
-			Payload:        m.Payload,
-			Attempt:        int32(m.Attempt),
-		}
+		req.Batch[i] = messageToWire(m)
 	}
 	resp, err := c.rpc.Send(ctx, req)
 	if err != nil {
@@ -74,14 +62,7 @@ func (c *Client) Send(ctx context.Context, batch []Message) ([]Result, error) {
 	}
 	results := make([]Result, len(resp.GetResults()))
 	for i, r := range resp.GetResults() {
-		results[i] = Result{
-			ID:         r.GetId(),
-			Status:     Status(r.GetStatus()),
-			ProviderID: r.GetProviderId(),
-			RetryAfter: durationOfMs(r.GetRetryAfterMs()),
-			Code:       r.GetCode(),
-			Error:      r.GetError(),
-		}
+		results[i] = resultFromWire(r)
 	}
 	return results, nil
 }
@@ -159,11 +140,7 @@ func (s *server) Info(ctx context.Context, _ *channelv1.InfoRequest) (*channelv1
 		ProtocolVersion: ProtocolVersion,
 	}
 	for _, l := range info.Limits {
-		resp.Limits = append(resp.Limits, &channelv1.Limit{
-			Scope: string(l.Scope),
-			Count: int64(l.Count),
-			PerMs: msCeil(l.Per),
-		})
+		resp.Limits = append(resp.Limits, limitToWire(l))
 	}
 	return resp, nil
 }
@@ -178,13 +155,7 @@ func (s *server) Configure(ctx context.Context, req *channelv1.ConfigureRequest)
 func (s *server) Send(ctx context.Context, req *channelv1.SendRequest) (*channelv1.SendResponse, error) {
 	batch := make([]Message, len(req.GetBatch()))
 	for i, m := range req.GetBatch() {
-		batch[i] = Message{
-			ID:             m.GetId(),
-			IdempotencyKey: m.GetIdempotencyKey(),
-			Recipient:      m.GetRecipient(),
-			Payload:        m.GetPayload(),
-			Attempt:        int(m.GetAttempt()),
-		}
+		batch[i] = messageFromWire(m)
 	}
 	results, err := s.impl.Send(ctx, batch)
 	if err != nil {
@@ -192,14 +163,7 @@ func (s *server) Send(ctx context.Context, req *channelv1.SendRequest) (*channel
 	}
 	resp := &channelv1.SendResponse{Results: make([]*channelv1.Result, len(results))}
 	for i, r := range results {
-		resp.Results[i] = &channelv1.Result{
-			Id:           r.ID,
-			Status:       channelv1.Status(r.Status),
-			ProviderId:   r.ProviderID,
-			RetryAfterMs: msCeil(r.RetryAfter),
-			Code:         r.Code,
-			Error:        r.Error,
-		}
+		resp.Results[i] = resultToWire(r)
 	}
 	return resp, nil
 }
@@ -213,29 +177,6 @@ func (s *server) Health(ctx context.Context, _ *channelv1.HealthRequest) (*chann
 		return &channelv1.HealthResponse{Error: err.Error()}, nil
 	}
 	return &channelv1.HealthResponse{}, nil
-}
-
-// msCeil is d in whole milliseconds, rounded up: a limit's window and a
-// wait cross the wire in milliseconds, and a shorter window would let more
-// through.
-func msCeil(d time.Duration) int64 {
-	ms := d.Milliseconds()
-	if d > time.Duration(ms)*time.Millisecond {
-		ms++
-	}
-	return ms
-}
-
-// durationOfMs is ms milliseconds, saturating instead of wrapping around
-// for what a Duration cannot hold.
-func durationOfMs(ms int64) time.Duration {
-	switch {
-	case ms > math.MaxInt64/int64(time.Millisecond):
-		return math.MaxInt64
-	case ms < math.MinInt64/int64(time.Millisecond):
-		return math.MinInt64
-	}
-	return time.Duration(ms) * time.Millisecond
 }
 
 // toStatus keeps a context error recognisable on the host's side.

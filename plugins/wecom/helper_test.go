@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 
-	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/plugins/host"
 	"github.com/heraldhq/herald/plugins/sdk"
 	"github.com/heraldhq/herald/plugins/wecom"
@@ -194,7 +194,7 @@ func newDriver(t *testing.T, ch sdk.Channel, c *clock) *driver {
 func (d *driver) honourLimits(limits []sdk.Limit) *driver {
 	l := host.NewLimiter(limits, host.DefaultHighReserve, 0)
 	d.admit = func(recipient string, now time.Time) time.Duration {
-		return l.Admit(recipient, engine.PriorityNormal, now)
+		return l.Admit(recipient, heraldtype.PriorityNormal, now)
 	}
 	return d
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/plugins/host"
 	"github.com/heraldhq/herald/plugins/wecomfake"
 )
@@ -69,16 +69,15 @@ func pluginPid(t *testing.T, h *host.Host) int {
 	return pid
 }
 
-func outgoing(prefix string, from, n int) []engine.Outgoing {
-	out := make([]engine.Outgoing, n)
+func outgoing(prefix string, from, n int) []heraldtype.Message {
+	out := make([]heraldtype.Message, n)
 	for i := range out {
 		u := fmt.Sprintf("u%03d", from+i)
-		out[i] = engine.Outgoing{
+		out[i] = heraldtype.Message{
 			ID:             prefix + "-" + u,
 			IdempotencyKey: "key-" + prefix + "-" + u,
 			Recipient:      u,
 			Payload:        text(prefix + " for " + u),
-			Priority:       engine.PriorityNormal,
 			Attempt:        1,
 		}
 	}
@@ -101,7 +100,7 @@ func TestPluginKilledMidBurst(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, total/batchSize)
 	var mu sync.Mutex
-	outcomes := map[string]engine.Outcome{}
+	outcomes := map[string]heraldtype.Result{}
 	for s := range senders {
 		wg.Go(func() {
 			for b := s; b*batchSize < total; b += senders {
@@ -131,7 +130,7 @@ func TestPluginKilledMidBurst(t *testing.T) {
 
 	require.Len(t, outcomes, total)
 	for id, o := range outcomes {
-		require.Equal(t, engine.OutcomeSent, o.Status, "%s: %+v", id, o)
+		require.Equal(t, heraldtype.StatusSent, o.Status, "%s: %+v", id, o)
 		require.NotEmpty(t, o.ProviderID, id)
 	}
 	for i := 1; i <= total; i++ {
@@ -167,16 +166,16 @@ func TestHostPacesOneMemberThroughPlugin(t *testing.T) {
 	for i := 0; i < n; {
 		e.clock.Set(start.Add(time.Duration(i) * 600 * time.Millisecond)) // due
 		now := e.clock.Now()
-		if w := h.Admit("wc", "alice", engine.PriorityNormal, now); w > 0 {
+		if w := h.Admit("wc", "alice", heraldtype.PriorityNormal, now); w > 0 {
 			waited++
 			e.clock.Set(now.Add(w))
 			continue
 		}
-		u := engine.Outgoing{ID: fmt.Sprint("n", i), IdempotencyKey: fmt.Sprint("key-n", i), Recipient: "alice",
-			Payload: text(fmt.Sprintf("note %d", i)), Priority: engine.PriorityNormal, Attempt: 1}
-		out, err := h.Send(context.Background(), "wc", []engine.Outgoing{u})
+		u := heraldtype.Message{ID: fmt.Sprint("n", i), IdempotencyKey: fmt.Sprint("key-n", i), Recipient: "alice",
+			Payload: text(fmt.Sprintf("note %d", i)), Attempt: 1}
+		out, err := h.Send(context.Background(), "wc", []heraldtype.Message{u})
 		require.NoError(t, err)
-		require.Equal(t, engine.OutcomeSent, out[0].Status, "%+v", out[0])
+		require.Equal(t, heraldtype.StatusSent, out[0].Status, "%+v", out[0])
 		i++
 	}
 	require.Positive(t, waited, "the limiter held messages back")
@@ -203,17 +202,17 @@ func BenchmarkSendThroughPlugin(b *testing.B) {
 			e := fakeOnly(b, cfg)
 			h := startHost(b, e, map[string]any{"concurrency": conc})
 			const size = 100
-			batch := make([]engine.Outgoing, size)
+			batch := make([]heraldtype.Message, size)
 			n := 0
 			for b.Loop() {
 				for i := range batch {
 					n++
 					u := fmt.Sprintf("u%03d", n%1000+1)
-					batch[i] = engine.Outgoing{ID: fmt.Sprint(n), IdempotencyKey: fmt.Sprint("key-", n), Recipient: u,
+					batch[i] = heraldtype.Message{ID: fmt.Sprint(n), IdempotencyKey: fmt.Sprint("key-", n), Recipient: u,
 						Payload: json.RawMessage(fmt.Sprintf(`{"msgtype":"text","content":"bench %d"}`, n)), Attempt: 1}
 				}
 				out, err := h.Send(context.Background(), "wc", batch)
-				if err != nil || len(out) != size || out[size-1].Status != engine.OutcomeSent {
+				if err != nil || len(out) != size || out[size-1].Status != heraldtype.StatusSent {
 					b.Fatalf("send: %v %+v", err, out)
 				}
 			}

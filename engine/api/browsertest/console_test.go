@@ -20,6 +20,7 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/calendar"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/schedule"
 )
 
@@ -178,12 +179,12 @@ func consoleFixture(t *testing.T) (*fixture, *httptest.Server) {
 	id := engine.DeliveryID(key, "lina")
 	f.apply(t, engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: []engine.NewDelivery{{ID: id, Recipient: "lina",
 		Channel: "wecom_sales", Payload: json.RawMessage(`{"msgtype":"markdown","content":"**2026-12-01 日报** 李娜：请于今天 18:00 前提交"}`),
-		Priority: engine.PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour), Retry: []time.Duration{time.Minute}}}})
-	for i, st := range []engine.OutcomeStatus{engine.OutcomeRetryable, engine.OutcomeRetryable} {
+		Priority: heraldtype.PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour), Retry: []time.Duration{time.Minute}}}})
+	for i, st := range []heraldtype.Status{heraldtype.StatusRetryable, heraldtype.StatusRetryable} {
 		at := t0.Add(time.Duration(i*2+1) * time.Minute)
 		c := f.apply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: at, Timeout: 30 * time.Second}).(engine.ClaimResult)
 		require.Len(t, c.Claimed, 1)
-		f.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: at.Add(time.Second), Results: []engine.Result{
+		f.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: at.Add(time.Second), Results: []engine.Settlement{
 			{ID: id, Seq: c.Claimed[0].Seq, Status: st, Code: "-1", Error: "system busy, try again later"}}})
 	}
 	d, _ := f.fsm.Delivery(id)
@@ -206,14 +207,14 @@ func playLeader(t *testing.T, f *fixture) {
 	var nds []engine.NewDelivery
 	for _, who := range []string{"zhangsan", "lina"} {
 		nds = append(nds, engine.NewDelivery{ID: engine.DeliveryID(run.Key, who), Recipient: who, Channel: "wecom_sales",
-			Payload: json.RawMessage(`{"msgtype":"text","content":"补发日报"}`), Priority: engine.PriorityNormal, NotBefore: run.Slot, Deadline: run.Slot.Add(time.Hour)})
+			Payload: json.RawMessage(`{"msgtype":"text","content":"补发日报"}`), Priority: heraldtype.PriorityNormal, NotBefore: run.Slot, Deadline: run.Slot.Add(time.Hour)})
 	}
 	f.apply(t, engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: run.Key, Deliveries: nds})
 	f.apply(t, engine.CmdFinishPlan, engine.FinishPlan{RunKey: run.Key, Now: run.Slot})
 	c := f.apply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{nds[0].ID, nds[1].ID}, Leader: "n1", Now: run.Slot, Timeout: time.Minute}).(engine.ClaimResult)
-	var res []engine.Result
+	var res []engine.Settlement
 	for _, cl := range c.Claimed {
-		res = append(res, engine.Result{ID: cl.ID, Seq: cl.Seq, Status: engine.OutcomeSent})
+		res = append(res, engine.Settlement{ID: cl.ID, Seq: cl.Seq, Status: heraldtype.StatusSent})
 	}
 	f.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: run.Slot.Add(3 * time.Second), Results: res})
 }
@@ -289,8 +290,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Equal(t, engine.StatePending, d.State, "retried: waiting for the leader")
 	c := f.apply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{lina}, Leader: "n1", Now: d.NextAt, Timeout: time.Minute}).(engine.ClaimResult)
 	require.Len(t, c.Claimed, 1)
-	f.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: d.NextAt.Add(time.Second), Results: []engine.Result{
-		{ID: lina, Seq: c.Claimed[0].Seq, Status: engine.OutcomeSent}}})
+	f.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: d.NextAt.Add(time.Second), Results: []engine.Settlement{
+		{ID: lina, Seq: c.Claimed[0].Seq, Status: heraldtype.StatusSent}}})
 	require.NoError(t, chromedp.Do(b.ctx, poll(`!!document.querySelector('#person .card.delivery[data-delivery="`+lina+`"][data-state="sent"]')`)))
 
 	// Alerts are worded in Chinese from their typed causes.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 func TestDashboardInBrowser(t *testing.T) {
@@ -194,7 +195,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// A fresh node says so rather than showing blank tables.
 	fresh := setup(t)
 	fresh.api = api.New(api.Config{FSM: fresh.fsm, Replicator: fresh.rep, StatusFunc: func() api.Status {
-		return api.Status{NodeID: "n1", State: "follower", Members: []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{}}
+		return api.Status{NodeID: "n1", State: "follower", Members: []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []heraldtype.ChannelStatus{}}
 	}})
 	freshSrv := httptest.NewServer(fresh.api)
 	defer freshSrv.Close()

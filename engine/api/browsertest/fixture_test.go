@@ -13,6 +13,7 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/enginetest"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // t0 is 09:00 in Asia/Shanghai, the zone the browser tests run in.
@@ -48,7 +49,7 @@ func testStatus() api.Status {
 			{Name: "daily_report", File: "daily_report.lua", Hash: "a1b2c3d4e5f60718"},
 			{Name: "weekly_report", File: "weekly_report.lua", Hash: "0718a1b2c3d4e5f6", Error: brokenRuleError},
 		},
-		Channels: []api.ChannelStatus{
+		Channels: []heraldtype.ChannelStatus{
 			{Name: "wecom_sales", Plugin: "wecom", Healthy: true},
 			{Name: "mock", Plugin: "mock", Healthy: false, Error: "plugin exited: signal: killed"},
 		},
@@ -81,7 +82,7 @@ func (f *fixture) populate(t *testing.T) {
 	for _, r := range []string{"zhangsan", "lisi", "wangwu"} {
 		nds = append(nds, engine.NewDelivery{ID: engine.DeliveryID(key, r), Recipient: r, Channel: "wecom_sales",
 			Payload:  json.RawMessage(`{"msgtype":"markdown","content":"**2026-12-01 日报** 请于今天 18:00 前提交"}`),
-			Priority: engine.PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour)})
+			Priority: heraldtype.PriorityNormal, NotBefore: t0, Deadline: t0.Add(2 * time.Hour)})
 	}
 	nds[2].NotBefore = t0.Add(time.Hour) // wangwu: not due yet
 	require.Equal(t, 3, f.apply(t, engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: nds}))
@@ -89,9 +90,9 @@ func (f *fixture) populate(t *testing.T) {
 	claimed := f.apply(t, engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{nds[0].ID, nds[1].ID}, Leader: "n1",
 		Now: t0.Add(time.Second), Timeout: 30 * time.Second}).(engine.ClaimResult).Claimed
 	require.Len(t, claimed, 2)
-	f.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: t0.Add(2 * time.Second), Results: []engine.Result{
-		{ID: nds[0].ID, Seq: claimed[0].Seq, Status: engine.OutcomeSent, ProviderID: "msg-001"},
-		{ID: nds[1].ID, Seq: claimed[1].Seq, Status: engine.OutcomePermanent, Code: "81013", Error: "user not found in the app's visible range"},
+	f.apply(t, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: t0.Add(2 * time.Second), Results: []engine.Settlement{
+		{ID: nds[0].ID, Seq: claimed[0].Seq, Status: heraldtype.StatusSent, ProviderID: "msg-001"},
+		{ID: nds[1].ID, Seq: claimed[1].Seq, Status: heraldtype.StatusPermanent, Code: "81013", Error: "user not found in the app's visible range"},
 	}})
 
 	weekly := t0.Add(-24 * time.Hour)

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/plugins/conformance"
 	"github.com/heraldhq/herald/plugins/host"
 	"github.com/heraldhq/herald/plugins/sdk"
@@ -120,15 +120,15 @@ func TestDroppedIntoPluginsDir(t *testing.T) {
 	// holds more than 20), and 20% of the bucket is kept for high priority.
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	admitted := 0
-	for h.Admit("audit", "alice", engine.PriorityNormal, now) == 0 {
+	for h.Admit("audit", "alice", heraldtype.PriorityNormal, now) == 0 {
 		admitted++
 	}
 	require.Equal(t, 8, admitted)
-	require.Zero(t, h.Admit("audit", "alice", engine.PriorityHigh, now))
+	require.Zero(t, h.Admit("audit", "alice", heraldtype.PriorityHigh, now))
 
-	res, err := h.Send(ctx, "audit", []engine.Outgoing{{ID: "1", IdempotencyKey: "k1", Recipient: "alice", Payload: json.RawMessage(`{"text": "hi"}`)}})
+	res, err := h.Send(ctx, "audit", []heraldtype.Message{{ID: "1", IdempotencyKey: "k1", Recipient: "alice", Payload: json.RawMessage(`{"text": "hi"}`)}})
 	require.NoError(t, err)
-	require.Equal(t, engine.OutcomeSent, res[0].Status)
+	require.Equal(t, heraldtype.StatusSent, res[0].Status)
 	raw, err := os.ReadFile(out)
 	require.NoError(t, err)
 	require.True(t, strings.HasSuffix(string(raw), "\tk1\talice\t{\"text\":\"hi\"}\n"), "%q", raw)

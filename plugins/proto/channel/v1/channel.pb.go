@@ -28,7 +28,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Status numbers equal sdk.Status and engine.OutcomeStatus.
+// Status numbers equal heraldtype.Status (sdk.Status).
 type Status int32
 
 const (

@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"errors"
+	"time"
+)
+
+// The audit trail: who changed what through the API. Records are
+// replicated like everything else, so every node answers GET /v1/audit the
+// same, and a leader's crash loses none that were committed. The API
+// proposes one RecordAudit after each write it accepted (engine/api
+// audit.go says why it is a command of its own, not part of the write's).
+const (
+	CmdRecordAudit CommandType = 18
+	CmdPruneAudit  CommandType = 19
+)
+
+// Defaults of the audit trail.
+const (
+	// AuditRetentionDefault is how long records are kept (config
+	// audit_retention).
+	AuditRetentionDefault = 90 * 24 * time.Hour
+	// AuditCap bounds the records held, whatever their age: a flood of
+	// writes (a script in a loop, a compromised operate token) costs at
+	// most this many records (a few hundred bytes each, tens of MB), and
+	// the oldest go first. It is a constant because every node must drop
+	// the same records; AuditState.Capped counts what it dropped.
+	AuditCap = 100_000
+)
+
+// AuditRecord is one accepted write. Records are never changed once stored.
+type AuditRecord struct {
+	// Seq numbers the records of the cluster in the order they were
+	// committed, from 1; GET /v1/audit pages by it.
+	Seq uint64 `json:"seq"`
+	// At is when the write was answered, stamped by the leader that
+	// performed it.
+	At time.Time `json:"at"`
+	// Actor is the API token's name, "loopback" (no tokens, a write from
+	// the node's own machine) or "peer" (a join proven by the cluster
+	// secret). Never a secret.
+	Actor string `json:"actor"`
+	// Role is the role the actor was granted (read, operate, admin).
+	Role string `json:"role"`
+	// Remote is the client's address as the node it connected to saw it.
+	Remote string `json:"remote"`
+	// Via is the node that forwarded the write to the leader, "" when the
+	// client reached the leader itself.
+	Via string `json:"via"`
+	// Action names the write ("task.submit", "rule.pause",
+	// "cluster.remove"), Target what it acted on (a task key, a rule, a
+	// member id; "" when nothing in particular).
+	Action string `json:"action"`
+	Target string `json:"target"`
+	// Status is the HTTP status the write was answered with.
+	Status int `json:"status"`
+	// Node is the member that performed the write and recorded it.
+	Node string `json:"node"`
+}
+
+// RecordAudit stores one record. Every field is written, empty or not: an
+// empty Via (not forwarded) or Target (no target) is a value, not an
+// absence. Seq is assigned by Apply.
+type RecordAudit struct {
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Role   string    `json:"role"`
+	Remote string    `json:"remote"`
+	Via    string    `json:"via"`
+	Action string    `json:"action"`
+	Target string    `json:"target"`
+	Status int       `json:"status"`
+	Node   string    `json:"node"`
+}
+
+// PruneAudit drops the records older than Before (the leader's now minus
+// the audit retention).
+type PruneAudit struct {
+	Before time.Time `json:"before"`
+	Now    time.Time `json:"now"`
+}
+
+// auditState is the trail in the replicated state.
+type auditState struct {
+	// Records in Seq order, oldest first. Only ever re-sliced or appended
+	// to, never written in place, so a snapshot's copy of the slice header
+	// stays valid while Apply goes on.
+	Records []*AuditRecord
+	// Seq is the last number given: it outlives pruned records, so a
+	// number is never given twice.
+	Seq uint64
+	// Capped counts the records dropped by AuditCap rather than by age.
+	Capped uint64
+}
+
+func (a applier) recordAudit(c RecordAudit) any {
+	if c.Action == "" || c.Actor == "" {
+		return errors.New("record audit: action and actor are required")
+	}
+	au := &a.st.Audit
+	au.Seq++
+	r := &AuditRecord{
+		Seq: au.Seq, At: c.At, Actor: c.Actor, Role: c.Role, Remote: c.Remote, Via: c.Via,
+		Action: c.Action, Target: c.Target, Status: c.Status, Node: c.Node,
+	}
+	if len(au.Records) >= AuditCap {
+		drop := len(au.Records) - AuditCap + 1
+		au.Records = au.Records[drop:]
+		au.Capped += uint64(drop)
+	}
+	au.Records = append(au.Records, r)
+	return r.Seq
+}
+
+func (a applier) pruneAudit(c PruneAudit) any {
+	au := &a.st.Audit
+	kept := make([]*AuditRecord, 0, len(au.Records))
+	for _, r := range au.Records {
+		if !r.At.Before(c.Before) {
+			kept = append(kept, r)
+		}
+	}
+	n := len(au.Records) - len(kept)
+	if n > 0 {
+		// A new slice: snapshots taken before still read the old one.
+		au.Records = kept
+	}
+	return n
+}
+
+// AuditQuery selects audit records, newest first.
+type AuditQuery struct {
+	// Before: only records with a smaller Seq (a page's cursor); 0 means
+	// from the newest.
+	Before uint64
+	// Limit is the most records returned (at least 1).
+	Limit int
+	// Actor and Action, when set, must match exactly; Since, when set,
+	// keeps records at or after it.
+	Actor, Action string
+	Since         time.Time
+}
+
+// AuditPage is an answer to AuditQuery.
+type AuditPage struct {
+	Records []*AuditRecord
+	// Next is the Before of the next page; 0 when this page is the last.
+	Next uint64
+	// Capped counts the records ever dropped by AuditCap.
+	Capped uint64
+}
+
+// Audit answers q from the trail.
+func (f *FSM) Audit(q AuditQuery) AuditPage {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	limit := max(q.Limit, 1)
+	recs := f.st.Audit.Records
+	page := AuditPage{Records: []*AuditRecord{}, Capped: f.st.Audit.Capped}
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := recs[i]
+		if q.Before != 0 && r.Seq >= q.Before {
+			continue
+		}
+		if (q.Actor != "" && r.Actor != q.Actor) || (q.Action != "" && r.Action != q.Action) ||
+			(!q.Since.IsZero() && r.At.Before(q.Since)) {
+			continue
+		}
+		if len(page.Records) == limit {
+			page.Next = page.Records[limit-1].Seq
+			break
+		}
+		page.Records = append(page.Records, r)
+	}
+	return page
+}
+
+// AuditLen is how many audit records the state holds.
+func (f *FSM) AuditLen() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.st.Audit.Records)
+}
