@@ -157,7 +157,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, fmt.Errorf("read raft state: %w", err)
 	}
 
-	n.stream, err = listen(cfg.RaftAddr, cfg.RaftListener, cfg.TLS)
+	n.stream, err = listen(cfg.RaftAddr, cfg.RaftListener, cfg.TLS, cfg.DialTimeout)
 	if err != nil {
 		return nil, err
 	}
