@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/hclogslog"
 )
 
 // Errors returned by Node.
@@ -100,7 +101,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, err
 	}
 	level, _ := parseLevel(cfg.RaftLogLevel)
-	hlog := newRaftLogger(cfg.Logger, level)
+	hlog := hclogslog.New(cfg.Logger, hclogslog.Options{Name: "raft", Level: level})
 	n := &Node{
 		cfg:        cfg,
 		log:        cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
@@ -183,9 +184,15 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		trans.Close()
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
+	firstIndex, err := logs.FirstIndex()
+	if err != nil {
+		trans.Close()
+		return nil, fmt.Errorf("read raft log: %w", err)
+	}
 	n.leadership.start()
-	rfsm := &fsm{sm: sm}
-	n.raft, err = raft.NewRaft(rc, rfsm, logs, store, n.snaps, trans)
+	rfsm := &fsm{sm: sm, starting: true, firstIndex: firstIndex}
+	n.raft, err = raft.NewRaft(rc, rfsm, logs, store, snapshotWatch{n.snaps, rfsm}, trans)
+	rfsm.started()
 	if err != nil {
 		trans.Close()
 		if cause := rfsm.lastRestoreErr(); cause != nil {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/heraldhq/herald/engine/backoff"
+	"github.com/heraldhq/herald/engine/hclogslog"
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
@@ -56,7 +57,7 @@ func newInstance(h *Host, name string, src source, config []byte, redact func(st
 		config:  config,
 		redact:  redact,
 		log:     log,
-		hlog:    newHCLogger(log, redact),
+		hlog:    hclogslog.New(log, hclogslog.Options{RedactFunc: redact}),
 		kick:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 	}
