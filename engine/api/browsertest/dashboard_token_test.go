@@ -24,9 +24,10 @@ func TestDashboardAsksForToken(t *testing.T) {
 	bin := chromium(t)
 	rep := enginetest.New()
 	f := &fixture{fsm: rep.FSM, rep: rep}
-	const readSecret, operateSecret = "dash-read-secret-000111", "dash-operate-secret-000222"
+	const readSecret, operateSecret, adminSecret = "dash-read-secret-000111", "dash-operate-secret-000222", "dash-admin-secret-000333"
 	f.api = api.New(api.Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus, Tokens: []api.Token{
-		{Name: "wall", Role: api.RoleRead, Secret: readSecret}, {Name: "ops", Role: api.RoleOperate, Secret: operateSecret}}})
+		{Name: "wall", Role: api.RoleRead, Secret: readSecret}, {Name: "ops", Role: api.RoleOperate, Secret: operateSecret},
+		{Name: "root", Role: api.RoleAdmin, Secret: adminSecret}}})
 	f.populate(t)
 	srv := httptest.NewServer(f.api)
 	defer srv.Close()
@@ -100,6 +101,20 @@ func TestDashboardAsksForToken(t *testing.T) {
 	a, ok := f.fsm.Alert(id)
 	require.True(t, ok)
 	require.True(t, a.Acked)
+
+	// The audit trail is an admin's: an operate token is not shown it; an
+	// admin token sees the ack, under the name of the token that made it.
+	hidden, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById("audit-panel").hidden`))
+	require.NoError(t, err)
+	require.True(t, hidden, "no audit panel for an operate token")
+	require.NoError(t, chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#sign-in`))))
+	enter(adminSecret)
+	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#audit tr[data-audit]`))))
+	row := text(`#audit tr[data-audit]`)
+	require.Contains(t, row, "ops")
+	require.Contains(t, row, "alert.ack")
+	require.Contains(t, row, id)
+	require.NotContains(t, row, operateSecret)
 
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(90))
 	require.NoError(t, err)
