@@ -203,7 +203,8 @@ func New(cfg Config) http.Handler {
 	}
 	// Outside forwarding: a follower sees the leader's answer and leaves
 	// the record to the leader; inside auth: it needs the caller.
-	h = newAuditor(s, own).middleware(h)
+	audit := newAuditor(s, own)
+	h = audit.middleware(h)
 	// Who may do what is decided here, once for every route (RouteRole),
 	// and before forwarding: a follower forwards only what the caller may
 	// do, with the caller's own Authorization header.
@@ -221,7 +222,8 @@ func New(cfg Config) http.Handler {
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "cross-origin "+r.Method+" refused: writes come from this node's own pages, the CLI or API clients")
 	}))
-	return csrf.Handler(h)
+	// Refusals are counted outermost: a 401 or a cross-site 403 counts too.
+	return audit.countRefused(csrf.Handler(h))
 }
 
 type server struct{ cfg Config }
