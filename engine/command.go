@@ -36,6 +36,12 @@ const (
 	CmdSetDirectory     CommandType = 41
 	CmdHoldDirectory    CommandType = 42
 	CmdConfirmDirectory CommandType = 43
+
+	// Packed twins of the burst's commands (packed.go): the same bodies,
+	// binary; 45–48 are the pipe's numbers (48 is free).
+	CmdAddDeliveriesPacked CommandType = 45
+	CmdClaimPacked         CommandType = 46
+	CmdRecordResultsPacked CommandType = 47
 )
 
 // Member is a cluster member as the replicated state records it: Raft knows

@@ -1,7 +1,6 @@
 package browsertest
 
 import (
-	"context"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 // call, and asks again when it stops working.
 func TestDashboardAsksForToken(t *testing.T) {
 	t.Parallel()
-	bin := chromium(t)
 	rep := enginetest.New()
 	f := &fixture{fsm: rep.FSM, rep: rep}
 	const readSecret, operateSecret, adminSecret = "dash-read-secret-000111", "dash-operate-secret-000222", "dash-admin-secret-000333"
@@ -32,29 +30,9 @@ func TestDashboardAsksForToken(t *testing.T) {
 	srv := httptest.NewServer(f.api)
 	defer srv.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(bin),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 800),
-	)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		require.NoError(t, err, sel)
-		return s
-	}
+	b := newBrowser(t, "en-US", "UTC", 1280, 800)
+	bctx := b.ctx
+	text := func(sel string) string { t.Helper(); return b.text(t, sel) }
 	enter := func(tok string) {
 		t.Helper()
 		require.NoError(t, chromedp.Do(bctx,
