@@ -457,7 +457,9 @@ type Status struct {
 	Members    []MemberStatus `json:"members"`
 }
 
-// MemberStatus is one server of the Raft configuration.
+// MemberStatus is one server of the Raft configuration. GET /v1/status
+// serves it with the member's rule set as api.MemberStatus (see there why
+// that is a type of its own).
 type MemberStatus struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
