@@ -22,7 +22,7 @@ const maxReasons = 20
 // DayStats aggregates one rule's deliveries of one date (the slot's date
 // in the rule's zone). Apply keeps them as deliveries are planned and end,
 // so they outlive the deliveries that retention prunes. Immutable once
-// stored, like every record.
+// the Apply that made it has returned, like every record (see dayStats).
 type DayStats struct {
 	Runs      int `json:"runs"`
 	Late      int `json:"late"`
@@ -66,21 +66,18 @@ type MinuteCount struct {
 	Expired uint32 `json:"expired"`
 }
 
-// withMinute returns a copy of ms with f applied to the count of the
-// minute of at (added when missing).
-func withMinute(ms []MinuteCount, at time.Time, f func(*MinuteCount)) []MinuteCount {
+// addMinute applies f to the count of the minute of at in ms (added when
+// missing), in place: ms belongs to a DayStats fresh from copy.
+func addMinute(ms *[]MinuteCount, at time.Time, f func(*MinuteCount)) {
 	m := at.Unix() / 60
 	if at.Unix() < 0 && at.Unix()%60 != 0 {
 		m-- // floor, not truncation
 	}
-	i, found := slices.BinarySearchFunc(ms, m, func(c MinuteCount, m int64) int { return int(c.Minute - m) })
-	out := make([]MinuteCount, len(ms), len(ms)+1)
-	copy(out, ms)
+	i, found := slices.BinarySearchFunc(*ms, m, func(c MinuteCount, m int64) int { return int(c.Minute - m) })
 	if !found {
-		out = slices.Insert(out, i, MinuteCount{Minute: m})
+		*ms = slices.Insert(*ms, i, MinuteCount{Minute: m})
 	}
-	f(&out[i])
-	return out
+	f(&(*ms)[i])
 }
 
 // Pending is what is planned and not ended yet.
@@ -88,11 +85,15 @@ func (s *DayStats) Pending() int {
 	return s.Planned - s.Sent - s.Failed - s.Expired - s.Cancelled
 }
 
+// copy is a deep copy: it shares nothing with s.
 func (s *DayStats) copy() *DayStats {
 	n := *s
 	n.SlotToSent = slices.Clone(s.SlotToSent)
 	n.Lateness = slices.Clone(s.Lateness)
 	n.Reasons = maps.Clone(s.Reasons)
+	n.SlotToSentSketch = s.SlotToSentSketch.clone()
+	n.LatenessSketch = s.LatenessSketch.clone()
+	n.Minutes = slices.Clone(s.Minutes)
 	if n.SlotToSent == nil {
 		n.SlotToSent = make([]uint64, len(LatencyBuckets)+1)
 		n.Lateness = make([]uint64, len(LatencyBuckets)+1)
@@ -105,7 +106,10 @@ func bucketOf(d time.Duration) int {
 	return i
 }
 
-// dayStats updates the aggregate of (date, rule) with f, copy on write.
+// dayStats updates the aggregate of (date, rule) with f, copy on write:
+// the first update of an Apply copies it, the rest of that Apply (a
+// RecordResults of a thousand sends) change the copy, which no reader
+// and no snapshot has seen yet.
 func (a applier) dayStats(date, rule string, f func(*DayStats)) {
 	m := a.st.Daily[date]
 	if m == nil {
@@ -113,10 +117,15 @@ func (a applier) dayStats(date, rule string, f func(*DayStats)) {
 		a.st.Daily[date] = m
 	}
 	old := m[rule]
+	if a.st.freshDays[old] {
+		f(old)
+		return
+	}
 	if old == nil {
 		old = &DayStats{}
 	}
 	n := old.copy()
+	a.st.freshDays[n] = true
 	f(n)
 	m[rule] = n
 }
@@ -136,16 +145,16 @@ func (a applier) count(d *Delivery) {
 			late := max(d.SentAt.Sub(d.NotBefore), 0)
 			s.LatenessSum += late
 			s.Lateness[bucketOf(late)]++
-			s.SlotToSentSketch = s.SlotToSentSketch.withValue(lat)
-			s.LatenessSketch = s.LatenessSketch.withValue(late)
-			s.Minutes = withMinute(s.Minutes, d.SentAt, func(m *MinuteCount) { m.Sent++ })
+			s.SlotToSentSketch = s.SlotToSentSketch.add(lat)
+			s.LatenessSketch = s.LatenessSketch.add(late)
+			addMinute(&s.Minutes, d.SentAt, func(m *MinuteCount) { m.Sent++ })
 		case StateFailed, StateExpired:
 			if d.State == StateFailed {
 				s.Failed++
-				s.Minutes = withMinute(s.Minutes, d.EndedAt, func(m *MinuteCount) { m.Failed++ })
+				addMinute(&s.Minutes, d.EndedAt, func(m *MinuteCount) { m.Failed++ })
 			} else {
 				s.Expired++
-				s.Minutes = withMinute(s.Minutes, d.EndedAt, func(m *MinuteCount) { m.Expired++ })
+				addMinute(&s.Minutes, d.EndedAt, func(m *MinuteCount) { m.Expired++ })
 			}
 			if s.Reasons == nil {
 				s.Reasons = map[string]int{}

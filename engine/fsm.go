@@ -135,6 +135,7 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		}
 		f.stop(index, t, v, fmt.Sprintf("this build reads body versions 1 to %d", spec.latest()))
 	}
+	clear(f.st.freshDays)
 	a := applier{st: f.st, term: term, tasks: &tasks}
 	d := decoder{f: f, index: index, t: t, v: v, body: body}
 	switch t &^ CmdIgnorable {

@@ -57,25 +57,38 @@ func sketchBounds(i int32) (lo, hi time.Duration) {
 // withValue returns a copy of s (nil: empty) with d added. Records are
 // immutable, so the bins are copied, never appended to in place.
 func (s *Sketch) withValue(d time.Duration) *Sketch {
+	return s.clone().add(d)
+}
+
+// clone returns a copy of s that shares nothing with it (nil for nil).
+func (s *Sketch) clone() *Sketch {
+	if s == nil {
+		return nil
+	}
+	n := *s
+	n.Bins = slices.Clone(s.Bins)
+	return &n
+}
+
+// add adds d to s in place and returns s (a new sketch for nil). Only for
+// a sketch nobody else has seen: one fresh from clone, in the Apply that
+// made it (dayStats).
+func (s *Sketch) add(d time.Duration) *Sketch {
 	d = max(d, 0)
-	n := &Sketch{Min: d, Max: d}
-	if s != nil {
-		*n = *s
-		n.Min, n.Max = min(s.Min, d), max(s.Max, d)
+	if s == nil {
+		s = &Sketch{Min: d, Max: d}
 	}
+	s.Min, s.Max = min(s.Min, d), max(s.Max, d)
 	idx := sketchIndex(d)
-	at, found := slices.BinarySearchFunc(n.Bins, idx, func(b SketchBin, i int32) int { return int(b.Index - i) })
-	bins := make([]SketchBin, len(n.Bins), len(n.Bins)+1)
-	copy(bins, n.Bins)
+	at, found := slices.BinarySearchFunc(s.Bins, idx, func(b SketchBin, i int32) int { return int(b.Index - i) })
 	if found {
-		bins[at].N++
+		s.Bins[at].N++
 	} else {
-		bins = slices.Insert(bins, at, SketchBin{Index: idx, N: 1})
+		s.Bins = slices.Insert(s.Bins, at, SketchBin{Index: idx, N: 1})
 	}
-	n.Bins = bins
-	n.Count++
-	n.Sum += d
-	return n
+	s.Count++
+	s.Sum += d
+	return s
 }
 
 // Merge returns the sum of two sketches (either may be nil).
