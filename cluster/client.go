@@ -30,7 +30,16 @@ type Client struct {
 	// OnBehalf, with Secret, makes the request a forward by node Via that
 	// vouches for this caller (engine/api's encoding; see VouchHeader).
 	OnBehalf, Via string
+	// MaxResponse bounds the answer read into memory; a longer one is an
+	// error. Zero means DefaultMaxResponse, enough for the node-to-node
+	// calls; the CLI, which reads lists, sets more.
+	MaxResponse int64
 }
+
+// DefaultMaxResponse is Client.MaxResponse when unset: a member's status or
+// join answer is a few KB, and a node must not hold what a hostile or
+// broken peer sends without end.
+const DefaultMaxResponse = 1 << 20
 
 // peerEndpoints are the node-to-node writes: signed when a secret is set.
 var peerEndpoints = map[string]bool{
@@ -189,9 +198,16 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		return &UnreachableError{Addr: c.Addr, Err: err}
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	limit := c.MaxResponse
+	if limit <= 0 {
+		limit = DefaultMaxResponse
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return &UnreachableError{Addr: c.Addr, Err: err}
+	}
+	if int64(len(b)) > limit {
+		return fmt.Errorf("%s: the answer is over %d bytes (HTTP %d): not read", c.Addr, limit, resp.StatusCode)
 	}
 	if pa != nil && resp.StatusCode/100 == 2 {
 		// Success counts only from a node that holds the secret: a node

@@ -112,7 +112,8 @@ type Config struct {
 	// cluster instead of forming a new one. Zero means
 	// DefaultBootstrapWaitHeartbeats heartbeat timeouts; negative, none.
 	BootstrapWait time.Duration
-	// DialTimeout bounds one outgoing Raft connection.
+	// DialTimeout bounds one outgoing Raft connection, and, with TLS, the
+	// handshake of an inbound one.
 	DialTimeout time.Duration
 	// ReconcileInterval: see DefaultReconcileInterval.
 	ReconcileInterval time.Duration

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -36,11 +37,22 @@ type StateMachine interface {
 type fsm struct {
 	sm StateMachine
 
-	// restoreErr is the last Restore failure. raft only logs it and, when
-	// no snapshot on disk can be restored, fails NewRaft with "failed to
-	// load any existing snapshots"; New adds this cause to that error.
+	// restoreErr is the last Restore failure (at start, the first: the
+	// newest snapshot's). raft only logs it and, when no snapshot on disk
+	// can be restored, fails NewRaft with "failed to load any existing
+	// snapshots"; New adds this cause to that error.
 	mu         sync.Mutex
 	restoreErr error
+	// While New starts raft: the first index of the log on disk, and the
+	// snapshot raft opened last (see snapshotWatch). raft falls back to an
+	// older snapshot when the newest cannot be restored (one a newer build
+	// wrote, a damaged file); if the log was compacted past that older
+	// one, raft then panics on the missing entries ("log not found"),
+	// saying nothing of the cause. Restore refuses such a fallback, so New
+	// fails with the newest snapshot's reason.
+	starting   bool
+	firstIndex uint64
+	opened     *raft.SnapshotMeta
 
 	// appliedBytes and appliedEntries count the commands applied since the
 	// node started (herald_raft_applied_bytes_total): what the log carries
@@ -72,11 +84,56 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	if err := f.unreachable(); err != nil {
+		return err
+	}
 	err := f.sm.Restore(rc)
 	f.mu.Lock()
-	f.restoreErr = err
+	if !f.starting || f.restoreErr == nil {
+		f.restoreErr = err
+	}
 	f.mu.Unlock()
 	return err
+}
+
+// unreachable refuses, at start, a snapshot the log no longer reaches
+// from: the entries after it were compacted away.
+func (f *fsm) unreachable() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.starting || f.opened == nil || f.firstIndex <= f.opened.Index+1 {
+		return nil
+	}
+	err := fmt.Errorf("snapshot %s (index %d) cannot stand in for a newer one: the log starts at index %d, the entries between are gone",
+		f.opened.ID, f.opened.Index, f.firstIndex)
+	if f.restoreErr == nil {
+		f.restoreErr = err
+	}
+	return err
+}
+
+// started ends the start-only checks of Restore.
+func (f *fsm) started() {
+	f.mu.Lock()
+	f.starting, f.opened = false, nil
+	f.mu.Unlock()
+}
+
+// snapshotWatch tells the fsm which snapshot raft opens before it hands
+// the contents to Restore (raft's Restore gets only the bytes).
+type snapshotWatch struct {
+	raft.SnapshotStore
+	f *fsm
+}
+
+func (s snapshotWatch) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := s.SnapshotStore.Open(id)
+	if err == nil {
+		s.f.mu.Lock()
+		s.f.opened = meta
+		s.f.mu.Unlock()
+	}
+	return meta, rc, err
 }
 
 func (f *fsm) lastRestoreErr() error {

@@ -133,6 +133,18 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 			m.FSMVersion, m.Build = old.FSMVersion, old.Build // until recordVersions asks again
 		}
 	}
+	if m.FSMVersion == 0 {
+		// A new member's build, asked now rather than at the next
+		// recordVersions: until it is known the member counts as FSM
+		// version 1, and every newer command (the join's own audit record
+		// among them) would be refused for a few seconds.
+		rctx, cancel := context.WithTimeout(ctx, n.cfg.ReconcileInterval)
+		st, err := n.clientFor(req.HTTPAddr).Status(rctx)
+		cancel()
+		if err == nil && st.NodeID == req.ID {
+			m.FSMVersion, m.Build = st.FSMVersion, st.Build
+		}
+	}
 	if slices.Contains(n.sm.Members(), m) {
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/hclogslog"
 )
 
 // logCacheSize is how many of the newest log entries raft keeps in
@@ -107,7 +108,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, err
 	}
 	level, _ := parseLevel(cfg.RaftLogLevel)
-	hlog := newRaftLogger(cfg.Logger, level)
+	hlog := hclogslog.New(cfg.Logger, hclogslog.Options{Name: "raft", Level: level})
 	n := &Node{
 		cfg:        cfg,
 		log:        cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
@@ -164,7 +165,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, fmt.Errorf("read raft state: %w", err)
 	}
 
-	n.stream, err = listen(cfg.RaftAddr, cfg.RaftListener, cfg.TLS)
+	n.stream, err = listen(cfg.RaftAddr, cfg.RaftListener, cfg.TLS, cfg.DialTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -190,9 +191,15 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		trans.Close()
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
+	firstIndex, err := logs.FirstIndex()
+	if err != nil {
+		trans.Close()
+		return nil, fmt.Errorf("read raft log: %w", err)
+	}
 	n.leadership.start()
-	rfsm := &fsm{sm: sm}
-	n.raft, err = raft.NewRaft(rc, rfsm, logs, store, n.snaps, trans)
+	rfsm := &fsm{sm: sm, starting: true, firstIndex: firstIndex}
+	n.raft, err = raft.NewRaft(rc, rfsm, logs, store, snapshotWatch{n.snaps, rfsm}, trans)
+	rfsm.started()
 	if err != nil {
 		trans.Close()
 		if cause := rfsm.lastRestoreErr(); cause != nil {
@@ -457,7 +464,9 @@ type Status struct {
 	Members    []MemberStatus `json:"members"`
 }
 
-// MemberStatus is one server of the Raft configuration.
+// MemberStatus is one server of the Raft configuration. GET /v1/status
+// serves it with the member's rule set as api.MemberStatus (see there why
+// that is a type of its own).
 type MemberStatus struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`

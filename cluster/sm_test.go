@@ -52,6 +52,9 @@ type testSM struct {
 	// restoreErr, when set, is what Restore fails with (a snapshot from a
 	// newer version, say).
 	restoreErr error
+	// refuseKey, when set, makes Restore fail on a snapshot holding that
+	// key: only the snapshots taken after it was written are unreadable.
+	refuseKey string
 }
 
 var _ StateMachine = (*testSM)(nil)
@@ -125,6 +128,9 @@ func (s *testSM) Restore(r io.Reader) error {
 	}
 	if st.Members == nil {
 		st.Members = map[string]engine.Member{}
+	}
+	if _, ok := st.Data[s.refuseKey]; ok && s.refuseKey != "" {
+		return fmt.Errorf("snapshot holds %q: written by a newer version", s.refuseKey)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

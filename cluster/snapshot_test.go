@@ -74,3 +74,67 @@ func TestUnreadableSnapshotFailsNewWithTheCause(t *testing.T) {
 	require.Contains(t, err.Error(), "snapshot version 9: this binary reads version 1")
 	require.ErrorIs(t, err, sm.restoreErr)
 }
+
+// A node whose newest snapshot its state machine cannot read, but an older
+// one it can (a downgrade after the newer build snapshotted once), must
+// not start from the older one: the log entries between the two were
+// compacted away with the newer snapshot, and raft panicked at the hole
+// ("log not found"), saying nothing of the cause. New fails with it.
+func TestNewestSnapshotUnreadableFailsNew(t *testing.T) {
+	t.Parallel()
+	dir, raftAddr := twoSnapshots(t, 2)
+	sm := newTestSM()
+	sm.refuseKey = "new"
+	_, err := tryTestNode(t, nodeOpts{id: "u", dir: dir, raftAddr: raftAddr, sm: sm, noStart: true, modify: noAutoSnapshots(2)})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), `snapshot holds "new"`)
+}
+
+// When the log still reaches back to the older snapshot, raft's fallback
+// is sound (the entries after it are replayed) and the node starts.
+func TestOlderSnapshotWithItsLogStandsIn(t *testing.T) {
+	t.Parallel()
+	dir, raftAddr := twoSnapshots(t, 1000)
+	sm := newTestSM()
+	sm.refuseKey = "new"
+	tn := newTestNode(t, nodeOpts{id: "u", dir: dir, raftAddr: raftAddr, sm: sm, modify: noAutoSnapshots(1000)})
+	require.Equal(t, 1, sm.restoreCount())
+	waitValue(t, []*testNode{tn}, "k9", "x")
+}
+
+func noAutoSnapshots(trailing uint64) func(*Config) {
+	return func(c *Config) {
+		c.SnapshotThreshold = 1 << 20
+		c.TrailingLogs = trailing
+	}
+}
+
+// twoSnapshots leaves a stopped one-node cluster's data dir with two
+// snapshots: the older holds "old", the newer "new" too, with ten entries
+// between them and trailing entries kept in the log after the newer.
+func twoSnapshots(t *testing.T, trailing uint64) (dir, raftAddr string) {
+	t.Helper()
+	dir = t.TempDir()
+	noAutoSnap := noAutoSnapshots(trailing)
+	first := newTestNode(t, nodeOpts{id: "u", dir: dir, bootstrap: true, modify: noAutoSnap})
+	leaderOf(t, []*testNode{first})
+	apply(t, []*testNode{first}, setCmd("old", "1"))
+	require.NoError(t, first.node.raft.Snapshot().Error())
+	apply(t, []*testNode{first}, setCmd("new", "1"))
+	for i := range 10 {
+		apply(t, []*testNode{first}, setCmd(fmt.Sprint("k", i), "x"))
+	}
+	require.NoError(t, first.node.raft.Snapshot().Error())
+	snaps, err := first.node.snaps.List()
+	require.NoError(t, err)
+	require.Len(t, snaps, 2)
+	firstIndex, err := first.node.store.FirstIndex()
+	require.NoError(t, err)
+	if trailing < 10 {
+		require.Greater(t, firstIndex, snaps[1].Index+1, "the log between the snapshots must be compacted away")
+	} else {
+		require.LessOrEqual(t, firstIndex, snaps[1].Index+1, "the log must reach back to the older snapshot")
+	}
+	first.stop()
+	return dir, first.raftAddr
+}

@@ -60,7 +60,7 @@ func TestTLSTransport(t *testing.T) {
 	waitValue(t, nodes, "secure", "yes")
 
 	// A plain-TCP client cannot speak to a TLS transport.
-	plain, err := listen("127.0.0.1:0", nil, nil)
+	plain, err := listen("127.0.0.1:0", nil, nil, time.Second)
 	require.NoError(t, err)
 	defer plain.Close()
 	c, err := plain.Dial(raftAddr(leader), time.Second)
@@ -178,7 +178,7 @@ func TestMutualTLSRefusesAnotherCA(t *testing.T) {
 	require.Len(t, servers(t, leader.node), 3)
 
 	// Straight at the Raft port: the handshake fails both ways.
-	evilStream, err := listen("127.0.0.1:0", nil, rogue["evil"].RaftConfig())
+	evilStream, err := listen("127.0.0.1:0", nil, rogue["evil"].RaftConfig(), time.Second)
 	require.NoError(t, err)
 	defer evilStream.Close()
 	_, err = evilStream.Dial(raftAddr(leader), time.Second)
@@ -212,7 +212,7 @@ func TestCertStoreRotation(t *testing.T) {
 	}, waitTimeout, 10*time.Millisecond)
 
 	// A peer dialling n1 now sees the new certificate.
-	st, err := listen("127.0.0.1:0", nil, stores["n2"].RaftConfig())
+	st, err := listen("127.0.0.1:0", nil, stores["n2"].RaftConfig(), time.Second)
 	require.NoError(t, err)
 	defer st.Close()
 	c, err := st.Dial(raftAddr(nodes[0]), 5*time.Second)

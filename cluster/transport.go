@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -28,10 +29,22 @@ func (e *addrInUseError) Is(target error) bool {
 // streamLayer is raft's network layer: plain TCP, or TLS on both sides when
 // a tls.Config is given. It exists (rather than raft.NewTCPTransport) so the
 // node can use an already-open listener and TLS.
+//
+// With TLS, Accept hands raft only connections whose handshake completed:
+// raft gives each accepted connection a goroutine and a 256 KB buffer and
+// reads it without a deadline, so a stranger who connects and stays silent
+// would otherwise hold them for ever, one per connection. Handshakes run
+// concurrently (a slow one holds up nobody) and each has handshakeTimeout.
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
 	tls       *tls.Config
+
+	handshakeTimeout time.Duration
+	handshaken       chan acceptResult // TLS: what Accept returns
+	done             chan struct{}     // closed by Close
+	closeOnce        sync.Once
+	wg               sync.WaitGroup // the TLS accept loop and its handshakes
 
 	// conns tracks every open connection, accepted or dialed: raft's
 	// NetworkTransport closes neither kind on Close, which would leave this
@@ -70,18 +83,79 @@ func (s *streamLayer) track(c net.Conn) (net.Conn, error) {
 	return tc, nil
 }
 
-// Accept waits for the next inbound Raft connection.
+// acceptResult is one outcome of the TLS accept loop.
+type acceptResult struct {
+	conn net.Conn
+	err  error
+}
+
+// Accept waits for the next inbound Raft connection (with TLS: the next
+// one whose handshake completed).
 func (s *streamLayer) Accept() (net.Conn, error) {
-	c, err := s.Listener.Accept()
-	if err != nil {
-		return nil, err
+	if s.tls == nil {
+		c, err := s.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		return s.track(c)
 	}
-	return s.track(c)
+	select {
+	case r := <-s.handshaken:
+		return r.conn, r.err
+	case <-s.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// acceptTLS accepts TCP connections and handshakes each in its own
+// goroutine. Errors other than the listener's close go to Accept, so raft
+// logs them and backs off as it does for plain TCP.
+func (s *streamLayer) acceptTLS() {
+	defer s.wg.Done()
+	for {
+		raw, err := s.Listener.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			select {
+			case s.handshaken <- acceptResult{err: err}:
+				continue
+			case <-s.done:
+				return
+			}
+		}
+		c, err := s.track(tls.Server(raw, s.tls))
+		if err != nil {
+			return // closed
+		}
+		s.wg.Add(1)
+		go s.handshake(c)
+	}
+}
+
+// handshake completes c's TLS handshake within handshakeTimeout and hands
+// it to Accept, or closes it.
+func (s *streamLayer) handshake(c net.Conn) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), s.handshakeTimeout)
+	err := c.(*trackedConn).Conn.(*tls.Conn).HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		c.Close()
+		return
+	}
+	select {
+	case s.handshaken <- acceptResult{conn: c}:
+	case <-s.done:
+		c.Close()
+	}
 }
 
 // Close stops accepting and closes every open connection.
 func (s *streamLayer) Close() error {
 	err := s.Listener.Close()
+	s.closeOnce.Do(func() { close(s.done) })
 	s.mu.Lock()
 	s.closed = true
 	conns := make([]*trackedConn, 0, len(s.conns))
@@ -92,13 +166,15 @@ func (s *streamLayer) Close() error {
 	for _, c := range conns {
 		c.Close()
 	}
+	s.wg.Wait()
 	return err
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
-// listen opens the Raft listener, or wraps the given one.
-func listen(addr string, ln net.Listener, tlsConf *tls.Config) (*streamLayer, error) {
+// listen opens the Raft listener, or wraps the given one. With TLS, an
+// inbound connection has handshakeTimeout to complete its handshake.
+func listen(addr string, ln net.Listener, tlsConf *tls.Config, handshakeTimeout time.Duration) (*streamLayer, error) {
 	if ln == nil {
 		var err error
 		ln, err = net.Listen("tcp", addr)
@@ -114,10 +190,13 @@ func listen(addr string, ln net.Listener, tlsConf *tls.Config) (*streamLayer, er
 		ln.Close()
 		return nil, fmt.Errorf("raft address %s: %w", addr, err)
 	}
+	s := &streamLayer{Listener: ln, advertise: adv, tls: tlsConf, handshakeTimeout: handshakeTimeout,
+		handshaken: make(chan acceptResult), done: make(chan struct{}), conns: map[*trackedConn]struct{}{}}
 	if tlsConf != nil {
-		ln = tls.NewListener(ln, tlsConf)
+		s.wg.Add(1)
+		go s.acceptTLS()
 	}
-	return &streamLayer{Listener: ln, advertise: adv, tls: tlsConf, conns: map[*trackedConn]struct{}{}}, nil
+	return s, nil
 }
 
 // Addr is the advertised address: what the other members dial.

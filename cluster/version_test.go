@@ -46,3 +46,19 @@ func TestLeaderRecordsMemberBuilds(t *testing.T) {
 		require.Equal(t, engine.FSMVersion, m.FSMVersion, m.ID)
 	}
 }
+
+// A member's build is recorded when it joins, not at the leader's next
+// look: until then it would count as FSM version 1 and every newer command
+// (the join's own audit record among them) would be refused.
+func TestJoinRecordsTheMembersBuild(t *testing.T) {
+	t.Parallel()
+	// The leader looks at its members' builds once, when it starts to
+	// lead (before n2 exists), and not again during the test.
+	nodes := newCluster(t, 2, nil, func(c *Config) { c.ReconcileInterval = time.Hour })
+	leader := leaderOf(t, nodes)
+	for _, tn := range nodes {
+		m := leader.sm.member(tn.id)
+		require.Equal(t, engine.FSMVersion, m.FSMVersion, tn.id)
+		require.Equal(t, engine.Build, m.Build, tn.id)
+	}
+}

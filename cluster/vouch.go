@@ -52,14 +52,9 @@ func (pa *peerAuth) vouch(r *http.Request, via string) string {
 	if !pa.enabled() || caller == "" {
 		return ""
 	}
-	var body []byte
-	if r.Body != nil {
-		b, err := io.ReadAll(io.LimitReader(r.Body, maxVouchedBody+1))
-		r.Body = readCloser{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
-		if err != nil || len(b) > maxVouchedBody {
-			return ""
-		}
-		body = b
+	body, ok := peekBody(r)
+	if !ok {
+		return ""
 	}
 	nb := make([]byte, 16)
 	if _, err := rand.Read(nb); err != nil {
@@ -68,6 +63,17 @@ func (pa *peerAuth) vouch(r *http.Request, via string) string {
 	nonce := hex.EncodeToString(nb)
 	ts := strconv.FormatInt(pa.nowFunc().Unix(), 10)
 	return "v1 ts=" + ts + " nonce=" + nonce + " mac=" + pa.vouchMAC(r.Method, r.URL.RequestURI(), ts, nonce, caller, via, body)
+}
+
+// peekBody reads r's body, up to maxVouchedBody, and puts back all of it
+// (what was read, then the rest): false when it is larger or unreadable.
+func peekBody(r *http.Request) ([]byte, bool) {
+	if r.Body == nil {
+		return nil, true
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxVouchedBody+1))
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+	return b, err == nil && len(b) <= maxVouchedBody
 }
 
 type readCloser struct {
@@ -101,9 +107,8 @@ func (n *Node) Vouched(r *http.Request) (caller, via string, ok bool) {
 	if !good {
 		return refuse("malformed " + VouchHeader)
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxVouchedBody+1))
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
-	if err != nil || len(b) > maxVouchedBody {
+	b, ok := peekBody(r)
+	if !ok {
 		return refuse("body unreadable or too large")
 	}
 	caller = r.Header.Get(CallerHeader)

@@ -15,6 +15,8 @@ type applier struct {
 	// tasks is set when the command changed the task queue, so that the
 	// FSM wakes the scheduler once the lock is released.
 	tasks *bool
+	// fresh is the day aggregates this Apply copied (see dayBatch).
+	fresh dayBatch
 }
 
 func (a applier) signalTasks() {

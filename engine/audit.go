@@ -28,25 +28,32 @@ const (
 	AuditCap = 100_000
 )
 
-// AuditRecord is one accepted write. Records are never changed once stored.
+// AuditRecord is one accepted write, as stored: the RecordAudit that
+// made it, numbered. Records are never changed once stored.
 type AuditRecord struct {
 	// Seq numbers the records of the cluster in the order they were
 	// committed, from 1; GET /v1/audit pages by it.
 	Seq uint64 `json:"seq"`
+	RecordAudit
+}
+
+// RecordAudit stores one record (Apply numbers it). Every field is
+// written, empty or not: an empty Via (not forwarded) or Target (no
+// target) is a value, not an absence.
+type RecordAudit struct {
 	// At is when the write was answered, stamped by the leader that
 	// performed it.
 	At time.Time `json:"at"`
 	// Actor is the API token's name, "loopback" (no tokens, a write from
 	// the node's own machine) or "peer" (a join proven by the cluster
-	// secret). Never a secret.
+	// secret). Never a secret. Role is the role it was granted.
 	Actor string `json:"actor"`
-	// Role is the role the actor was granted (read, operate, admin).
-	Role string `json:"role"`
+	Role  string `json:"role"`
 	// Remote is the client's address as the node it connected to saw it.
+	// Via is the node that forwarded the write to the leader (and vouched
+	// for Remote), "" when the client reached the leader itself.
 	Remote string `json:"remote"`
-	// Via is the node that forwarded the write to the leader, "" when the
-	// client reached the leader itself.
-	Via string `json:"via"`
+	Via    string `json:"via"`
 	// Action names the write ("task.submit", "rule.pause",
 	// "cluster.remove"), Target what it acted on (a task key, a rule, a
 	// member id; "" when nothing in particular).
@@ -56,21 +63,6 @@ type AuditRecord struct {
 	Status int `json:"status"`
 	// Node is the member that performed the write and recorded it.
 	Node string `json:"node"`
-}
-
-// RecordAudit stores one record. Every field is written, empty or not: an
-// empty Via (not forwarded) or Target (no target) is a value, not an
-// absence. Seq is assigned by Apply.
-type RecordAudit struct {
-	At     time.Time `json:"at"`
-	Actor  string    `json:"actor"`
-	Role   string    `json:"role"`
-	Remote string    `json:"remote"`
-	Via    string    `json:"via"`
-	Action string    `json:"action"`
-	Target string    `json:"target"`
-	Status int       `json:"status"`
-	Node   string    `json:"node"`
 }
 
 // PruneAudit drops the records older than Before (the leader's now minus
@@ -99,10 +91,7 @@ func (a applier) recordAudit(c RecordAudit) any {
 	}
 	au := &a.st.Audit
 	au.Seq++
-	r := &AuditRecord{
-		Seq: au.Seq, At: c.At, Actor: c.Actor, Role: c.Role, Remote: c.Remote, Via: c.Via,
-		Action: c.Action, Target: c.Target, Status: c.Status, Node: c.Node,
-	}
+	r := &AuditRecord{Seq: au.Seq, RecordAudit: c}
 	if len(au.Records) >= AuditCap {
 		drop := len(au.Records) - AuditCap + 1
 		au.Records = au.Records[drop:]

@@ -39,8 +39,8 @@ func TestRecordAuditAndQuery(t *testing.T) {
 	require.Empty(t, b.fsm.Audit(AuditQuery{Limit: 10, Action: "rule.pause"}).Records)
 
 	r := b.fsm.Audit(AuditQuery{Limit: 1}).Records[0]
-	require.Equal(t, AuditRecord{Seq: 5, At: t0.Add(4 * time.Minute), Actor: "ci", Role: "operate", Remote: "192.0.2.7",
-		Action: "task.submit", Target: "k4", Status: 201, Node: "n1"}, *r)
+	require.Equal(t, AuditRecord{Seq: 5, RecordAudit: RecordAudit{At: t0.Add(4 * time.Minute), Actor: "ci", Role: "operate", Remote: "192.0.2.7",
+		Action: "task.submit", Target: "k4", Status: 201, Node: "n1"}}, *r)
 }
 
 func seqs(rs []*AuditRecord) []uint64 {

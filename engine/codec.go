@@ -80,6 +80,10 @@ var commandSpecs = map[CommandType]commandSpec{
 
 	CmdRecordAudit: {name: "RecordAudit", since: []uint16{2}},
 	CmdPruneAudit:  {name: "PruneAudit", since: []uint16{2}},
+
+	CmdAddDeliveriesPacked: {name: "AddDeliveriesPacked", since: []uint16{2}},
+	CmdClaimPacked:         {name: "ClaimPacked", since: []uint16{2}},
+	CmdRecordResultsPacked: {name: "RecordResultsPacked", since: []uint16{2}},
 }
 
 func (t CommandType) String() string {

@@ -22,7 +22,7 @@ const maxReasons = 20
 // DayStats aggregates one rule's deliveries of one date (the slot's date
 // in the rule's zone). Apply keeps them as deliveries are planned and end,
 // so they outlive the deliveries that retention prunes. Immutable once
-// the Apply that made it has returned, like every record (see dayStats).
+// stored, like every record.
 type DayStats struct {
 	Runs      int `json:"runs"`
 	Late      int `json:"late"`
@@ -67,17 +67,18 @@ type MinuteCount struct {
 }
 
 // addMinute applies f to the count of the minute of at in ms (added when
-// missing), in place: ms belongs to a DayStats fresh from copy.
-func addMinute(ms *[]MinuteCount, at time.Time, f func(*MinuteCount)) {
+// missing), in place: only for a DayStats of this Apply's own.
+func addMinute(ms []MinuteCount, at time.Time, f func(*MinuteCount)) []MinuteCount {
 	m := at.Unix() / 60
 	if at.Unix() < 0 && at.Unix()%60 != 0 {
 		m-- // floor, not truncation
 	}
-	i, found := slices.BinarySearchFunc(*ms, m, func(c MinuteCount, m int64) int { return int(c.Minute - m) })
+	i, found := slices.BinarySearchFunc(ms, m, func(c MinuteCount, m int64) int { return int(c.Minute - m) })
 	if !found {
-		*ms = slices.Insert(*ms, i, MinuteCount{Minute: m})
+		ms = slices.Insert(ms, i, MinuteCount{Minute: m})
 	}
-	f(&(*ms)[i])
+	f(&ms[i])
+	return ms
 }
 
 // Pending is what is planned and not ended yet.
@@ -85,7 +86,7 @@ func (s *DayStats) Pending() int {
 	return s.Planned - s.Sent - s.Failed - s.Expired - s.Cancelled
 }
 
-// copy is a deep copy: it shares nothing with s.
+// copy is a deep copy of s, which the caller may then change in place.
 func (s *DayStats) copy() *DayStats {
 	n := *s
 	n.SlotToSent = slices.Clone(s.SlotToSent)
@@ -106,10 +107,14 @@ func bucketOf(d time.Duration) int {
 	return i
 }
 
-// dayStats updates the aggregate of (date, rule) with f, copy on write:
-// the first update of an Apply copies it, the rest of that Apply (a
-// RecordResults of a thousand sends) change the copy, which no reader
-// and no snapshot has seen yet.
+// dayBatch is the day aggregates one Apply copied: its own until the Apply
+// returns (no snapshot can share them before), so the entry's later
+// deliveries update them in place. An entry of 1,000 results copies its
+// day once, not 1,000 times.
+type dayBatch map[*DayStats]bool
+
+// dayStats updates the aggregate of (date, rule) with f, copy on write
+// (once per Apply, see dayBatch).
 func (a applier) dayStats(date, rule string, f func(*DayStats)) {
 	m := a.st.Daily[date]
 	if m == nil {
@@ -117,7 +122,7 @@ func (a applier) dayStats(date, rule string, f func(*DayStats)) {
 		a.st.Daily[date] = m
 	}
 	old := m[rule]
-	if a.st.freshDays[old] {
+	if old != nil && a.fresh[old] {
 		f(old)
 		return
 	}
@@ -125,9 +130,11 @@ func (a applier) dayStats(date, rule string, f func(*DayStats)) {
 		old = &DayStats{}
 	}
 	n := old.copy()
-	a.st.freshDays[n] = true
 	f(n)
 	m[rule] = n
+	if a.fresh != nil {
+		a.fresh[n] = true
+	}
 }
 
 // runDate is the aggregate date of a delivery's run.
@@ -147,14 +154,14 @@ func (a applier) count(d *Delivery) {
 			s.Lateness[bucketOf(late)]++
 			s.SlotToSentSketch = s.SlotToSentSketch.add(lat)
 			s.LatenessSketch = s.LatenessSketch.add(late)
-			addMinute(&s.Minutes, d.SentAt, func(m *MinuteCount) { m.Sent++ })
+			s.Minutes = addMinute(s.Minutes, d.SentAt, func(m *MinuteCount) { m.Sent++ })
 		case StateFailed, StateExpired:
 			if d.State == StateFailed {
 				s.Failed++
-				addMinute(&s.Minutes, d.EndedAt, func(m *MinuteCount) { m.Failed++ })
+				s.Minutes = addMinute(s.Minutes, d.EndedAt, func(m *MinuteCount) { m.Failed++ })
 			} else {
 				s.Expired++
-				addMinute(&s.Minutes, d.EndedAt, func(m *MinuteCount) { m.Expired++ })
+				s.Minutes = addMinute(s.Minutes, d.EndedAt, func(m *MinuteCount) { m.Expired++ })
 			}
 			if s.Reasons == nil {
 				s.Reasons = map[string]int{}

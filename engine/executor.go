@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -302,8 +303,7 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, b
 		stuckAnswered int // answered, but only after the claim ran out
 		wg            sync.WaitGroup
 	)
-	for start := 0; start < len(claimed); start += x.l.cfg.BatchSize {
-		part := claimed[start:min(start+x.l.cfg.BatchSize, len(claimed))]
+	for part := range x.batches(claimed, byID) {
 		slot := x.lanes.sendSlot(g, sctx.Done())
 		if slot != nil && sctx.Err() != nil {
 			<-slot
@@ -349,6 +349,28 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, b
 	}
 	if err := x.record(ctx, results); err != nil {
 		x.l.log.Warn("cannot record results; claims will time out and be resent with the same keys", "channel", channel, "err", err)
+	}
+}
+
+// batches cuts a claimed group into the batches handed to the channel: at
+// most BatchSize messages and, past the first, MaxBatchBytes of payload
+// (a batch is one plugin call, one message of the plugin protocol).
+func (x *executor) batches(claimed []Claimed, byID map[string]*Delivery) iter.Seq[[]Claimed] {
+	return func(yield func([]Claimed) bool) {
+		start, size := 0, 0
+		for i, c := range claimed {
+			n := len(byID[c.ID].Payload)
+			if i > start && (i-start == x.l.cfg.BatchSize || size+n > MaxBatchBytes) {
+				if !yield(claimed[start:i]) {
+					return
+				}
+				start, size = i, 0
+			}
+			size += n
+		}
+		if start < len(claimed) {
+			yield(claimed[start:])
+		}
 	}
 }
 

@@ -24,8 +24,14 @@ var errTimeout = errors.New("timed out enqueuing operation")
 
 func (f *flakyLog) Apply(ctx context.Context, cmd []byte) (any, error) {
 	f.mu.Lock()
-	if n := f.fail[CommandType(cmd[0])]; n > 0 {
-		f.fail[CommandType(cmd[0])] = n - 1
+	t := CommandType(cmd[0])
+	for json, packed := range packedOf {
+		if t == packed {
+			t = json // a packed twin fails as its JSON command would
+		}
+	}
+	if n := f.fail[t]; n > 0 {
+		f.fail[t] = n - 1
 		f.mu.Unlock()
 		return nil, errTimeout
 	}

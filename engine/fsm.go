@@ -135,8 +135,7 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		}
 		f.stop(index, t, v, fmt.Sprintf("this build reads body versions 1 to %d", spec.latest()))
 	}
-	clear(f.st.freshDays)
-	a := applier{st: f.st, term: term, tasks: &tasks}
+	a := applier{st: f.st, term: term, tasks: &tasks, fresh: dayBatch{}}
 	d := decoder{f: f, index: index, t: t, v: v, body: body}
 	switch t &^ CmdIgnorable {
 	case CmdStartRun:
@@ -200,6 +199,12 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		return a.recordAudit(decode[RecordAudit](d))
 	case CmdPruneAudit:
 		return a.pruneAudit(decode[PruneAudit](d))
+	case CmdAddDeliveriesPacked:
+		return a.addDeliveries(unpack(d, unpackAddDeliveries))
+	case CmdClaimPacked:
+		return a.claim(unpack(d, unpackClaim))
+	case CmdRecordResultsPacked:
+		return a.recordResults(unpack(d, unpackRecordResults))
 	}
 	// In the table but not dispatched: a build error, caught by
 	// TestEveryCommandIsDispatched.
@@ -218,6 +223,16 @@ type decoder struct {
 
 func decode[T any](d decoder) T {
 	v, err := decodeBody[T](d.v, d.body)
+	if err != nil {
+		d.f.stop(d.index, d.t, d.v, "the body does not decode: "+err.Error())
+	}
+	return v
+}
+
+// unpack decodes a packed body (packed.go), stopping the node if it does
+// not decode.
+func unpack[T any](d decoder, f func([]byte) (T, error)) T {
+	v, err := f(d.body)
 	if err != nil {
 		d.f.stop(d.index, d.t, d.v, "the body does not decode: "+err.Error())
 	}

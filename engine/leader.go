@@ -11,7 +11,7 @@ import (
 
 // Defaults of LeaderConfig.
 const (
-	BatchSizeDefault       = 50
+	BatchSizeDefault       = 200
 	ClaimTimeoutDefault    = 30 * time.Second
 	PlanChunkDefault       = 500
 	PlannersDefault        = 4
@@ -29,6 +29,11 @@ const (
 	// rules they were planned with.
 	MaxPlanAhead = 10 * time.Minute
 )
+
+// MaxBatchBytes bounds the payload bytes of one channel batch (past its
+// first message): a batch is one message of the plugin protocol, whose
+// gRPC limit is 4 MiB.
+const MaxBatchBytes = 1 << 20
 
 // Schedule yields the slots of a rule's trigger.
 type Schedule interface {
@@ -215,8 +220,9 @@ func (l *Leader) Run(ctx context.Context) {
 }
 
 // propose replicates one command and returns the state machine's answer.
+// The burst's commands go packed once every member reads them (EncodeFor).
 func (l *Leader) propose(ctx context.Context, t CommandType, body any) (any, error) {
-	cmd, err := Encode(t, body)
+	cmd, err := EncodeFor(t, body, l.cfg.FSM.OldestMemberFSM())
 	if err != nil {
 		return nil, err
 	}

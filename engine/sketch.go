@@ -56,11 +56,9 @@ func sketchBounds(i int32) (lo, hi time.Duration) {
 
 // withValue returns a copy of s (nil: empty) with d added. Records are
 // immutable, so the bins are copied, never appended to in place.
-func (s *Sketch) withValue(d time.Duration) *Sketch {
-	return s.clone().add(d)
-}
+func (s *Sketch) withValue(d time.Duration) *Sketch { return s.clone().add(d) }
 
-// clone returns a copy of s that shares nothing with it (nil for nil).
+// clone is a deep copy of s (nil for nil).
 func (s *Sketch) clone() *Sketch {
 	if s == nil {
 		return nil
@@ -70,9 +68,8 @@ func (s *Sketch) clone() *Sketch {
 	return &n
 }
 
-// add adds d to s in place and returns s (a new sketch for nil). Only for
-// a sketch nobody else has seen: one fresh from clone, in the Apply that
-// made it (dayStats).
+// add adds d to s in place and returns s (a new sketch for nil): only for
+// a sketch no stored record shares (see dayBatch).
 func (s *Sketch) add(d time.Duration) *Sketch {
 	d = max(d, 0)
 	if s == nil {

@@ -62,10 +62,6 @@ type state struct {
 	taskQueue, taskIndex *btree.BTreeG[dueItem]
 	// planning holds the keys of runs still planning.
 	planning map[string]bool
-	// freshDays holds the aggregates made by the Apply under way (emptied
-	// at the start of each): it may go on changing them in place, nobody
-	// else has seen them (dayStats).
-	freshDays map[*DayStats]bool
 	// payloads, during a restore only, holds one copy of each payload
 	// read, for the deliveries to share.
 	payloads map[string]json.RawMessage
@@ -113,7 +109,6 @@ func (s *state) initIndexes() {
 	s.taskQueue = btree.NewG(32, dueLess)
 	s.taskIndex = btree.NewG(32, dueLess)
 	s.planning = map[string]bool{}
-	s.freshDays = map[*DayStats]bool{}
 }
 
 // reindex rebuilds the derived indexes after a restore. It inserts in

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -39,13 +37,7 @@ func (s refusingSender) Send(_ context.Context, _ string, batch []heraldtype.Mes
 // called by the leader, submits the manager's task through the log.
 func TestCompensationThroughLeader(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	for _, f := range []string{"follow_up.lua", "people.csv"} {
-		b, err := os.ReadFile(filepath.Join("examples", f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
-	}
-	s := load(t, dir)
+	s := load(t, exampleCopies(t, "follow_up.lua", "people.csv"))
 	node := enginetest.New()
 	due := mustTime(t, "2026-12-01T15:00:00+08:00")
 	node.MustApply(t, engine.CmdSubmitTask, engine.SubmitTask{Key: "follow-8812", Rule: "follow_up", DueAt: due,

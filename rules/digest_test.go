@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -49,13 +47,7 @@ func (s *recordingSender) all() []heraldtype.Message {
 // lina are two messages, wangfang's listing all 30.
 func TestFollowUpDigestThroughLeader(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	for _, f := range []string{"follow_up.lua", "people.csv"} {
-		b, err := os.ReadFile(filepath.Join("examples", f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
-	}
-	s := load(t, dir)
+	s := load(t, exampleCopies(t, "follow_up.lua", "people.csv"))
 	node := enginetest.New()
 	nine := mustTime(t, "2026-12-01T09:00:00+08:00")
 	for i := range 30 {

@@ -37,6 +37,19 @@ func newDir(t *testing.T, files map[string]string) string {
 }
 
 // load loads dir with test-friendly limits.
+// exampleCopies is a rules directory holding copies of the named files of
+// rules/examples.
+func exampleCopies(t *testing.T, files ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join("examples", f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
+	}
+	return dir
+}
+
 func load(t *testing.T, dir string, opts ...func(*Config)) *Set {
 	t.Helper()
 	cfg := Config{Dir: dir, CallTimeout: 300 * time.Millisecond, Debounce: 10 * time.Millisecond, RescanInterval: time.Hour}

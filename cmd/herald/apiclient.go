@@ -53,11 +53,16 @@ func registerCA(cmd *cobra.Command, ca *string) {
 		"PEM CA that signs the nodes' certificates; --addr without a scheme then means https (env HERALD_CA)")
 }
 
+// cliMaxResponse bounds an answer the CLI reads: a list answer is up to
+// 4 MiB of items (engine/api maxListBytes) plus its envelope; this only
+// stops a runaway.
+const cliMaxResponse = 64 << 20
+
 // newAPIClient is the client every CLI command talks to a node with: with
 // a CA it trusts only certificates that CA signed (host names checked) and
 // an address without a scheme is https.
 func newAPIClient(addr, ca string, timeout time.Duration) (*cluster.Client, error) {
-	c := &cluster.Client{Addr: addr, HTTP: &http.Client{Timeout: timeout}}
+	c := &cluster.Client{Addr: addr, HTTP: &http.Client{Timeout: timeout}, MaxResponse: cliMaxResponse}
 	if ca == "" {
 		return c, nil
 	}

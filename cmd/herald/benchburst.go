@@ -76,7 +76,7 @@ its slot; the bench waits until all N messages are in the outbox.`,
 	}
 	cmd.Flags().IntVar(&n, "n", 100000, "recipients of the slot")
 	cmd.Flags().DurationVar(&lead, "lead", 30*time.Second, "write the rule this long before its slot")
-	cmd.Flags().StringVar(&o.profile, "profile", "", "local cluster: write the leader's CPU profile (from the rule's writing, --profile-seconds long) and allocation profile into this directory")
+	cmd.Flags().StringVar(&o.profile, "profile", "", "local cluster: write the CPU profiles (from the rule's writing, --profile-seconds long) and allocation profiles of the leader (cpu.pprof, allocs.pprof) and of a follower (follower-cpu.pprof, follower-allocs.pprof) into this directory")
 	cmd.Flags().IntVar(&profileSeconds, "profile-seconds", 60, "length of the CPU profile")
 	return cmd
 }
@@ -108,7 +108,14 @@ func runBurst(ctx context.Context, o *benchOpts, n int, lead time.Duration, prof
 		if err != nil {
 			return nil, err
 		}
-		if prof, err = startProfile(ctx, o.profile, leader.pprof, profileSeconds); err != nil {
+		follower := ""
+		for _, n := range env.local.live() {
+			if n != leader {
+				follower = n.pprof
+				break
+			}
+		}
+		if prof, err = startProfile(ctx, o.profile, leader.pprof, follower, profileSeconds); err != nil {
 			return nil, err
 		}
 	}

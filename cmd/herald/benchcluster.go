@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/heraldhq/herald/cluster"
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 )
 
@@ -151,7 +153,9 @@ func (c *benchCluster) startNode(n *benchNode) error {
 }
 
 // waitReady waits until a live node reports members members and a leader,
-// and every live member answers.
+// every member's build recorded (the leader asks a new member for it within
+// a couple of seconds; until then it writes the log in the form every
+// build reads, not the packed bodies), and every live member answers.
 func (c *benchCluster) waitReady(ctx context.Context, members int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	var last error
@@ -162,6 +166,8 @@ func (c *benchCluster) waitReady(ctx context.Context, members int, limit time.Du
 			last = err
 		case len(st.Members) < members || st.LeaderID == "":
 			last = fmt.Errorf("%d of %d members, leader %q", len(st.Members), members, st.LeaderID)
+		case slices.ContainsFunc(st.Members, func(m api.MemberStatus) bool { return m.FSMVersion != engine.FSMVersion }):
+			last = errors.New("a member's build is not recorded yet")
 		default:
 			ok := true
 			for _, n := range c.live() {

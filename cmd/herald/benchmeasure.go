@@ -183,34 +183,50 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// profiler captures the leader's CPU profile over a window (in the
-// background) and, at the end, its allocation profile: for `herald bench
-// burst --profile DIR`.
+// profiler captures CPU profiles of the leader and of one follower over a
+// window (in the background) and, at the end, their allocation profiles:
+// for `herald bench burst --profile DIR`. The follower's matter as much as
+// the leader's: on a small machine the three nodes share the cores, and
+// every entry is decoded and applied on each of them.
 type profiler struct {
-	dir, addr string
-	done      chan error
+	dir   string
+	addrs map[string]string // file prefix ("", "follower-") → pprof address
+	done  chan error
 }
 
-// startProfile starts a CPU profile of seconds on the node whose pprof is
-// at addr, written to dir/cpu.pprof.
-func startProfile(ctx context.Context, dir, addr string, seconds int) (*profiler, error) {
+// startProfile starts a CPU profile of seconds on the leader (pprof at
+// leader, written to dir/cpu.pprof) and, when follower is not "", on that
+// follower (dir/follower-cpu.pprof).
+func startProfile(ctx context.Context, dir, leader, follower string, seconds int) (*profiler, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	p := &profiler{dir: dir, addr: addr, done: make(chan error, 1)}
-	go func() {
-		p.done <- fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds), filepath.Join(dir, "cpu.pprof"), time.Duration(seconds+30)*time.Second)
-	}()
+	p := &profiler{dir: dir, addrs: map[string]string{"": leader}, done: make(chan error, 2)}
+	if follower != "" {
+		p.addrs["follower-"] = follower
+	}
+	for prefix, addr := range p.addrs {
+		go func() {
+			p.done <- fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds), filepath.Join(dir, prefix+"cpu.pprof"), time.Duration(seconds+30)*time.Second)
+		}()
+	}
 	return p, nil
 }
 
-// finish waits for the CPU profile and fetches the allocation profile
-// (everything allocated since the node started).
+// finish waits for the CPU profiles and fetches the allocation profiles
+// (everything allocated since each node started).
 func (p *profiler) finish(ctx context.Context) error {
-	if err := <-p.done; err != nil {
-		return fmt.Errorf("cpu profile: %w", err)
+	for range p.addrs {
+		if err := <-p.done; err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
 	}
-	return fetchTo(ctx, "http://"+p.addr+"/debug/pprof/allocs", filepath.Join(p.dir, "allocs.pprof"), time.Minute)
+	for prefix, addr := range p.addrs {
+		if err := fetchTo(ctx, "http://"+addr+"/debug/pprof/allocs", filepath.Join(p.dir, prefix+"allocs.pprof"), time.Minute); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func fetchTo(ctx context.Context, url, path string, limit time.Duration) error {

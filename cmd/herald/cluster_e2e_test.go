@@ -245,6 +245,19 @@ func (c *e2eCluster) delivered() (map[string]map[string]int, int) {
 	return out, raw
 }
 
+// requireEachSlotOnce fails unless every person in the outbox got each
+// slot exactly once, and returns what delivered read.
+func (c *e2eCluster) requireEachSlotOnce() (map[string]map[string]int, int) {
+	c.t.Helper()
+	got, raw := c.delivered()
+	for who, slots := range got {
+		for s, n := range slots {
+			require.Equal(c.t, 1, n, "%s got slot %s %d times", who, s, n)
+		}
+	}
+	return got, raw
+}
+
 func (c *e2eCluster) slotsDelivered() int {
 	d, _ := c.delivered()
 	return len(d["alice"])

@@ -21,6 +21,7 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/calendar"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/schedule"
 	"github.com/heraldhq/herald/plugins/host"
 	"github.com/heraldhq/herald/rules"
@@ -285,7 +286,7 @@ func (n *node) status() api.Status {
 		NodeID: cs.NodeID, LeaderID: cs.LeaderID, State: cs.State, Term: cs.Term,
 		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(), FSMVersion: cs.FSMVersion, Build: cs.Build,
 		DisplayTimezone: n.zone.String(),
-		Members:         []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []api.ChannelStatus{},
+		Members:         []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []heraldtype.ChannelStatus{},
 	}
 	for _, m := range cs.Members {
 		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader,
@@ -309,9 +310,7 @@ func (n *node) status() api.Status {
 		}
 		st.Rules = append(st.Rules, rs)
 	}
-	for _, c := range n.host.Status() {
-		st.Channels = append(st.Channels, api.ChannelStatus{Name: c.Name, Plugin: c.Plugin, Healthy: c.Healthy, Error: c.Error})
-	}
+	st.Channels = append(st.Channels, n.host.Status()...)
 	return st
 }
 

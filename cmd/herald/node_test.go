@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -16,56 +15,18 @@ import (
 // Stopping the leader hands the work to another node, and no slot reaches a
 // person twice.
 func TestInProcessThreeNodes(t *testing.T) {
-	c := setupE2E(t) // for its rules, outbox and the outbox reader
-	log := newLogger("error")
-	var nodes []*node
-	stopped := map[*node]bool{}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			if !stopped[n] {
-				n.stop()
-			}
-		}
-	})
-	channels := map[string]map[string]any{"mock": {"plugin": "mock", "outbox": c.outbox}}
-	for i, a := range c.nodes {
-		cfg := nodeConfig{NodeID: a.id, DataDir: a.data, RaftAddr: a.raft, HTTPAddr: a.http,
-			Rules: c.rules, Channels: channels, devTimeouts: true, raftLogLevel: "error"}
-		if i == 0 {
-			cfg.Bootstrap = true
-		} else {
-			cfg.Join = c.nodes[0].http
-		}
-		n, err := startNode(context.Background(), cfg, log.With("node", a.id))
-		require.NoError(t, err)
-		nodes = append(nodes, n)
-	}
-	leaderOf := func() *node {
-		for _, n := range nodes {
-			if !stopped[n] && n.raft.IsLeader() {
-				return n
-			}
-		}
-		return nil
-	}
-	eventually(t, 20*time.Second, "three members", func() bool {
-		l := leaderOf()
-		return l != nil && len(l.raft.Status().Members) == 3
-	})
-	eventually(t, 30*time.Second, "slots delivered", func() bool { return c.slotsDelivered() >= 2 })
+	c := startInProcess(t)
 
-	old := leaderOf()
-	old.stop()
-	stopped[old] = true
-	eventually(t, 10*time.Second, "a new leader", func() bool { return leaderOf() != nil })
+	c.stop(c.leader())
+	eventually(t, 10*time.Second, "a new leader", func() bool { return c.leader() != nil })
 	before := c.slotsDelivered()
 	eventually(t, 30*time.Second, "the new leader sends", func() bool { return c.slotsDelivered() >= before+2 })
 
 	// Every node that is still up holds the same runs: the state is replicated.
-	l := leaderOf()
+	l := c.leader()
 	eventually(t, 10*time.Second, "followers caught up", func() bool {
-		for _, n := range nodes {
-			if !stopped[n] && n.fsm.AppliedIndex() < l.fsm.AppliedIndex() {
+		for _, n := range c.running() {
+			if n.fsm.AppliedIndex() < l.fsm.AppliedIndex() {
 				return false
 			}
 		}
@@ -74,17 +35,10 @@ func TestInProcessThreeNodes(t *testing.T) {
 	sent := func(n *node) int {
 		return len(n.fsm.Deliveries(func(d *engine.Delivery) bool { return d.State == engine.StateSent }))
 	}
-	for _, n := range nodes {
-		if !stopped[n] {
-			require.GreaterOrEqual(t, sent(n), 4, "node %s", n.cfg.NodeID)
-		}
+	for _, n := range c.running() {
+		require.GreaterOrEqual(t, sent(n), 4, "node %s", n.cfg.NodeID)
 	}
-	got, raw := c.delivered()
-	for who, slots := range got {
-		for slot, k := range slots {
-			require.Equal(t, 1, k, "%s got %s %d times", who, slot, k)
-		}
-	}
+	got, raw := c.requireEachSlotOnce()
 	t.Logf("%d slots to each of %d people, %d raw receipts", len(got["alice"]), len(got), raw)
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -16,48 +15,12 @@ import (
 // the outbox while it is paused, its slots are recorded as paused on the
 // new leader too, and after the resume nothing is doubled.
 func TestPauseAcrossLeaderStop(t *testing.T) {
-	c := setupE2E(t)
-	log := newLogger("error")
-	var nodes []*node
-	stopped := map[*node]bool{}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			if !stopped[n] {
-				n.stop()
-			}
-		}
-	})
-	channels := map[string]map[string]any{"mock": {"plugin": "mock", "outbox": c.outbox}}
-	for i, a := range c.nodes {
-		cfg := nodeConfig{NodeID: a.id, DataDir: a.data, RaftAddr: a.raft, HTTPAddr: a.http,
-			Rules: c.rules, Channels: channels, devTimeouts: true, raftLogLevel: "error"}
-		if i == 0 {
-			cfg.Bootstrap = true
-		} else {
-			cfg.Join = c.nodes[0].http
-		}
-		n, err := startNode(context.Background(), cfg, log.With("node", a.id))
-		require.NoError(t, err)
-		nodes = append(nodes, n)
-	}
-	leaderOf := func() *node {
-		for _, n := range nodes {
-			if !stopped[n] && n.raft.IsLeader() {
-				return n
-			}
-		}
-		return nil
-	}
-	eventually(t, 20*time.Second, "three members", func() bool {
-		l := leaderOf()
-		return l != nil && len(l.raft.Status().Members) == 3
-	})
-	eventually(t, 30*time.Second, "slots delivered", func() bool { return c.slotsDelivered() >= 2 })
+	c := startInProcess(t)
 
 	pausedRuns := func(n *node) int {
 		return len(n.fsm.Runs(func(r *engine.Run) bool { return r.Rule == "tick" && r.State == engine.RunPaused }))
 	}
-	old := leaderOf()
+	old := c.leader()
 	out, err := runHerald(t, "rules", "pause", "tick", "--reason", "test", "--addr", old.cfg.HTTPAddr)
 	require.NoError(t, err, out)
 	// Let what was claimed before the pause settle: three slots recorded
@@ -65,10 +28,9 @@ func TestPauseAcrossLeaderStop(t *testing.T) {
 	eventually(t, 20*time.Second, "slots recorded paused", func() bool { return pausedRuns(old) >= 3 })
 	_, before := c.delivered()
 
-	old.stop()
-	stopped[old] = true
-	eventually(t, 15*time.Second, "a new leader", func() bool { return leaderOf() != nil })
-	l := leaderOf()
+	c.stop(old)
+	eventually(t, 15*time.Second, "a new leader", func() bool { return c.leader() != nil })
+	l := c.leader()
 	_, ok := l.fsm.Paused("tick")
 	require.True(t, ok, "the pause is replicated")
 	seen := pausedRuns(l)
@@ -84,8 +46,8 @@ func TestPauseAcrossLeaderStop(t *testing.T) {
 	}
 
 	var other *node
-	for _, n := range nodes {
-		if !stopped[n] && n != l {
+	for _, n := range c.running() {
+		if n != l {
 			other = n
 		}
 	}
@@ -94,12 +56,7 @@ func TestPauseAcrossLeaderStop(t *testing.T) {
 	resumed := c.slotsDelivered()
 	eventually(t, 30*time.Second, "sends again after the resume", func() bool { return c.slotsDelivered() >= resumed+2 })
 
-	got, _ := c.delivered()
-	for who, slots := range got {
-		for slot, k := range slots {
-			require.Equal(t, 1, k, "%s got %s %d times", who, slot, k)
-		}
-	}
+	c.requireEachSlotOnce()
 	for _, r := range l.fsm.Runs(func(r *engine.Run) bool { return r.State == engine.RunPaused }) {
 		require.Empty(t, l.fsm.RunDeliveries(r.Key), "a paused slot sends nothing")
 	}

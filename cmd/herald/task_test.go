@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -387,4 +388,25 @@ func TestPreviewTaskRuleCmd(t *testing.T) {
 	require.ErrorContains(t, err, "task data must be a JSON object (rules read it as run.data), not an array")
 	_, err = runHerald(t, "rules", "preview", "follow_up", "--dir", examplesDir, "--data", `{nope`)
 	require.ErrorContains(t, err, "--data: not valid JSON")
+}
+
+// A task list answer is bounded at 4 MiB of items by the API; the CLI
+// must read one whole (it read 1 MiB and failed with "unexpected end of
+// JSON input").
+func TestTaskListCmdReadsALargePage(t *testing.T) {
+	t.Parallel()
+	addr, node := startAPI(t)
+	blob := strings.Repeat("x", 15<<10)
+	data, err := json.Marshal(map[string]string{"a": blob, "b": blob, "c": blob})
+	require.NoError(t, err)
+	due := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for i := range 40 {
+		node.apply(t, engine.CmdSubmitTask, engine.SubmitTask{Key: "big-" + strconv.Itoa(i), Rule: "enquiry_timeout", DueAt: due, Data: data, Now: cliNow})
+	}
+	out, err := runHerald(t, "task", "list", "--addr", addr, "--json", "--limit", "40")
+	require.NoError(t, err)
+	require.Greater(t, len(out), 1<<20, "the page must be over the old 1 MiB cut")
+	var tasks []api.TaskView
+	require.NoError(t, json.Unmarshal([]byte(out), &tasks))
+	require.Len(t, tasks, 40)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald/cluster"
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // The ops watch turns what only a node can see into alerts within a
@@ -44,7 +45,7 @@ type opsWatch struct {
 	isLeader func() bool
 	raise    func(ctx context.Context, a engine.RaiseAlert) error
 	peers    func(ctx context.Context) []peerRules
-	channels func() []api.ChannelStatus
+	channels func() []heraldtype.ChannelStatus
 	now      func() time.Time
 	mismatch prometheus.Gauge
 	log      *slog.Logger
@@ -222,14 +223,8 @@ func (n *node) startOpsWatch(ctx context.Context, reg prometheus.Registerer) {
 			}
 			return nil
 		},
-		peers: n.peerRules,
-		channels: func() []api.ChannelStatus {
-			var out []api.ChannelStatus
-			for _, c := range n.host.Status() {
-				out = append(out, api.ChannelStatus{Name: c.Name, Plugin: c.Plugin, Healthy: c.Healthy, Error: c.Error})
-			}
-			return out
-		},
+		peers:    n.peerRules,
+		channels: n.host.Status,
 		now:      time.Now,
 		mismatch: gauge,
 		log:      n.log.With("component", "ops-watch"),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 type watchBundle struct {
@@ -23,7 +24,7 @@ type watchBundle struct {
 	now      time.Time
 	leader   bool
 	peers    []peerRules
-	channels []api.ChannelStatus
+	channels []heraldtype.ChannelStatus
 	raised   []engine.RaiseAlert
 	gauge    prometheus.Gauge
 }
@@ -39,7 +40,7 @@ func setupWatch(t *testing.T) *watchBundle {
 			return nil
 		},
 		peers:    func(context.Context) []peerRules { return b.peers },
-		channels: func() []api.ChannelStatus { return b.channels },
+		channels: func() []heraldtype.ChannelStatus { return b.channels },
 		now:      func() time.Time { return b.now },
 		mismatch: b.gauge,
 		log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -82,7 +83,7 @@ func TestWatchBrokenRuleAndDownChannel(t *testing.T) {
 	b.leader = false
 	broken := `typo.lua:4: channel "mokc" is not configured (have: mock)`
 	b.peers = []peerRules{{ID: "n1", Hash: "h"}, {ID: "n2", Hash: "h", Broken: []string{broken}}}
-	b.channels = []api.ChannelStatus{{Name: "wecom_sales", Plugin: "wecom", Healthy: false, Error: "plugin exited"}, {Name: "mock", Plugin: "mock", Healthy: true}}
+	b.channels = []heraldtype.ChannelStatus{{Name: "wecom_sales", Plugin: "wecom", Healthy: false, Error: "plugin exited"}, {Name: "mock", Plugin: "mock", Healthy: true}}
 	b.step(0)
 	require.Empty(t, b.raised, "followers raise nothing")
 	b.leader = true

@@ -185,7 +185,6 @@ func (a *auditor) middleware(next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, note)))
 		if sw.status < 200 || sw.status > 299 {
-			a.refused.WithLabelValues(strconv.Itoa(sw.status)).Inc()
 			return
 		}
 		if f := a.s.cfg.Forwarding; f != nil && f.Forwarded(w.Header()) {
@@ -210,6 +209,23 @@ func (a *auditor) middleware(next http.Handler) http.Handler {
 			a.failures.Inc()
 			a.s.cfg.Logger.Error("audit record not replicated; the write itself succeeded",
 				"actor", rec.Actor, "remote", rec.Remote, "action", rec.Action, "target", rec.Target, "status", rec.Status, "err", err)
+		}
+	})
+}
+
+// countRefused counts the writes answered with anything but 2xx, whoever
+// refused them (the cross-site check, auth, a handler, the leader): they
+// are not in the trail, so this is where a flood of them shows.
+func (a *auditor) countRefused(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isRead(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.status < 200 || sw.status > 299 {
+			a.refused.WithLabelValues(strconv.Itoa(sw.status)).Inc()
 		}
 	})
 }

@@ -92,6 +92,11 @@ func TestWritesAreAudited(t *testing.T) {
 		require.Equal(t, c.want, rec.Code, "%s %s: %s", c.method, c.target, rec.Body.String())
 	}
 	require.Equal(t, n, b.node.FSM.AuditLen(), "reads and refusals are not recorded")
+	metrics := b.call(http.MethodGet, "/metrics", "", remote, readSecret).Body.String()
+	for _, line := range []string{`herald_api_refused_total{code="401"} 2`, `herald_api_refused_total{code="403"} 2`,
+		`herald_api_refused_total{code="400"} 1`, `herald_api_refused_total{code="404"} 1`, `herald_api_refused_total{code="409"} 1`} {
+		require.Contains(t, metrics, line, "refusals are counted instead, the auth's too")
+	}
 }
 
 // The trail tells who holds which token and where they work from: admin

@@ -26,18 +26,24 @@ func (zoneRules) Plan(context.Context, string, engine.RunContext) ([]engine.Plan
 	return nil, nil
 }
 
-// A slot fired by hand for a per-recipient rule starts the zones' runs
-// under the scheduler's keys: the zones whose 09:00 it is, each once.
-func TestFireZonesByHand(t *testing.T) {
-	t.Parallel()
+// setupZones is an API over zoneRules that builds schedules, at now0.
+func setupZones() *apiBundle {
 	n := enginetest.New()
-	b := &apiBundle{node: n, h: api.New(api.Config{
+	return &apiBundle{node: n, h: api.New(api.Config{
 		FSM: n.FSM, Replicator: n, Rules: zoneRules{}, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone}, nil)
 		},
 	})}
+}
+
+// A slot fired by hand for a per-recipient rule starts the zones' runs
+// under the scheduler's keys: the zones whose 09:00 it is, each once.
+func TestFireZonesByHand(t *testing.T) {
+	t.Parallel()
+	b := setupZones()
+	n := b.node
 	// 09:00 CET on 30 November: Berlin and Paris, not Shanghai or New York.
 	code, out := b.do(t, http.MethodPost, "/v1/rules/local/fire", `{"slot":"2026-11-30T09:00:00+01:00"}`)
 	require.Equal(t, http.StatusCreated, code, out)
@@ -62,14 +68,8 @@ func TestFireZonesByHand(t *testing.T) {
 // A zone's slot that was skipped is fired after all by hand, once.
 func TestFireZonesBackfillsSkipped(t *testing.T) {
 	t.Parallel()
-	n := enginetest.New()
-	b := &apiBundle{node: n, h: api.New(api.Config{
-		FSM: n.FSM, Replicator: n, Rules: zoneRules{}, NowFunc: func() time.Time { return now0 },
-		StatusFunc: func() api.Status { return api.Status{} },
-		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
-			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone}, nil)
-		},
-	})}
+	b := setupZones()
+	n := b.node
 	slot := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC) // 09:00 in Shanghai
 	key := engine.ZoneRunKey("local", "Asia/Shanghai", slot)
 	b.apply(t, engine.CmdStartRun, engine.StartRun{Key: key, Rule: "local", Slot: slot, Zone: "Asia/Shanghai", Skip: true, Now: slot.Add(3 * time.Hour)})

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // Status is the body of GET /v1/status.
@@ -38,8 +39,8 @@ type Status struct {
 	RulesMismatch bool `json:"rules_mismatch"`
 	// Warnings are problems that do not stop the node but need a person,
 	// e.g. calendar data about to run out.
-	Warnings []string        `json:"warnings,omitempty"`
-	Channels []ChannelStatus `json:"channels"`
+	Warnings []string                   `json:"warnings,omitempty"`
+	Channels []heraldtype.ChannelStatus `json:"channels"`
 	// Role is what the caller of this request may do (read, operate or
 	// admin), so that a page offers only the actions its token allows.
 	Role string `json:"role,omitempty"`
@@ -48,7 +49,12 @@ type Status struct {
 	DisplayTimezone string `json:"display_timezone"`
 }
 
-// MemberStatus is one cluster member in Status.
+// MemberStatus is one cluster member in Status: the cluster's own view
+// (cluster.MemberStatus, GET /v1/cluster/status) and the rule set the
+// member runs, built in one place (cmd/herald's node.status). It stays a
+// type of its own because the two endpoints name the FSM version
+// differently (herald_fsm_version here, fsm_version there) and both names
+// are contracts; one Go type would need hand-written JSON for each.
 type MemberStatus struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
@@ -77,14 +83,6 @@ type RuleStatus struct {
 	PausedBy string    `json:"paused_by,omitempty"`
 	PausedAt time.Time `json:"paused_at,omitzero"`
 	Reason   string    `json:"reason,omitempty"`
-}
-
-// ChannelStatus is one channel instance in Status.
-type ChannelStatus struct {
-	Name    string `json:"name"`
-	Plugin  string `json:"plugin"`
-	Healthy bool   `json:"healthy"`
-	Error   string `json:"error,omitempty"`
 }
 
 // Config wires the server to the node's parts.
@@ -210,7 +208,8 @@ func New(cfg Config) http.Handler {
 	}
 	// Outside forwarding: a follower sees the leader's answer and leaves
 	// the record to the leader; inside auth: it needs the caller.
-	h = newAuditor(s, own).middleware(h)
+	audit := newAuditor(s, own)
+	h = audit.middleware(h)
 	// Who may do what is decided here, once for every route (RouteRole),
 	// and before forwarding: a follower forwards only what the caller may
 	// do, with the caller's own Authorization header.
@@ -228,7 +227,8 @@ func New(cfg Config) http.Handler {
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "cross-origin "+r.Method+" refused: writes come from this node's own pages, the CLI or API clients")
 	}))
-	return csrf.Handler(h)
+	// Refusals are counted outermost: a 401 or a cross-site 403 counts too.
+	return audit.countRefused(csrf.Handler(h))
 }
 
 type server struct{ cfg Config }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/heraldhq/herald/engine/hclogslog"
 	"github.com/heraldhq/herald/plugins/builtin"
 	"github.com/heraldhq/herald/plugins/sdk"
 )
@@ -162,7 +163,7 @@ func List(ctx context.Context, cfg Config) ([]PluginInfo, error) {
 			out = append(out, pi)
 			continue
 		}
-		p, err := launch(ctx, s.newCmd(), s.secure, newHCLogger(cfg.Logger, nil), cfg.StartTimeout)
+		p, err := launch(ctx, s.newCmd(), s.secure, hclogslog.New(cfg.Logger, hclogslog.Options{}), cfg.StartTimeout)
 		if err != nil {
 			pi.Error = err.Error()
 		} else {

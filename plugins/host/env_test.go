@@ -1,11 +1,8 @@
 package host
 
 import (
-	"log/slog"
-	"strings"
 	"testing"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/plugins/sdk"
@@ -65,24 +62,6 @@ func TestRedactorHidesURLEscapedForm(t *testing.T) {
 	require.Equal(t, `Post "https://api.test/send?key=[REDACTED]": dial tcp 127.0.0.1:9: connect: connection refused`,
 		redact(`Post "https://api.test/send?key=p%2Bss%2Fw%3Drd%26x": dial tcp 127.0.0.1:9: connect: connection refused`))
 	require.Equal(t, `Get "https://api.test/hook/[REDACTED]/send": EOF`, redact(`Get "https://api.test/hook/p+ss%2Fw=rd&x/send": EOF`))
-}
-
-func TestHCLoggerBridge(t *testing.T) {
-	t.Parallel()
-	var buf logBuffer
-	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	h := newHCLogger(l, newRedactor([]string{"topsecret"})).Named("plugin").With("pid", 42)
-	require.Equal(t, hclog.Info, h.GetLevel())
-	require.False(t, h.IsDebug())
-	h.Debug("hidden")
-	h.Warn("token topsecret refused", "detail", "was topsecret", "n", 3)
-	h.StandardLogger(nil).Print("std topsecret line")
-	out := buf.String()
-	require.NotContains(t, out, "hidden")
-	require.NotContains(t, out, "topsecret")
-	require.Contains(t, out, `level=WARN msg="token [REDACTED] refused" pid=42 logger=plugin detail="was [REDACTED]" n=3`)
-	require.Contains(t, out, `msg="std [REDACTED] line"`)
-	require.Equal(t, 1, strings.Count(out, "level=WARN"))
 }
 
 func TestResultsMustMatchBatch(t *testing.T) {

@@ -110,17 +110,6 @@ type ChannelConfig struct {
 	Config map[string]any
 }
 
-// ChannelStatus is the state of one channel instance, for status pages. It
-// never holds a secret.
-type ChannelStatus struct {
-	Name     string
-	Plugin   string
-	Version  string // the plugin's version, once it started
-	Healthy  bool
-	Error    string // why it is not healthy
-	Restarts int    // restarts since the host started
-}
-
 // DefaultBuiltinCmd runs this executable as `herald plugin serve NAME`.
 func DefaultBuiltinCmd(name string) *exec.Cmd {
 	exe, err := os.Executable()
@@ -272,8 +261,8 @@ func (h *Host) Close() error {
 }
 
 // Status reports every channel instance, sorted by name.
-func (h *Host) Status() []ChannelStatus {
-	out := make([]ChannelStatus, 0, len(h.instances))
+func (h *Host) Status() []heraldtype.ChannelStatus {
+	out := make([]heraldtype.ChannelStatus, 0, len(h.instances))
 	for _, in := range h.instances {
 		out = append(out, in.status())
 	}

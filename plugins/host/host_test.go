@@ -60,7 +60,7 @@ func requireAllSent(t *testing.T, batch []heraldtype.Message, out []heraldtype.R
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	b := setup(t, map[string]ChannelConfig{"m": mockChannel(nil)}, nil)
-	require.Equal(t, []ChannelStatus{{Name: "m", Plugin: "mock", Version: mock.Version, Healthy: true}}, b.h.Status())
+	require.Equal(t, []heraldtype.ChannelStatus{{Name: "m", Plugin: "mock", Version: mock.Version, Healthy: true}}, b.h.Status())
 
 	batch := outgoing(3, "rt")
 	out, err := b.h.Send(context.Background(), "m", batch)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/heraldhq/herald/engine/backoff"
+	"github.com/heraldhq/herald/engine/hclogslog"
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
@@ -56,7 +57,7 @@ func newInstance(h *Host, name string, src source, config []byte, redact func(st
 		config:  config,
 		redact:  redact,
 		log:     log,
-		hlog:    newHCLogger(log, redact),
+		hlog:    hclogslog.New(log, hclogslog.Options{RedactFunc: redact}),
 		kick:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 	}
@@ -336,10 +337,10 @@ func (in *instance) limiter() *Limiter {
 	return in.lim
 }
 
-func (in *instance) status() ChannelStatus {
+func (in *instance) status() heraldtype.ChannelStatus {
 	in.lock()
 	defer in.unlock()
-	st := ChannelStatus{Name: in.name, Plugin: in.src.name, Version: in.version, Restarts: in.restarts}
+	st := heraldtype.ChannelStatus{Name: in.name, Plugin: in.src.name, Version: in.version, Restarts: in.restarts}
 	switch {
 	case in.cur != nil && in.health == "":
 		st.Healthy = true

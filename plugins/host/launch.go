@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/heraldhq/herald/engine/hclogslog"
 	"github.com/heraldhq/herald/plugins/sdk"
 )
 
@@ -52,7 +53,7 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Plugin, e
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return launch(ctx, cmd, nil, newHCLogger(logger, nil), DefaultStartTimeout)
+	return launch(ctx, cmd, nil, hclogslog.New(logger, hclogslog.Options{}), DefaultStartTimeout)
 }
 
 // launch starts cmd; with secure, go-plugin first checks that the

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/heraldhq/herald/engine/enginetest/poll"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/plugins/builtin"
 	"github.com/heraldhq/herald/plugins/mock"
 	"github.com/heraldhq/herald/plugins/sdk"
@@ -169,11 +170,11 @@ func eventually(t *testing.T, cond func() bool, what string) {
 	poll.Until(t, 20*time.Second, what, cond)
 }
 
-func statusOf(h *Host, name string) ChannelStatus {
+func statusOf(h *Host, name string) heraldtype.ChannelStatus {
 	for _, s := range h.Status() {
 		if s.Name == name {
 			return s
 		}
 	}
-	return ChannelStatus{}
+	return heraldtype.ChannelStatus{}
 }

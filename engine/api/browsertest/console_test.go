@@ -3,17 +3,14 @@ package browsertest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
@@ -51,91 +48,6 @@ func (p consolePeople) Find(q string, limit int) []string {
 		}
 	}
 	return out
-}
-
-// browser is one headless Chromium for a test, failing the test if the
-// page throws.
-type browser struct {
-	ctx        context.Context
-	mu         sync.Mutex
-	exceptions []string
-}
-
-// newBrowser starts Chromium with the given Accept-Language (which also
-// sets navigator.languages) and window size, in UTC: the page must not
-// lean on the browser's zone.
-func newBrowser(t *testing.T, lang string, w, h int) *browser {
-	bin := chromium(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	t.Cleanup(cancel)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(bin),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("lang", lang),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(w, h),
-		chromedp.Env("TZ=UTC"),
-	)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	t.Cleanup(cancelBrowser)
-	b := &browser{ctx: bctx}
-	_, err := chromedp.Call(bctx, emulation.SetUserAgentOverride, emulation.SetUserAgentOverrideParams{
-		UserAgent: "Mozilla/5.0 (X11; Linux x86_64) HeraldTest", AcceptLanguage: lang})
-	require.NoError(t, err)
-	go func() {
-		for m, err := range chromedp.Console(bctx) {
-			if err != nil {
-				return
-			}
-			if m.IsException() {
-				b.mu.Lock()
-				b.exceptions = append(b.exceptions, m.String())
-				b.mu.Unlock()
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		require.Empty(t, b.exceptions, "the page threw")
-	})
-	return b
-}
-
-// until is an action that waits, up to 20 s, until js is true in the
-// page, asking every 50 ms.
-func (b *browser) until(js string) chromedp.Action[chromedp.Void] {
-	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			ok, err := chromedp.Evaluate[bool]("!!("+js+")")(ctx, tg)
-			if err == nil && ok {
-				return chromedp.Void{}, nil
-			}
-			select {
-			case <-ctx.Done():
-				return chromedp.Void{}, fmt.Errorf("waiting for %s: %w (last error: %v)", js, ctx.Err(), err)
-			case <-tick.C:
-			}
-		}
-	}
-}
-
-func (b *browser) text(t *testing.T, sel string) string {
-	t.Helper()
-	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
-	require.NoError(t, err, sel)
-	return s
 }
 
 func (b *browser) eval(t *testing.T, js string) string {
@@ -222,7 +134,7 @@ func playLeader(t *testing.T, f *fixture) {
 func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	f, srv := consoleFixture(t)
-	b := newBrowser(t, "zh-CN", 1440, 900)
+	b := newBrowser(t, "zh-CN", "UTC", 1440, 900)
 	poll := b.until
 	// Accept-Language zh-CN: the page is in Chinese, times in the
 	// cluster's zone with the offset shown.

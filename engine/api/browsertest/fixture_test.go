@@ -49,7 +49,7 @@ func testStatus() api.Status {
 			{Name: "daily_report", File: "daily_report.lua", Hash: "a1b2c3d4e5f60718"},
 			{Name: "weekly_report", File: "weekly_report.lua", Hash: "0718a1b2c3d4e5f6", Error: brokenRuleError},
 		},
-		Channels: []api.ChannelStatus{
+		Channels: []heraldtype.ChannelStatus{
 			{Name: "wecom_sales", Plugin: "wecom", Healthy: true},
 			{Name: "mock", Plugin: "mock", Healthy: false, Error: "plugin exited: signal: killed"},
 		},

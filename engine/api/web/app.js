@@ -20,6 +20,7 @@ const API = {
   pause: "POST /v1/rules/{name}/pause",
   resume: "POST /v1/rules/{name}/resume",
   retry: "POST /v1/deliveries/{id}/retry",
+  audit: "GET /v1/audit",
 };
 
 const POLL_MS = 5000;
@@ -30,7 +31,7 @@ const WALL_MS = 10000; // how long wall mode shows each view
 // Panels whose endpoint may not exist on this node's version: hidden on 404.
 const optional = { tasks: { missing: false, probeAt: 0 }, stats: { missing: false, probeAt: 0 } };
 
-const S = { status: null, alerts: null, runs: null, deliveries: null, stats: null, person: null, statusError: "", loadedAt: null, role: null };
+const S = { status: null, alerts: null, runs: null, deliveries: null, stats: null, person: null, audit: null, statusError: "", loadedAt: null, role: null };
 const ackErrors = new Map(); // alert id -> message of the last failed ack
 const acking = new Set();
 const openDeliveries = new Set();
@@ -387,6 +388,23 @@ function loadStats() {
   }, ["stats", "day"]);
 }
 
+// loadAudit shows the audit trail to an admin token only (the API refuses
+// the others: the trail says who holds which token).
+async function loadAudit() {
+  const show = S.role === "admin";
+  $("audit-panel").hidden = !show;
+  if (!show) { S.audit = null; return; }
+  try {
+    const body = await latest("audit", () => call("audit", { query: { limit: 50 } }));
+    if (body === undefined) return;
+    S.audit = body;
+    panelError("audit", "");
+    renderAudit(body);
+  } catch (e) {
+    panelError("audit", e.message);
+  }
+}
+
 function renderAll() {
   translateStatic();
   $("footer").textContent = t("footer", { zone: zoneLabel(), s: POLL_MS / 1000 });
@@ -396,6 +414,7 @@ function renderAll() {
   if (S.runs) renderRuns();
   if (S.deliveries) renderDeliveries();
   if (S.stats) { renderStats(S.stats); renderDay(S.stats); }
+  if (S.audit) renderAudit(S.audit);
   if (S.person) renderPerson(); else fill("person", empty(t("type a name")));
   renderTiles();
   renderLive();
@@ -408,6 +427,7 @@ async function poll() {
   clearTimeout(timer);
   await Promise.all([loadStatus(), loadAlerts(), loadRuns(), loadDeliveries(), loadTasks(), loadStats(),
     S.person ? loadPerson() : null]);
+  await loadAudit(); // after status: it says whether this token may read the trail
   renderTiles();
   renderLive();
   timer = setTimeout(poll, document.hidden ? POLL_MS * 6 : POLL_MS);

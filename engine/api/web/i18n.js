@@ -95,6 +95,8 @@ const WORDS = {
     "alertx.channel_down": "Channel {channel} has been unhealthy since {since}: {error}. Its messages wait and expire at their deadline.",
     "alert count": "×{n}",
     "token button": "Token…", "token title": "Enter another API token", "token heading": "API token", "token label": "Token", "use token": "Use token",
+    audit: "Audit trail", "audit count": "newest {n}{more}", "no audit": "No write recorded yet.",
+    when: "When", actor: "Who", remote: "From", via: "via {node}", action: "Action", target: "Target", node: "Node",
   },
   zh: {
     title: "Herald", operator: "运维台", connecting: "连接中…", "not yet loaded": "尚未加载",
@@ -181,6 +183,8 @@ const WORDS = {
     "alertx.channel_down": "通道 {channel} 自 {since} 起不可用：{error}。其消息会等待，并在截止时间过期。",
     "alert count": "×{n}",
     "token button": "令牌…", "token title": "输入另一个 API 令牌", "token heading": "API 令牌", "token label": "令牌", "use token": "使用此令牌",
+    audit: "审计记录", "audit count": "最近 {n}{more} 条", "no audit": "还没有写操作记录。",
+    when: "时间", actor: "操作者", remote: "来源", via: "经 {node} 转发", action: "操作", target: "对象", node: "节点",
   },
 };
 

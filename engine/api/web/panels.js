@@ -285,3 +285,23 @@ function renderTasks(body) {
     { label: t("deliveries col"), cell: (x) => deliveryCounts(x.deliveries) },
   ], tasks, (x) => ({ "data-task": x.key })));
 }
+
+// renderAudit lists the newest writes the API accepted: who, from where,
+// what, on what (admin only; see loadAudit).
+function renderAudit(body) {
+  const recs = body.records || [];
+  $("audit-count").textContent = recs.length ? t("audit count", { n: recs.length, more: body.next_cursor ? "+" : "" }) : "";
+  if (!recs.length) {
+    fill("audit", empty(t("no audit")));
+    return;
+  }
+  fill("audit", table([
+    { label: t("when"), cell: (r) => when(r.at) },
+    { label: t("actor"), cell: (r) => [h("b", null, r.actor), " ", h("span", { class: "muted" }, r.role)] },
+    { label: t("remote"), cell: (r) => [r.remote, r.via ? h("span", { class: "muted" }, " " + t("via", { node: r.via })) : ""] },
+    { label: t("action"), cell: (r) => h("code", null, r.action) },
+    { label: t("target"), cls: "msg", cell: (r) => r.target ? h("code", null, r.target) : h("span", { class: "muted" }, "—") },
+    { label: t("status"), cell: (r) => String(r.status) },
+    { label: t("node"), cell: (r) => r.node },
+  ], recs, (r) => ({ "data-audit": String(r.seq) })));
+}

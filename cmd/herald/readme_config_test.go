@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/api"
+)
+
+// readmeSecureConfig is the three-node config of the README's "Securing
+// Herald": node n1's YAML block, verbatim.
+func readmeSecureConfig(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(b), "\n## Securing Herald\n")
+	require.True(t, ok, "the README has a Securing Herald section")
+	section, _, _ = strings.Cut(section, "\n## ")
+	m := regexp.MustCompile("(?s)```yaml\n(node_id: n1\n.*?)```").FindStringSubmatch(section)
+	require.NotNil(t, m, "Securing Herald holds node n1's config as a yaml block")
+	return m[1]
+}
+
+// The README's secure config is loaded by the agent's own loader, as n1
+// and as n2 (which differs as the README says), so the documented keys
+// cannot drift from the real ones: an unknown or misspelt key, a token
+// that is not an ${ENV} reference, a bad plugin sum fail here.
+func TestReadmeSecureConfigLoads(t *testing.T) {
+	n1 := readmeSecureConfig(t)
+	for name, v := range map[string]string{
+		"HERALD_CLUSTER_SECRET":  "readme-cluster-secret-0123456789ab",
+		"HERALD_TOKEN_DASHBOARD": "readme-dashboard-token-01234567",
+		"HERALD_TOKEN_OPS":       "readme-ops-token-0123456789abcd",
+		"HERALD_TOKEN_ADMIN":     "readme-admin-token-0123456789ab",
+		"WECOM_SECRET":           "readme-wecom-secret",
+	} {
+		t.Setenv(name, v)
+	}
+	n2 := strings.NewReplacer("node_id: n1", "node_id: n2", "10.0.0.1:7101", "10.0.0.2:7101", "http_addr: 10.0.0.1:8101", "http_addr: 10.0.0.2:8101",
+		"bootstrap: true", "join: https://10.0.0.1:8101", "/n1", "/n2", `"10.0.0.2:8101,10.0.0.3:8101"`, `"10.0.0.1:8101,10.0.0.3:8101"`).Replace(n1)
+	require.NotEqual(t, n1, n2)
+	for node, text := range map[string]string{"n1": n1, "n2": n2} {
+		path := filepath.Join(t.TempDir(), node+".yaml")
+		require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
+		var cfg nodeConfig
+		cmd := newAgentCmd()
+		require.NoError(t, cmd.Flags().Set("config", path))
+		require.NoError(t, cfg.load(cmd), node)
+
+		require.Equal(t, node, cfg.NodeID)
+		require.Equal(t, node == "n1", cfg.Bootstrap)
+		require.Equal(t, node == "n2", cfg.Join == "https://10.0.0.1:8101")
+		require.Len(t, cfg.peerList(), 2)
+		require.Equal(t, "/etc/herald/tls/"+node+".pem", cfg.TLSCert)
+		require.Equal(t, "readme-cluster-secret-0123456789ab", cfg.clusterSecret)
+		roles := map[string]api.Role{}
+		for _, tok := range cfg.apiTokens {
+			roles[tok.Name] = tok.Role
+		}
+		require.Equal(t, map[string]api.Role{"dashboard": api.RoleRead, "ops": api.RoleOperate, "admin": api.RoleAdmin}, roles)
+		require.Len(t, cfg.PluginSHA256, 1)
+		require.Contains(t, cfg.Channels, "wecom_sales")
+		d, err := parseAuditRetention(cfg.AuditRetention)
+		require.NoError(t, err)
+		require.Equal(t, 90*24*time.Hour, d)
+	}
+}
