@@ -97,7 +97,11 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 	x.resend = nil
 	// Read before the due deliveries: see digestHold.
 	hold := x.digestHold(now)
-	limit := maxDuePerPass
+	// A pass looks at twice what the free group slots can take (slack for
+	// rate-limit refusals): in a backlog a group settling frees one slot,
+	// and walking and ordering 10,000 due deliveries to fill it was a
+	// fifth of the leader's CPU in a 100,000 burst.
+	limit := min(maxDuePerPass, 2*x.lanes.free()*x.l.cfg.ClaimBatch)
 	if !x.lanes.canOpen(false) {
 		// Only the express lane has room, for runs with nothing in flight:
 		// a slot that just came is among the newest Due adds to its oldest.
