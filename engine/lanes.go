@@ -51,6 +51,11 @@ func (l *lanes) canOpen(express bool) bool {
 	return len(l.backlogGroups) < cap(l.backlogGroups)
 }
 
+// free is how many groups of either lane could be opened now.
+func (l *lanes) free() int {
+	return cap(l.expressGroups) - len(l.expressGroups) + cap(l.backlogGroups) - len(l.backlogGroups)
+}
+
 // open takes a group slot (an express group borrows the backlog's when
 // its own is taken); nil if none is free.
 func (l *lanes) open(channel string, express bool) *claimGroup {

@@ -45,3 +45,17 @@ func TestPlanAheadConfig(t *testing.T) {
 		require.ErrorContains(t, err, "want a duration from 0s to 10m0s", in)
 	}
 }
+
+func TestAuditRetentionConfig(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 90 * 24 * time.Hour, "24h": 24 * time.Hour, "8760h": 365 * 24 * time.Hour} {
+		got, err := parseAuditRetention(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"1h", "90d", "-24h", "0"} {
+		_, err := parseAuditRetention(in)
+		require.ErrorContains(t, err, "at least 24h", in)
+	}
+	c := nodeConfig{NodeID: "n1", DataDir: "d", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", AuditRetention: "1h"}
+	require.ErrorContains(t, c.validate(), `audit_retention "1h"`)
+}

@@ -200,9 +200,10 @@ func (a *auditor) middleware(next http.Handler) http.Handler {
 			At: a.s.now(), Actor: id.Actor, Role: id.Role.String(), Remote: id.Remote, Via: id.Via,
 			Action: note.action, Target: note.target, Status: sw.status, Node: a.s.cfg.NodeID,
 		}
-		// The write is done whatever happens here: the client has its
-		// answer's status already; the request's own context may end
-		// with the client.
+		// The write is done whatever happens here: the client gets its
+		// answer now, not after one more commit, and the request's own
+		// context may end with the client.
+		_ = http.NewResponseController(w).Flush()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 		defer cancel()
 		if _, err := a.s.apply(ctx, engine.CmdRecordAudit, rec); err != nil {

@@ -49,7 +49,12 @@ type Status struct {
 	DisplayTimezone string `json:"display_timezone"`
 }
 
-// MemberStatus is one cluster member in Status.
+// MemberStatus is one cluster member in Status: the cluster's own view
+// (cluster.MemberStatus, GET /v1/cluster/status) and the rule set the
+// member runs, built in one place (cmd/herald's node.status). It stays a
+// type of its own because the two endpoints name the FSM version
+// differently (herald_fsm_version here, fsm_version there) and both names
+// are contracts; one Go type would need hand-written JSON for each.
 type MemberStatus struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
