@@ -93,14 +93,15 @@ func (a applier) addDeliveries(c AddDeliveries) any {
 		return 0 // cancelled while it was being planned: plan nothing
 	}
 	added := 0
+	var share planShare
 	for _, nd := range c.Deliveries {
 		if _, ok := a.st.Deliveries.Get(nd.ID); ok {
 			continue // planned before, by this or an earlier leader
 		}
 		a.st.putDelivery(&Delivery{
 			ID: nd.ID, RunKey: run.Key, Rule: run.Rule, Slot: run.Slot,
-			Recipient: nd.Recipient, Channel: nd.Channel, Payload: nd.Payload,
-			Priority: nd.Priority, NotBefore: nd.NotBefore, Deadline: nd.Deadline, Retry: nd.Retry,
+			Recipient: nd.Recipient, Channel: channelOf(nd.Channel), Payload: share.payloadOf(nd.Payload),
+			Priority: nd.Priority, NotBefore: nd.NotBefore, Deadline: nd.Deadline, Retry: share.retryOf(nd.Retry),
 			NoRetry: nd.Retry != nil && len(nd.Retry) == 0, State: StatePending,
 		})
 		added++
@@ -185,7 +186,7 @@ func (a applier) recordResults(c RecordResults) any {
 			continue // answers a claim that is no longer current
 		}
 		nd := *d
-		nd.Claim = &Claim{Seq: d.Claim.Seq} // keep the sequence, drop the lease
+		nd.Claim = settledClaim(d.Claim.Seq) // keep the sequence, drop the lease
 		nd.Code, nd.LastError = r.Code, r.Error
 		switch r.Status {
 		case heraldtype.StatusSent:
@@ -299,7 +300,7 @@ func (a applier) expire(c Expire) any {
 		}
 		nd := *d
 		if nd.Claim != nil {
-			nd.Claim = &Claim{Seq: nd.Claim.Seq}
+			nd.Claim = settledClaim(nd.Claim.Seq)
 		}
 		why := "deadline " + d.Deadline.Format(time.RFC3339) + " passed before it was sent"
 		nd.Failures = nd.withFailure(AttemptFailure{At: c.Now, Attempt: nd.Attempts, Error: why})

@@ -51,6 +51,10 @@ type executor struct {
 	// backlogged is set by a pass that left due deliveries for lack of a
 	// free group slot: a group settling (done) wakes the next pass.
 	backlogged bool
+	// limited is set by a pass whose channels refused some of its
+	// messages (rate limits): the next pass looks at maxDuePerPass, so
+	// that a limited channel's backlog cannot hide another channel's work.
+	limited bool
 	// resend holds deliveries an older leader claimed and never settled:
 	// this leader sends them again at once, with the same key.
 	resend []*Delivery
@@ -97,11 +101,16 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 	x.resend = nil
 	// Read before the due deliveries: see digestHold.
 	hold := x.digestHold(now)
-	// A pass looks at twice what the free group slots can take (slack for
-	// rate-limit refusals): in a backlog a group settling frees one slot,
-	// and walking and ordering 10,000 due deliveries to fill it was a
-	// fifth of the leader's CPU in a 100,000 burst.
-	limit := min(maxDuePerPass, 2*x.lanes.free()*x.l.cfg.ClaimBatch)
+	// A pass looks at what the free group slots can take (Due adds an
+	// eighth of the newest), unless rate limits refused messages last
+	// time: in a backlog a group settling frees one slot, and walking and
+	// ordering 10,000 due deliveries to fill it was a fifth of the
+	// leader's CPU in a 100,000 burst.
+	limit := maxDuePerPass
+	if !x.limited {
+		limit = min(limit, x.lanes.free()*x.l.cfg.ClaimBatch)
+	}
+	x.limited = false
 	if !x.lanes.canOpen(false) {
 		// Only the express lane has room, for runs with nothing in flight:
 		// a slot that just came is among the newest Due adds to its oldest.
@@ -148,6 +157,7 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 		}
 		if wait := x.l.cfg.Sender.Admit(d.Channel, d.Recipient, d.Priority, now); wait > 0 {
 			refused[cp]++
+			x.limited = true
 			if at := now.Add(wait); at.Before(wake) {
 				wake = at
 			}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -159,4 +160,49 @@ func TestSendPastItsClaimStillRecordsOutcomes(t *testing.T) {
 	require.Len(t, alertsWith(s.log.fsm, "stuck:mock"), 1)
 	d, _ := s.log.fsm.Delivery(id)
 	require.Equal(t, StateSent, d.State, "the channel's answer was thrown away")
+}
+
+// refusingChannel refuses every message of one channel, like a provider
+// whose limit is used up for the next minute.
+type refusingChannel struct {
+	*simSender
+	channel string
+}
+
+func (r *refusingChannel) Admit(ch, to string, p heraldtype.Priority, now time.Time) time.Duration {
+	if ch == r.channel {
+		return time.Minute
+	}
+	return r.simSender.Admit(ch, to, p, now)
+}
+
+// A pass looks only at what its free group slots can take, but not while
+// a channel refuses: a rate-limited channel's backlog, oldest first, must
+// not hide another channel's due messages pass after pass.
+func TestRateLimitedBacklogDoesNotHideAnotherChannel(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s := newSim(t, start)
+	s.cfg.ClaimBatch, s.cfg.MaxSends = 10, 1 // two group slots: a pass looks at 20
+	s.cfg.Sender = &refusingChannel{simSender: s.sender, channel: "slow"}
+	plan := func(rule, channel string, n int, at time.Time) {
+		key := RunKey(rule, at)
+		s.apply(CmdStartRun, StartRun{Key: key, Rule: rule, Slot: at, Now: at})
+		var nds []NewDelivery
+		for i := range n {
+			who := fmt.Sprintf("%s%d", rule, i)
+			nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: channel,
+				Priority: heraldtype.PriorityNormal, NotBefore: at, Deadline: at.Add(time.Hour)})
+		}
+		s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds})
+	}
+	plan("old", "slow", 30, start.Add(-10*time.Minute))
+	plan("mid", "mock", 3, start.Add(-5*time.Minute)) // neither the oldest 20 nor the newest
+	plan("new", "slow", 10, start.Add(-time.Minute))
+	s.lead("n1")
+	for range 2 {
+		s.exec.runOnce(s.ctx)
+		s.exec.wg.Wait()
+	}
+	require.Len(t, s.sender.all(), 3, "the other channel's messages went")
 }

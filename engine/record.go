@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 	"time"
+	"unique"
 
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
@@ -216,3 +219,56 @@ func (r *Run) date() string {
 	}
 	return r.Slot.UTC().Format(time.DateOnly)
 }
+
+// settledClaims are the claims settled deliveries keep (only their
+// sequence), shared: records are never mutated, and most deliveries end
+// after one or two claims.
+var settledClaims = func() (out [8]*Claim) {
+	for i := range out {
+		out[i] = &Claim{Seq: i + 1}
+	}
+	return out
+}()
+
+// settledClaim is the claim a settled delivery keeps: the sequence only,
+// so that the next claim's number follows on.
+func settledClaim(seq int) *Claim {
+	if seq >= 1 && seq <= len(settledClaims) {
+		return settledClaims[seq-1]
+	}
+	return &Claim{Seq: seq}
+}
+
+// planShare lets the deliveries one AddDeliveries stores share what they
+// have in common instead of a copy each: a run's messages often carry the
+// same payload (one text for everyone) and retry policy, and every
+// delivery names one of a few channels. Records are never mutated, so
+// sharing is safe.
+type planShare struct {
+	payload json.RawMessage
+	retry   []time.Duration
+}
+
+func (p *planShare) payloadOf(b json.RawMessage) json.RawMessage {
+	if p.payload != nil && bytes.Equal(b, p.payload) {
+		return p.payload
+	}
+	p.payload = b
+	return b
+}
+
+// retryOf shares a non-empty policy; nil (the default) and empty (no
+// retry) stay as they are: they mean different things.
+func (p *planShare) retryOf(r []time.Duration) []time.Duration {
+	if len(r) == 0 {
+		return r
+	}
+	if slices.Equal(r, p.retry) {
+		return p.retry
+	}
+	p.retry = r
+	return r
+}
+
+// channelOf is the one copy of a channel's name.
+func channelOf(name string) string { return unique.Make(name).Value() }

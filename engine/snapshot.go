@@ -321,7 +321,19 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 		return readRecord(dec, func(r *Run) { st.Runs.Set(r.Key, r) })
 	},
 	"deliveries": func(dec *gob.Decoder, st *state) error {
-		return readRecord(dec, func(d *Delivery) { st.Deliveries.Set(d.ID, d) })
+		return readRecord(dec, func(d *Delivery) {
+			// Share what the applied deliveries shared (see planShare).
+			if c := d.Claim; c != nil && *c == (Claim{Seq: c.Seq}) {
+				d.Claim = settledClaim(c.Seq)
+			}
+			d.Channel = channelOf(d.Channel)
+			if p, ok := st.payloads[string(d.Payload)]; ok {
+				d.Payload = p
+			} else {
+				st.payloads[string(d.Payload)] = d.Payload
+			}
+			st.Deliveries.Set(d.ID, d)
+		})
 	},
 	"cursors": func(dec *gob.Decoder, st *state) error {
 		return readRecord(dec, func(e *timeEntry) { st.Cursors[e.Key] = e.At })
@@ -396,6 +408,8 @@ func readRecord[T any](dec *gob.Decoder, put func(*T)) error {
 
 func readVersion2(r io.Reader, st *state) error {
 	dec := gob.NewDecoder(r)
+	st.payloads = map[string]json.RawMessage{}
+	defer func() { st.payloads = nil }()
 	seen := map[string]bool{}
 	for {
 		var sec section

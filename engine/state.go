@@ -3,6 +3,7 @@ package engine
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -61,6 +62,9 @@ type state struct {
 	taskQueue, taskIndex *btree.BTreeG[dueItem]
 	// planning holds the keys of runs still planning.
 	planning map[string]bool
+	// payloads, during a restore only, holds one copy of each payload
+	// read, for the deliveries to share.
+	payloads map[string]json.RawMessage
 }
 
 type dueItem struct {
