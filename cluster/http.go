@@ -248,7 +248,8 @@ func writeErr(w http.ResponseWriter, err error) {
 		status = http.StatusForbidden
 	case errors.Is(err, ErrUnknownMember):
 		status = http.StatusNotFound
-	case errors.Is(err, ErrLastVoter), errors.Is(err, ErrMemberConflict), errors.Is(err, ErrForeignCluster):
+	case errors.Is(err, ErrLastVoter), errors.Is(err, ErrMemberConflict), errors.Is(err, ErrForeignCluster),
+		errors.Is(err, ErrQuorumAtRisk):
 		status = http.StatusConflict
 	case errors.Is(err, ErrRaftUnreachable):
 		status = http.StatusBadGateway

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -30,6 +32,9 @@ var (
 	// ErrRaftUnreachable: the leader cannot open a connection to a joining
 	// node's Raft address, so it does not add it (HTTP 502).
 	ErrRaftUnreachable = errors.New("raft address does not answer")
+	// ErrQuorumAtRisk: removing a member would leave voters too few of
+	// whom answer to make a majority (HTTP 409).
+	ErrQuorumAtRisk = errors.New("the cluster would lose its quorum")
 )
 
 func (r JoinRequest) validate() error {
@@ -182,6 +187,16 @@ func (n *Node) checkJoinConflict(ctx context.Context, req JoinRequest) error {
 			return fmt.Errorf("%w: raft address %s belongs to %s, which is still running: give the joining node its own raft address",
 				ErrMemberConflict, req.RaftAddr, s.ID)
 		}
+		// The same member at a new HTTP address: moved, unless it still
+		// answers at the recorded one and says that is its address.
+		if string(s.ID) == req.ID && string(s.Address) == req.RaftAddr {
+			if old := n.memberHTTP(req.ID); old != "" && old != req.HTTPAddr {
+				if st, ok := n.statusOf(ctx, old); ok && st.NodeID == req.ID && st.RaftAddr == req.RaftAddr && st.HTTPAddr != req.HTTPAddr {
+					return fmt.Errorf("%w: %s is still running at HTTP address %s: its record keeps that address (a node that moved no longer answers there)",
+						ErrMemberConflict, req.ID, old)
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -194,10 +209,18 @@ func (n *Node) stillRunning(ctx context.Context, id, raftAddr string) bool {
 	if addr == "" {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	st, ok := n.statusOf(ctx, addr)
+	return ok && st.NodeID == id && st.RaftAddr == raftAddr
+}
+
+// statusOf asks the node at HTTP address addr for its status, waiting at
+// most DialTimeout. (A busy node may take more than a second to answer; a
+// dead one refuses at once.)
+func (n *Node) statusOf(ctx context.Context, addr string) (Status, bool) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.DialTimeout)
 	defer cancel()
 	st, err := n.clientFor(addr).Status(ctx)
-	return err == nil && st.NodeID == id && st.RaftAddr == raftAddr
+	return st, err == nil
 }
 
 // probeRaft dials addr as the Raft transport would (TLS included) before
@@ -229,9 +252,56 @@ func (n *Node) removeMember(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %s", ErrUnknownMember, id)
 	}
 	if inRaft {
+		if err := n.checkQuorumWithout(ctx, id, cf.Configuration().Servers); err != nil {
+			return err
+		}
 		return n.removeServer(ctx, id)
 	}
 	return n.removeRecord(ctx, id)
+}
+
+// checkQuorumWithout refuses to remove voter id when a majority of the
+// voters left would not answer. raft uses a new configuration as soon as
+// it is appended, so the change itself must be committed by that
+// majority: without it the leader steps down, and nobody can be elected
+// until the silent members return. Removing a member that does not answer
+// never makes this worse, so the dead are removed first. A voter answers
+// when its HTTP address reports its id and Raft address (stillRunning).
+func (n *Node) checkQuorumWithout(ctx context.Context, id string, servers []raft.Server) error {
+	var rest []raft.Server
+	removesVoter := false
+	for _, s := range servers {
+		switch {
+		case s.Suffrage != raft.Voter:
+		case string(s.ID) == id:
+			removesVoter = true
+		default:
+			rest = append(rest, s)
+		}
+	}
+	if !removesVoter || len(rest) == 0 {
+		return nil
+	}
+	answers := make([]bool, len(rest))
+	var wg sync.WaitGroup
+	for i, s := range rest {
+		wg.Go(func() {
+			answers[i] = string(s.ID) == n.cfg.NodeID || n.stillRunning(ctx, string(s.ID), string(s.Address))
+		})
+	}
+	wg.Wait()
+	var silent []string
+	for i, s := range rest {
+		if !answers[i] {
+			silent = append(silent, string(s.ID))
+		}
+	}
+	if live := len(rest) - len(silent); live < len(rest)/2+1 {
+		return fmt.Errorf("%w: removing %s leaves %d voters, and these do not answer: %s; no majority of them could commit anything, "+
+			"this change included: bring them back, or remove them first",
+			ErrQuorumAtRisk, id, len(rest), strings.Join(silent, ", "))
+	}
+	return nil
 }
 
 // removeServer drops id from Raft and its member record (if any).

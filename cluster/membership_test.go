@@ -157,3 +157,45 @@ func TestJoinReplacesADeadMemberAtItsRaftAddr(t *testing.T) {
 	}, waitTimeout, 10*time.Millisecond, "the dead member was not replaced")
 	require.Empty(t, leader.sm.member(dead.id).ID)
 }
+
+// Removing a live voter while another is down would leave a configuration
+// whose majority cannot answer: the leader's own commit of the change
+// already needs the dead node, it steps down, and nobody can be elected
+// until the dead node returns (never, if its machine is gone). The leader
+// refuses it and says to remove the dead one first.
+func TestRemoveRefusesWhatWouldLoseQuorum(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil, nil)
+	leader := leaderOf(t, nodes)
+	fs := followersOf(nodes, leader)
+	alive, dead := fs[0], fs[1]
+	dead.stop()
+
+	err := leader.client().Remove(ctxT(t), alive.id)
+	requireAPIStatus(t, err, http.StatusConflict, dead.id)
+	require.Contains(t, servers(t, leader.node), alive.id)
+	rest := []*testNode{leader, alive}
+	apply(t, rest, setCmd("still", "writable"))
+
+	// The dead one first: then the live one may go.
+	require.NoError(t, leader.client().Remove(ctxT(t), dead.id))
+	require.NoError(t, leader.client().Remove(ctxT(t), alive.id))
+	require.Equal(t, map[string]string{leader.id: leader.raftAddr}, servers(t, leader.node))
+}
+
+// A join naming a live member's id and Raft address with another HTTP
+// address (a typo in `herald cluster join --http-addr`) must not rewrite
+// its record: every node's calls to it (its build for rolling upgrades,
+// liveness checks, status) would go to the wrong address until it leads
+// or restarts. A node that really moved no longer answers at the old
+// address and is updated (TestRestartedNodeRejoinsWithItsData).
+func TestJoinRefusesToMoveALiveMembersHTTPAddr(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil, nil)
+	leader := leaderOf(t, nodes)
+	alive := followersOf(nodes, leader)[0]
+
+	err := leader.client().Join(ctxT(t), JoinRequest{ID: alive.id, RaftAddr: alive.raftAddr, HTTPAddr: "127.0.0.1:1"})
+	requireAPIStatus(t, err, http.StatusConflict, alive.httpAddr())
+	require.Equal(t, alive.httpAddr(), leader.sm.member(alive.id).HTTPAddr)
+}

@@ -226,9 +226,35 @@ func TestCertStoreRotation(t *testing.T) {
 	waitValue(t, nodes, "after", "rotation")
 
 	// A broken rotation (a file truncated) keeps the last good pair.
+	good := stores["n1"].Certificate().SerialNumber
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "n1.pem"), []byte("garbage"), 0o644))
-	cur := stores["n1"].Certificate().SerialNumber
-	require.Equal(t, 0, cur.Cmp(stores["n1"].Certificate().SerialNumber))
+	require.NotNil(t, stores["n1"].Certificate(), "the garbage was looked at and refused")
+	require.Equal(t, 0, good.Cmp(stores["n1"].Certificate().SerialNumber))
 	apply(t, nodes, setCmd("still", "up"))
 	waitValue(t, nodes, "still", "up")
+}
+
+// A node name whose certificate file would be another file's name: "ca-key"
+// overwrote the CA's private key with a node certificate (and the CA could
+// never sign again), "n1-key" beside n1 overwrote n1's key.
+func TestInitTLSRefusesNamesThatOverwriteKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	_, err := InitTLS(dir, []string{"n1"}, nil, time.Now())
+	require.NoError(t, err)
+	caKey, err := os.ReadFile(filepath.Join(dir, "ca-key.pem"))
+	require.NoError(t, err)
+	n1Key, err := os.ReadFile(filepath.Join(dir, "n1-key.pem"))
+	require.NoError(t, err)
+
+	for _, name := range []string{"ca-key", "n1-key"} {
+		_, err = InitTLS(dir, []string{name}, nil, time.Now())
+		require.ErrorContains(t, err, "cannot name a file", name)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "ca-key.pem"))
+	require.NoError(t, err)
+	require.Equal(t, caKey, got)
+	got, err = os.ReadFile(filepath.Join(dir, "n1-key.pem"))
+	require.NoError(t, err)
+	require.Equal(t, n1Key, got)
 }

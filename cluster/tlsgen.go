@@ -45,8 +45,10 @@ func InitTLS(dir string, nodes, hosts []string, now time.Time) (TLSInitResult, e
 		return res, errors.New("no node names: give --nodes n1,n2,n3")
 	}
 	for _, n := range nodes {
-		if n == "" || strings.ContainsAny(n, `/\`) || n == "ca" || strings.HasPrefix(n, ".") {
-			return res, fmt.Errorf("node name %q cannot name a file in %s", n, dir)
+		// NAME.pem must not be another file's name: ca.pem, or the key
+		// file (X-key.pem) of the CA or of another node.
+		if n == "" || strings.ContainsAny(n, `/\`) || n == "ca" || strings.HasPrefix(n, ".") || strings.HasSuffix(n, "-key") {
+			return res, fmt.Errorf("node name %q cannot name a file in %s (names ending in -key are keys' file names)", n, dir)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -364,12 +364,20 @@ func (n *node) peerRulesHashes(members []api.MemberStatus) {
 		}
 		wg.Go(func() {
 			var v api.RulesHashView
-			if err := (&cluster.Client{Addr: m.HTTPAddr, HTTP: n.peerHTTP, Token: nodeToken(n.cfg.apiTokens)}).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
+			if err := n.peerClient(m.HTTPAddr).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
 				m.RulesHash = v.RulesHash
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// peerClient calls another member's API as this node: through the
+// node-to-node HTTP client (which, with TLS, trusts the cluster's CA) and
+// with the node's own token, which every read needs once tokens are
+// configured.
+func (n *node) peerClient(addr string) *cluster.Client {
+	return &cluster.Client{Addr: addr, HTTP: n.peerHTTP, Token: nodeToken(n.cfg.apiTokens)}
 }
 
 // channelConfigs builds the host's channel configs. The mock channel

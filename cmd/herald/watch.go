@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/heraldhq/herald/cluster"
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/heraldtype"
@@ -251,7 +250,7 @@ func (n *node) peerRules(ctx context.Context) []peerRules {
 		}
 		wg.Go(func() {
 			var v api.RulesHashView
-			if err := (&cluster.Client{Addr: m.HTTPAddr, HTTP: n.peerHTTP}).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
+			if err := n.peerClient(m.HTTPAddr).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
 				out[i].Hash, out[i].Broken = v.RulesHash, v.Broken
 			}
 		})

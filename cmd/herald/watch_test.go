@@ -161,3 +161,32 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 	require.Len(t, families, 1)
 	return families[0].GetMetric()[0].GetGauge().GetValue()
 }
+
+// With tokens, the ops watch asks the other members for their rule sets
+// with the node's own token, as status does: without it every member
+// answered 401, so rule sets that differ or files broken on a follower
+// were never alerted.
+func TestWatchAsksPeersWithTheNodesToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tokens := []api.Token{{Name: "ops", Role: api.RoleAdmin, Secret: "watch-test-admin-token"}}
+	start := func(id string, bootstrap bool, join string) *node {
+		cfg := nodeConfig{NodeID: id, DataDir: filepath.Join(dir, id), RaftAddr: freeAddr(t), HTTPAddr: freeAddr(t),
+			Bootstrap: bootstrap, Join: join, Rules: filepath.Join(dir, "rules"), devTimeouts: true, raftLogLevel: "error",
+			apiTokens: tokens}
+		n, err := startNode(context.Background(), cfg, newLogger("error"))
+		require.NoError(t, err)
+		t.Cleanup(n.stop)
+		return n
+	}
+	n1 := start("n1", true, "")
+	n2 := start("n2", false, n1.cfg.HTTPAddr)
+	eventually(t, 30*time.Second, "n1 asks n2 for its rule set", func() bool {
+		for _, p := range n1.peerRules(context.Background()) {
+			if p.ID == n2.cfg.NodeID {
+				return p.Hash != ""
+			}
+		}
+		return false
+	})
+}

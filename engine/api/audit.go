@@ -115,7 +115,10 @@ func setTarget(r *http.Request, target string) {
 }
 
 // clusterActions names the writes of /v1/cluster/ (served by the cluster
-// package), whose member id is in the body.
+// package), whose member id is in the body. A leave is performed by the
+// leader as the remove of the leaving node, and recorded there as
+// cluster.remove; cluster.leave is recorded only if a node ever answered a
+// leave it performed itself.
 var clusterActions = map[string]string{
 	"/v1/cluster/join":   "cluster.join",
 	"/v1/cluster/remove": "cluster.remove",

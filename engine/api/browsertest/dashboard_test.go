@@ -20,6 +20,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	f.populate(t)
+	// A kind the page has a title for but no sentence of its own (the
+	// directory's alerts differ by subject): the engine's words, never a
+	// bare template key.
+	held := "directory refresh held for confirmation: it would remove 3 of 10 people"
+	f.apply(t, engine.CmdRaiseAlert, engine.NewRaiseAlert(engine.ParseAlertCause(engine.AlertDirectoryHeld), "",
+		engine.AlertParams{Count: 3}, held, t0.Add(4*time.Second)))
 	srv := httptest.NewServer(f.api)
 	defer srv.Close()
 
@@ -54,6 +60,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, runs, "skipped")
 	require.Contains(t, runs, "late")
 	require.Contains(t, text("#alerts"), "企业微信 access_token 获取失败")
+	require.Contains(t, text("#alerts"), held)
+	require.NotContains(t, text("#alerts"), "alertx.")
 
 	// Times are shown in the display zone with its offset, the RFC 3339
 	// value in a tooltip.

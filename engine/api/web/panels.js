@@ -79,8 +79,12 @@ function renderChannels(st) {
 function alertText(a) {
   const kind = a.kind && WORDS.en["alert." + a.kind] ? a.kind : "";
   if (!kind) return { title: t("alert.other"), text: a.message };
-  // Recorded before alerts had params: the kind's title, the engine's words.
-  if (!a.params || !Object.keys(a.params).some((k) => a.params[k])) return { title: t("alert." + kind), text: a.message };
+  // Recorded before alerts had params, or a kind without a sentence of its
+  // own (the directory's held and refresh alerts say different things):
+  // the kind's title, the engine's words.
+  if (!a.params || !Object.keys(a.params).some((k) => a.params[k]) || !WORDS.en["alertx." + kind]) {
+    return { title: t("alert." + kind), text: a.message };
+  }
   const p = Object.assign({}, a.params || {});
   if (p.recipient) p.recipient = p.recipient_name ? `${p.recipient_name} (${p.recipient})` : p.recipient;
   if (p.slot) p.slot = stamp(new Date(p.slot));
