@@ -26,6 +26,7 @@ const (
 	AlertRuleBroken        AlertKind = "rule_broken"        // rule-broken:FILE
 	AlertChannelDown       AlertKind = "channel_down"       // channel-down:CHANNEL
 	AlertDirectory         AlertKind = "directory"          // directory:held, directory:refresh
+	AlertDigestError       AlertKind = "digest_error"       // digest-error:RULE
 )
 
 // causePrefixes maps each kind to the prefix of its cause key.
@@ -34,7 +35,7 @@ var causePrefixes = map[AlertKind]string{
 	AlertChannelConfig: "channel-config", AlertSendStuck: "stuck", AlertRuleError: "rule-error",
 	AlertRunLate: "late-run", AlertCompensationError: "on-failed", AlertQuietExpired: "quiet-expired",
 	AlertRulesMismatch: "rules-mismatch", AlertRuleBroken: "rule-broken", AlertChannelDown: "channel-down",
-	AlertDirectory: "directory",
+	AlertDirectory: "directory", AlertDigestError: "digest-error",
 }
 
 // AlertCause identifies what an alert is about: one alert per cause.

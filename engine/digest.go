@@ -312,8 +312,9 @@ func (x *executor) fold(ctx context.Context, b DigestBuilder, g *digestGroup, pa
 			x.plain[d.ID] = true
 		}
 		if err != nil {
-			x.l.raise(ctx, RaiseAlert{Cause: "digest-error:" + g.rule, Rule: g.rule, Now: x.l.now(), Message: fmt.Sprintf(
-				"rule %s could not build the digest of %d messages to %s (%v); they go one by one", g.rule, len(part), g.recipient, err)})
+			x.l.raise(ctx, NewRaiseAlert(AlertCause{AlertDigestError, g.rule}, g.rule,
+				AlertParams{Recipient: g.recipient, Count: len(part), Error: err.Error()}, fmt.Sprintf(
+					"rule %s could not build the digest of %d messages to %s (%v); they go one by one", g.rule, len(part), g.recipient, err), x.l.now()))
 		}
 		return nil, nil
 	}

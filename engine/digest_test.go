@@ -179,6 +179,9 @@ func TestDigestNotBuiltGoesPlain(t *testing.T) {
 	al := alertsWith(s.log.fsm, "digest-error:broken")
 	require.Len(t, al, 1)
 	require.Contains(t, al[0].Message, "attempt to index a nil value")
+	require.Equal(t, AlertDigestError, al[0].Kind, "a typed cause, worded by the dashboard in each language")
+	require.Equal(t, "a", al[0].Params.Recipient)
+	require.Equal(t, 3, al[0].Params.Count)
 	require.Empty(t, alertsWith(s.log.fsm, "digest-error:optout"))
 }
 

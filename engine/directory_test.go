@@ -148,6 +148,8 @@ func TestDirectoryRefresher(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 1, al.Count, "one alert per failure streak")
 	require.Contains(t, al.Message, "system busy")
+	require.Equal(t, AlertDirectory, al.Kind)
+	require.Contains(t, al.Params.Error, "system busy")
 	require.Contains(t, al.Message, "last good snapshot stays in force ("+cur.Hash)
 
 	// Recovered, and one person moved out: within the share, applied.

@@ -98,8 +98,8 @@ func (r *dirRefresher) runOnce(ctx context.Context) time.Time {
 			if cur != nil {
 				inForce = fmt.Sprintf("%s, %d people, fetched %s", cur.Hash, len(cur.UserIDs), cur.FetchedAt.Format(time.RFC3339))
 			}
-			l.raise(ctx, RaiseAlert{Cause: AlertDirectoryRefresh, Now: now,
-				Message: fmt.Sprintf("directory refresh failed; the last good snapshot stays in force (%s): %v", inForce, err)})
+			l.raise(ctx, NewRaiseAlert(ParseAlertCause(AlertDirectoryRefresh), "", AlertParams{Error: err.Error()},
+				fmt.Sprintf("directory refresh failed; the last good snapshot stays in force (%s): %v", inForce, err), now))
 		}
 		r.failing = err.Error()
 		return r.next
