@@ -44,8 +44,8 @@ func (r JoinRequest) validate() error {
 	if err := checkRaftAddr(r.RaftAddr, false); err != nil {
 		return fmt.Errorf("%w: raft_addr %v", ErrBadRequest, err)
 	}
-	if r.HTTPAddr == "" {
-		return fmt.Errorf("%w: http_addr is empty", ErrBadRequest)
+	if err := checkHTTPAddr(r.HTTPAddr); err != nil {
+		return fmt.Errorf("%w: http_addr %v", ErrBadRequest, err)
 	}
 	return nil
 }

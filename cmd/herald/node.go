@@ -130,7 +130,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	}
 
 	ccfg := cluster.Config{
-		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.HTTPAddr,
+		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: advertisedHTTPAddr(cfg.HTTPAddr, cfg.RaftAddr),
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: log, Registerer: reg, RaftLogLevel: cfg.raftLogLevel,
 		ClusterSecret: cfg.clusterSecret, Peers: cfg.peerList(), HTTPClient: n.peerHTTP,
 		Token: nodeToken(cfg.apiTokens),
@@ -140,7 +140,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		ccfg.HTTPScheme = "https"
 		// The member record says https, so that every node and client
 		// reaching this one from the records speaks TLS to it.
-		ccfg.HTTPAddr = "https://" + cfg.HTTPAddr
+		ccfg.HTTPAddr = "https://" + ccfg.HTTPAddr
 	}
 	if cfg.JoinTimeout != "" {
 		ccfg.JoinTimeout, _ = time.ParseDuration(cfg.JoinTimeout) // validated by load
@@ -370,6 +370,27 @@ func (n *node) peerRulesHashes(members []api.MemberStatus) {
 		})
 	}
 	wg.Wait()
+}
+
+// advertisedHTTPAddr is the HTTP address the member record carries: the
+// listen address, or, when that listens on every interface (0.0.0.0:PORT,
+// :PORT), the Raft address's host with the HTTP port. Dialled as it is, a
+// wildcard reaches the dialling machine itself, not this node; the Raft
+// host is one the other members reach (the cluster refuses a wildcard
+// there).
+func advertisedHTTPAddr(httpAddr, raftAddr string) string {
+	host, port, err := net.SplitHostPort(httpAddr)
+	if err != nil {
+		return httpAddr
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return httpAddr
+	}
+	raftHost, _, err := net.SplitHostPort(raftAddr)
+	if err != nil {
+		return httpAddr
+	}
+	return net.JoinHostPort(raftHost, port)
 }
 
 // peerClient calls another member's API as this node: through the

@@ -299,7 +299,7 @@ func (s *server) writeRetryError(w http.ResponseWriter, err error) {
 // retryTarget names what a retry acted on in its audit record: its ids
 // when they are few, else its filter and how many it matched.
 func retryTarget(req RetryRequest, ids []string) string {
-	if len(req.IDs) > 0 && len(req.IDs) <= 10 {
+	if len(req.IDs) > 0 && len(req.IDs) <= 3 {
 		return strings.Join(req.IDs, ",")
 	}
 	var parts []string
