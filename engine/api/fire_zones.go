@@ -51,7 +51,7 @@ func (s *server) fireZones(w http.ResponseWriter, r *http.Request, rule engine.R
 		case errors.Is(err, engine.ErrRunExists):
 			exists = append(exists, c.Key)
 		case err != nil:
-			s.writeApplyError(w, err)
+			s.writeFireError(w, err, rule.Name, now)
 			return
 		default:
 			res.Runs = append(res.Runs, c.Key)

@@ -271,11 +271,14 @@ func TestWritesWithoutLeaderAre503(t *testing.T) {
 	require.NoError(t, err)
 	fsm.Apply(1, 1, cmd)
 	alert := fsm.Alerts()[0].ID
-	writes := []struct{ method, target, body string }{
-		{http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`},
-		{http.MethodDelete, "/v1/tasks/k", ""},
-		{http.MethodPost, "/v1/rules/daily/fire", ""},
-		{http.MethodPost, "/v1/alerts/" + alert + "/ack", ""},
+	// A fire without a slot is a new run each time: its 503 says it may
+	// have fired, not "try again".
+	writes := []struct{ method, target, body, want string }{
+		{http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`, "try again"},
+		{http.MethodDelete, "/v1/tasks/k", "", "try again"},
+		{http.MethodPost, "/v1/rules/daily/fire", "", "it may have fired; look at GET /v1/runs?rule=daily before firing again"},
+		{http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-12-01T09:00:00+08:00"}`, "try again"},
+		{http.MethodPost, "/v1/alerts/" + alert + "/ack", "", "try again"},
 	}
 	for name, rep := range map[string]engine.Replicator{
 		"none":       nil,
@@ -289,7 +292,7 @@ func TestWritesWithoutLeaderAre503(t *testing.T) {
 		for _, wr := range writes {
 			rec := b.send(t, wr.method, wr.target, strings.NewReader(wr.body))
 			require.Equal(t, http.StatusServiceUnavailable, rec.Code, "%s: %s %s: %s", name, wr.method, wr.target, rec.Body.String())
-			require.Contains(t, jsonBody(t, rec)["error"], "try again", "%s: %s %s", name, wr.method, wr.target)
+			require.Contains(t, jsonBody(t, rec)["error"], wr.want, "%s: %s %s", name, wr.method, wr.target)
 		}
 	}
 	require.False(t, fsm.Alerts()[0].Acked)
