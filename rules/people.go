@@ -86,7 +86,7 @@ type Directory struct {
 	File   string
 	people []*Person
 	byID   map[string]*Person // by folded userid (foldID)
-	extra  map[string]bool // extra field names present in any entry
+	extra  map[string]bool    // extra field names present in any entry
 
 	zonesOnce sync.Once
 	zones     []string // the people's own zones, sorted (see Zones)
