@@ -286,6 +286,17 @@ func peopleYAML(data []byte) ([]personRow, error) {
 	return rows, nil
 }
 
+// yamlNumber is a YAML number with the text it was written as: a
+// directory field (a userid that is an employee number, 00123) keeps the
+// text, where YAML would read 00123 as the octal 83 and a 20-digit number
+// as a float; other columns get the number, for rules to compute with.
+type yamlNumber struct {
+	text  string
+	value float64
+}
+
+func (n yamlNumber) String() string { return n.text }
+
 // yamlValue keeps scalars as written (so 1990-02-29 is not a timestamp and
 // 08-15 not a number) and lists as lists of those.
 func yamlValue(n *yaml.Node) (any, error) {
@@ -302,7 +313,7 @@ func yamlValue(n *yaml.Node) (any, error) {
 		case "!!int", "!!float":
 			var f float64
 			if err := n.Decode(&f); err == nil {
-				return f, nil
+				return yamlNumber{text: n.Value, value: f}, nil
 			}
 		}
 		return n.Value, nil
@@ -330,8 +341,8 @@ func newPerson(f map[string]any) (*Person, error) {
 			return strings.TrimSpace(v), nil
 		case json.Number:
 			return v.String(), nil
-		case float64:
-			return fmt.Sprint(v), nil
+		case yamlNumber:
+			return v.text, nil
 		}
 		return "", fmt.Errorf("%s: want text, got %T", k, f[k])
 	}
@@ -394,9 +405,7 @@ func newPerson(f map[string]any) (*Person, error) {
 		if v == nil {
 			continue
 		}
-		if n, ok := v.(json.Number); ok {
-			v, _ = n.Float64()
-		}
+		v = numberValue(v)
 		switch v.(type) {
 		case string, float64, bool, []any:
 		default:
@@ -407,6 +416,25 @@ func newPerson(f map[string]any) (*Person, error) {
 	}
 	slices.Sort(p.extraKeys)
 	return p, nil
+}
+
+// numberValue turns the numbers of a people file (JSON's json.Number,
+// YAML's yamlNumber), also inside a list, into float64s for rules.
+func numberValue(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		f, _ := v.Float64()
+		return f
+	case yamlNumber:
+		return v.value
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = numberValue(x)
+		}
+		return out
+	}
+	return v
 }
 
 // listField reads a list field: a list of names, or one text of
@@ -423,6 +451,9 @@ func listField(key string, v any) ([]string, error) {
 		}
 	case []any:
 		for _, r := range v {
+			if n, ok := r.(yamlNumber); ok {
+				r = n.text // a department or tag named 2024 stays "2024"
+			}
 			s, ok := r.(string)
 			if !ok {
 				return nil, fmt.Errorf("%s: want a list of names, got %T", key, r)

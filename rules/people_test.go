@@ -179,3 +179,23 @@ func TestWhereManyValues(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprintf("%d 2", people), content(t, out[0].Payload))
 }
+
+// TestPeopleYAMLNumbersAsWritten: a YAML people file with numeric userids
+// (employee numbers) keeps them as written. YAML reads 00123 as the octal
+// 83, 0x1F as 31 and a 20-digit number as a float: a message for 00123
+// went to userid "83".
+func TestPeopleYAMLNumbersAsWritten(t *testing.T) {
+	t.Parallel()
+	d, err := parsePeople("people.yaml", []byte("- userid: 00123\n  name: 0x1F\n  manager: 12345678901234567890\n  level: 3\n"+
+		"- userid: 12345678901234567890\n- userid: 1_000\n"))
+	require.NoError(t, err)
+	var ids []string
+	for _, p := range d.people {
+		ids = append(ids, p.UserID)
+	}
+	require.Equal(t, []string{"00123", "12345678901234567890", "1_000"}, ids)
+	p, _ := d.Get("00123")
+	require.Equal(t, "0x1F", p.Name)
+	require.Equal(t, "12345678901234567890", p.Manager)
+	require.Equal(t, 3.0, p.Extra["level"], "other columns stay numbers rules can compute with")
+}

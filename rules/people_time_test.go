@@ -201,3 +201,25 @@ func TestPreviewTasksShowsDigests(t *testing.T) {
 	_, err = s.PreviewTasks(context.Background(), "daily_report", nine, data[:2])
 	require.ErrorContains(t, err, "has a schedule")
 }
+
+// TestLocalZoneRefused: "Local" is each machine's own zone. In a people
+// file it made a per-recipient rule fire in zone "Local", which the
+// engine's schedule refuses, so the rule stopped firing for everybody; in
+// time.in_zone it made leaders write different times.
+func TestLocalZoneRefused(t *testing.T) {
+	t.Parallel()
+	errs := Check(newDir(t, map[string]string{"people.csv": "userid,timezone\nann,Asia/Shanghai\nbob,Local\n"}))
+	require.Len(t, errs, 1, "%v", errs)
+	require.Contains(t, errs[0].String(), "people.csv:3")
+	require.Contains(t, errs[0].Message, "Local")
+
+	s := load(t, newDir(t, map[string]string{
+		"in_zone.lua": simpleRule("in_zone", `return { time.in_zone(time.now(), "Local"):format("15:04") }`),
+		"parse.lua":   simpleRule("parse", `return { tostring(time.parse("2026-12-01 09:00", nil, "Local")) }`),
+	}))
+	for _, name := range []string{"in_zone", "parse"} {
+		_, err := plan(t, s, name, "")
+		require.Error(t, err, name)
+		require.Contains(t, err.Error(), `"Local"`, name)
+	}
+}
