@@ -51,4 +51,10 @@ func TestDeliveriesRetryCmd(t *testing.T) {
 	require.ErrorContains(t, err, "give delivery ids")
 	_, err = runHerald(t, "deliveries", "retry", id, "--addr", addr)
 	require.ErrorContains(t, err, "nothing was retried")
+
+	// A deadline that is not ahead is refused, not swapped for the default.
+	for _, d := range []string{"0s", "-1h"} {
+		_, err = runHerald(t, "deliveries", "retry", id, "--deadline", d, "--addr", addr)
+		require.ErrorContains(t, err, "is not ahead; want a positive duration", d)
+	}
 }
