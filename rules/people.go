@@ -85,8 +85,8 @@ type lunarDay struct {
 type Directory struct {
 	File   string
 	people []*Person
-	byID   map[string]*Person
-	extra  map[string]bool // extra field names present in any entry
+	byID   map[string]*Person // by folded userid (foldID)
+	extra  map[string]bool    // extra field names present in any entry
 
 	zonesOnce sync.Once
 	zones     []string // the people's own zones, sorted (see Zones)
@@ -100,12 +100,12 @@ func (d *Directory) Len() int {
 	return len(d.people)
 }
 
-// Get returns the person with userid id.
+// Get returns the person with userid id, whatever its case.
 func (d *Directory) Get(id string) (*Person, bool) {
 	if d == nil {
 		return nil, false
 	}
-	p, ok := d.byID[id]
+	p, ok := d.byID[foldID(id)]
 	return p, ok
 }
 
@@ -144,16 +144,22 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 		return nil, fmt.Errorf("%w: %w", ErrPeople, err)
 	}
 	d := &Directory{File: name, byID: make(map[string]*Person, len(rows)), extra: map[string]bool{}}
+	type seen struct {
+		line int
+		id   string
+	}
+	first := make(map[string]seen, len(rows)) // by folded userid
 	for _, r := range rows {
 		p, err := newPerson(r.fields)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: r.line, Msg: err.Error()})
 		}
-		if prev, dup := d.byID[p.UserID]; dup {
+		if prev, dup := first[foldID(p.UserID)]; dup {
 			return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: r.line,
-				Msg: fmt.Sprintf("userid %q is already used (by %q)", p.UserID, prev.Name)})
+				Msg: fmt.Sprintf("userid %q is already used on line %d (as %q; WeCom userids ignore case)", p.UserID, prev.line, prev.id)})
 		}
-		d.byID[p.UserID] = p
+		first[foldID(p.UserID)] = seen{r.line, p.UserID}
+		d.byID[foldID(p.UserID)] = p
 		d.people = append(d.people, p)
 		for k := range p.Extra {
 			d.extra[k] = true
@@ -161,7 +167,7 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 	}
 	for i, p := range d.people {
 		if p.Manager != "" {
-			if _, ok := d.byID[p.Manager]; !ok {
+			if _, ok := d.Get(p.Manager); !ok {
 				return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: rows[i].line,
 					Msg: fmt.Sprintf("manager %q of %q is not in the directory", p.Manager, p.UserID)})
 			}
@@ -169,6 +175,10 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 	}
 	return d, nil
 }
+
+// foldID is a userid as WeCom compares them: without regard to case
+// (ZhangSan and zhangsan are one member).
+func foldID(id string) string { return strings.ToLower(id) }
 
 type personRow struct {
 	line   int

@@ -275,7 +275,7 @@ func (sb *sandbox) readRecipients(c *compiled, v lua.LValue) ([]recipient, error
 		case lua.LString:
 			r.userid = string(x)
 			if p, ok := sb.dir().Get(r.userid); ok {
-				r.to = sb.personTable(p)
+				r.userid, r.to = p.UserID, sb.personTable(p) // as the directory writes it
 			} else {
 				r.to = sb.L.CreateTable(0, 2)
 				r.to.RawSetString(fieldUserID, x)
@@ -292,10 +292,10 @@ func (sb *sandbox) readRecipients(c *compiled, v lua.LValue) ([]recipient, error
 		if len(r.userid) > 256 {
 			return nil, &RuleError{File: c.file, Msg: fmt.Sprintf("recipients[%d]: userid longer than 256 bytes", i)}
 		}
-		if seen[r.userid] {
+		if seen[foldID(r.userid)] { // WeCom userids ignore case
 			continue
 		}
-		seen[r.userid] = true
+		seen[foldID(r.userid)] = true
 		out = append(out, r)
 	}
 	return out, nil
