@@ -115,3 +115,22 @@ func TestRunThatPlannedNobody(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, 1.0, out["total"].(map[string]any)["planned_nobody_runs"])
 }
+
+// TestFireOfPausedRuleSaysItWaits: a fire by hand of a paused rule plans
+// its run, but its messages wait for the resume; the answer says so, so an
+// operator does not take "fired" for "sent".
+func TestFireOfPausedRuleSaysItWaits(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	code, out := b.do(t, http.MethodPost, "/v1/rules/daily/pause", `{"reason":"holiday"}`)
+	require.Equal(t, http.StatusOK, code, out)
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-12-01T09:00:00+08:00"}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	require.Equal(t, true, out["paused"], out)
+
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/resume", "")
+	require.Equal(t, http.StatusOK, code, out)
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", "")
+	require.Equal(t, http.StatusCreated, code, out)
+	require.NotContains(t, out, "paused")
+}
