@@ -421,3 +421,17 @@ func TestTaskListQueryOffsetWithUnescapedPlus(t *testing.T) {
 		require.Equal(t, "from", out["field"], bad)
 	}
 }
+
+// TestBadLimitNamesItsField: every list's bad limit is a 400 that names
+// the field, as every other bad query parameter is.
+func TestBadLimitNamesItsField(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	for _, target := range []string{"/v1/runs", "/v1/deliveries", "/v1/tasks"} {
+		for _, limit := range []string{"0", "-1", "abc", "99999999"} {
+			code, out := b.do(t, http.MethodGet, target+"?limit="+limit, "")
+			require.Equal(t, http.StatusBadRequest, code, "%s %s: %v", target, limit, out)
+			require.Equal(t, "limit", out["field"], "%s %s: %v", target, limit, out)
+		}
+	}
+}

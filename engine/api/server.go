@@ -294,7 +294,7 @@ func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 	rule := r.URL.Query().Get("rule")
 	limit, err := intParam(r.URL.Query().Get("limit"), 100, 10000)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "limit: "+err.Error())
+		writeFieldError(w, &FieldError{"limit", err.Error()})
 		return
 	}
 	runs := s.cfg.FSM.Runs(func(run *engine.Run) bool { return rule == "" || run.Rule == rule })
