@@ -77,6 +77,9 @@ type sandbox struct {
 	run        *runState
 	null       lua.LValue // json.null
 
+	// logLines counts the log lines of the current run (reset by
+	// evalFile, which starts every run and every load of a file).
+	logLines int
 	// broken marks a state whose call was interrupted: it is not reused.
 	broken bool
 	// deadline is when the current call must end (Unix ns, 0 outside a
