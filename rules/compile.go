@@ -416,6 +416,12 @@ func (c *compiled) readTrigger(sb *sandbox, fail func(string, string, ...any) er
 		}
 		return fail(key, "%v", err)
 	}
+	if r.PerRecipient && strings.HasPrefix(strings.TrimSpace(r.Schedule), "@every") {
+		// Its slots are instants, the same in every zone: a run per zone
+		// changes nothing, and two slots an hour apart in a repeated autumn
+		// hour would read as one local slot (one of them never sent).
+		return fail(keyTimezone, "timezone = %q: %q slots are not tied to a time of day; name a zone, or use a cron spec", recipientZone, r.Schedule)
+	}
 	c.sched = s
 	return nil
 }
