@@ -147,6 +147,7 @@ func compileFile(ctx context.Context, sb *sandbox, file string, src []byte, time
 // evalFile runs a file's top level in a fresh environment and returns what
 // it returned.
 func (sb *sandbox) evalFile(ctx context.Context, proto *lua.FunctionProto, timeout time.Duration) (lua.LValue, error) {
+	sb.logLines = 0
 	fn := sb.L.NewFunctionFromProto(proto)
 	fn.Env = sb.runEnv()
 	out, err := sb.call(ctx, timeout, proto.SourceName, fn, 1)
