@@ -258,3 +258,43 @@ func TestPreviewZonesAcrossDST(t *testing.T) {
 		require.Equal(t, 1, z.Recipients)
 	}
 }
+
+// TestZoneRunSurvivesRuleEdit: a run keeps the shape it was started with.
+// A zone's run (RULE@SLOT@ZONE) started before its rule was edited to one
+// zone for everybody planned everybody, so people of other zones got that
+// day's message twice; a plain run started before the rule became
+// per-recipient planned only the people of its zone, and the others
+// missed the slot.
+func TestZoneRunSurvivesRuleEdit(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{"people.csv": zonedPeople, "local.lua": localRule})
+	s := load(t, dir)
+	ber := location("Europe/Berlin")
+	slot := time.Date(2026, 12, 1, 9, 0, 0, 0, ber)
+	zoneRun := engine.RunContext{Rule: "local", Key: engine.ZoneRunKey("local", "Europe/Berlin", slot), Slot: slot, Zone: "Europe/Berlin"}
+
+	writeFiles(t, dir, map[string]string{"local.lua": strings.Replace(localRule, `timezone = "recipient",
+  default_timezone = "Europe/London",`, `timezone = "Europe/London",`, 1)})
+	_, err := s.Reload()
+	require.NoError(t, err)
+	require.False(t, ruleNamed(t, s, "local").PerRecipient)
+	out, err := s.Plan(context.Background(), "local", zoneRun)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ber"}, plannedIDs(out), "the zone's run plans its zone's people only")
+
+	writeFiles(t, dir, map[string]string{"local.lua": localRule})
+	_, err = s.Reload()
+	require.NoError(t, err)
+	london := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	out, err = s.Plan(context.Background(), "local", engine.RunContext{Rule: "local", Key: engine.RunKey("local", london), Slot: london, Zone: "Europe/London"})
+	require.NoError(t, err)
+	require.Len(t, out, 4, "a plain run plans everybody")
+}
+
+func plannedIDs(out []engine.Planned) []string {
+	var ids []string
+	for _, p := range out {
+		ids = append(ids, p.Recipient)
+	}
+	return ids
+}
