@@ -96,7 +96,10 @@ func LoadZone(name string) (*time.Location, error) {
 	return loc, nil
 }
 
-var rfc3339InText = regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})`)
+// rfc3339InText finds a time in a text, with the character before it: one
+// after an "@" is part of a run key (rule@slot), a name to copy, not a
+// time to read.
+var rfc3339InText = regexp.MustCompile(`(^|[^@\w])(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}))`)
 
 // LocalizeText rewrites every RFC 3339 time inside text (an alert message,
 // written once in the replicated state with the leader's UTC stamps) into
@@ -107,10 +110,11 @@ func LocalizeText(text string, loc *time.Location) string {
 		return text
 	}
 	return rfc3339InText.ReplaceAllStringFunc(text, func(s string) string {
-		t, err := time.Parse(time.RFC3339Nano, s)
+		m := rfc3339InText.FindStringSubmatch(s)
+		t, err := time.Parse(time.RFC3339Nano, m[2])
 		if err != nil {
 			return s
 		}
-		return ShowTime(t, loc)
+		return m[1] + ShowTime(t, loc)
 	})
 }

@@ -70,3 +70,19 @@ func TestParseTimeRefusesWallClocksAcrossDST(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, got.Equal(time.Date(2026, 10, 31, 17, 30, 0, 0, time.UTC)))
 }
+
+// TestLocalizeTextKeepsRunKeys: a run key holds its slot in RFC 3339
+// after an "@"; it is a name to copy (deliveries retry --run KEY), not a
+// time to read, and stays as it is.
+func TestLocalizeTextKeepsRunKeys(t *testing.T) {
+	t.Parallel()
+	sh, err := LoadZone("Asia/Shanghai")
+	require.NoError(t, err)
+	require.Equal(t,
+		"daily_report to lina (run daily_report@2026-11-30T01:00:00Z) failed at 2026-11-30 09:05:00 +08:00; "+
+			"run daily_report@2026-12-01T01:00:00Z@Asia/Shanghai is late",
+		LocalizeText("daily_report to lina (run daily_report@2026-11-30T01:00:00Z) failed at 2026-11-30T01:05:00Z; "+
+			"run daily_report@2026-12-01T01:00:00Z@Asia/Shanghai is late", sh))
+	require.Equal(t, "2026-12-01 09:00:00 +08:00 and (2026-12-01 09:00:00 +08:00)",
+		LocalizeText("2026-12-01T01:00:00Z and (2026-12-01T01:00:00Z)", sh), "at the start and after other punctuation")
+}

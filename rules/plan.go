@@ -217,12 +217,17 @@ func (sb *sandbox) plan(ctx context.Context, c *compiled, run engine.RunContext,
 	msgFn := rt.RawGetString(keyMessage)
 	msgs := make([]message, 0, len(recips))
 	runZone := zoneName(cmp.Or(run.Zone, c.rule.Timezone))
+	// A zone's run is for the people of its zone. Read from the run's key,
+	// not from the rule as it is now: a run started before its rule was
+	// edited to one zone for everybody (or the other way) keeps the shape
+	// it was started with, so nobody gets the day twice or not at all.
+	zoneRun := run.Zone != "" && run.Key == engine.ZoneRunKey(c.rule.Name, run.Zone, run.Slot)
 	for _, r := range recips {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		zone := c.personZone(sb.env.people, r.userid)
-		if c.rule.PerRecipient && run.Key != "" && zone != runZone && !isTaskRun(run.Key) {
+		if zoneRun && zone != runZone {
 			continue // this run is for the people of another zone
 		}
 		missed := sb.L.CreateTable(len(run.Missed[r.userid]), 0)

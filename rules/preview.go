@@ -125,7 +125,7 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 		res.IsSlot = ok && next.Equal(at)
 		if !res.IsSlot {
 			res.RunKey = ""
-			res.Reason = s.notSlotReason(c, at)
+			res.Reason = s.notSlotReason(c, c.sched, at)
 			if n, ok := c.sched.Next(at); ok {
 				res.NextSlot = n
 			}
@@ -146,7 +146,7 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 		if err == nil && !res.IsSlot {
 			// Every zone has its reason; the default zone's speaks for the
 			// rule, as for any other rule.
-			res.Reason = s.notSlotReason(c, at) + "; no zone has a slot at " + at.Format("2006-01-02 15:04:05") + " local time"
+			res.Reason = s.notSlotReason(c, c.sched, at) + "; no zone has a slot at " + at.Format("2006-01-02 15:04:05") + " local time"
 			if n, ok := c.sched.Next(at); ok {
 				res.NextSlot = n
 			}
@@ -208,11 +208,13 @@ func (s *Set) previewZones(ctx context.Context, v *version, c *compiled, at time
 	r := c.rule
 	res.PerRecipient = true
 	res.RunKey = ""
-	y, mo, d := at.Date()
+	day := calendar.DateOf(at)
 	h, mi, sec := at.Clock()
 	for _, zone := range ruleZones(r, v.people) {
 		loc := location(zone)
-		slot := time.Date(y, mo, d, h, mi, sec, at.Nanosecond(), loc)
+		// As the schedule reads a wall-clock time: in a spring-forward
+		// gap, the gap's end; in the repeated autumn hour, the first.
+		slot := day.In(loc, h, mi, sec).Add(time.Duration(at.Nanosecond()))
 		pz := PreviewZone{Zone: zone, Slot: slot}
 		sched, err := schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: zone, Calendar: r.Calendar, Shift: r.Shift}, s.cfg.Calendars)
 		if err != nil {
@@ -221,7 +223,7 @@ func (s *Set) previewZones(ctx context.Context, v *version, c *compiled, at time
 		next, ok := sched.Next(slot.Add(-time.Nanosecond))
 		pz.IsSlot = ok && next.Equal(slot)
 		if !pz.IsSlot {
-			pz.Reason = s.notSlotReason(c, slot)
+			pz.Reason = s.notSlotReason(c, sched, slot)
 			if ok {
 				pz.Reason += "; next slot " + next.Format(time.RFC3339)
 			}
@@ -293,10 +295,11 @@ func zoneName(z string) string {
 	return z
 }
 
-// notSlotReason explains why at is not a slot: a day off in the rule's
+// notSlotReason explains why at is not a slot of sched (c's, or one zone's
+// of a per-recipient rule): a day off in the rule's
 // calendar (with the holiday's name), or simply not a time the cron spec
 // names.
-func (s *Set) notSlotReason(c *compiled, at time.Time) string {
+func (s *Set) notSlotReason(c *compiled, sched *schedule.Schedule, at time.Time) string {
 	r := c.rule
 	d := calendar.DateOf(at)
 	if r.Calendar != "" {
@@ -312,5 +315,5 @@ func (s *Set) notSlotReason(c *compiled, at time.Time) string {
 			return msg
 		}
 	}
-	return fmt.Sprintf("%s is not a slot of schedule %s", at.Format(time.RFC3339), c.sched)
+	return fmt.Sprintf("%s is not a slot of schedule %s", at.Format(time.RFC3339), sched)
 }

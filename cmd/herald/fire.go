@@ -53,9 +53,12 @@ once, whether the scheduler or a person fires it.`,
 			}
 			if out.Backfilled != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "fired %s slot %s (it was %s): run %s\n", out.Rule, showTime(cmd, out.Slot), out.Backfilled, out.Run)
-				return nil
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "fired %s slot %s: run %s\n", out.Rule, showTime(cmd, out.Slot), out.Run)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "fired %s slot %s: run %s\n", out.Rule, showTime(cmd, out.Slot), out.Run)
+			if out.Paused {
+				fmt.Fprintf(cmd.OutOrStdout(), "rule %s is paused: its messages wait until herald rules resume %s\n", out.Rule, out.Rule)
+			}
 			return nil
 		},
 	}

@@ -53,3 +53,16 @@ func TestRulesFireNowIsNotRepeatedWhenUnconfirmed(t *testing.T) {
 	manual := rep.FSM.Runs(func(r *engine.Run) bool { return r.Manual })
 	require.Len(t, manual, 1, "one fire typed, one run")
 }
+
+// TestRulesFirePausedSaysItWaits: firing a paused rule by hand plans it,
+// and the CLI says its messages wait for the resume.
+func TestRulesFirePausedSaysItWaits(t *testing.T) {
+	t.Parallel()
+	addr, _ := startAPI(t)
+	_, err := runHerald(t, "rules", "pause", "daily_report", "--addr", addr)
+	require.NoError(t, err)
+	out, err := runHerald(t, "rules", "fire", "daily_report", "--slot", "2026-11-30T09:00:00+08:00", "--addr", addr, "--tz", "Asia/Shanghai")
+	require.NoError(t, err)
+	require.Equal(t, "fired daily_report slot 2026-11-30 09:00:00 +08:00: run daily_report@2026-11-30T01:00:00Z\n"+
+		"rule daily_report is paused: its messages wait until herald rules resume daily_report\n", out)
+}

@@ -31,6 +31,9 @@ type FireResponse struct {
 	// Backfilled is the state the slot was in when it was fired after all
 	// ("skipped" or "paused"); empty for a slot that had not fired.
 	Backfilled string `json:"backfilled,omitempty"`
+	// Paused is true when the rule is paused: the run is planned, and its
+	// messages wait until the rule is resumed.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // fireRule fires a slot of a scheduled rule by hand (a backfill). The run
@@ -98,7 +101,8 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.writeFireError(w, err, name, req.Slot == "")
 	default:
-		writeJSON(w, http.StatusCreated, FireResponse{Run: c.Key, Rule: name, Slot: slot, Backfilled: backfilled})
+		_, paused := s.cfg.FSM.Paused(name)
+		writeJSON(w, http.StatusCreated, FireResponse{Run: c.Key, Rule: name, Slot: slot, Backfilled: backfilled, Paused: paused})
 	}
 }
 

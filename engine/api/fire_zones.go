@@ -65,5 +65,6 @@ func (s *server) fireZones(w http.ResponseWriter, r *http.Request, rule engine.R
 		return
 	}
 	res.Run = res.Runs[0]
+	_, res.Paused = s.cfg.FSM.Paused(rule.Name)
 	writeJSON(w, http.StatusCreated, res)
 }

@@ -421,3 +421,46 @@ func TestTaskListQueryOffsetWithUnescapedPlus(t *testing.T) {
 		require.Equal(t, "from", out["field"], bad)
 	}
 }
+
+// TestBadLimitNamesItsField: every list's bad limit is a 400 that names
+// the field, as every other bad query parameter is.
+func TestBadLimitNamesItsField(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	for _, target := range []string{"/v1/runs", "/v1/deliveries", "/v1/tasks"} {
+		for _, limit := range []string{"0", "-1", "abc", "99999999"} {
+			code, out := b.do(t, http.MethodGet, target+"?limit="+limit, "")
+			require.Equal(t, http.StatusBadRequest, code, "%s %s: %v", target, limit, out)
+			require.Equal(t, "limit", out["field"], "%s %s: %v", target, limit, out)
+		}
+	}
+}
+
+// TestUnknownQueryParameterIs400: a list asked with a parameter it does
+// not know (a typo: status for state) is refused, never answered as if
+// unfiltered, which an operator would read as the filtered list.
+func TestUnknownQueryParameterIs400(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	for target, want := range map[string]string{
+		"/v1/deliveries?rule=daily&status=failed": "status",
+		"/v1/runs?rules=daily":                    "rules",
+		"/v1/tasks?State=pending":                 "State",
+		"/v1/stats?day=2026-12-01":                "day",
+		"/v1/alerts?acked=false":                  "acked",
+	} {
+		code, out := b.do(t, http.MethodGet, target, "")
+		require.Equal(t, http.StatusBadRequest, code, "%s: %v", target, out)
+		require.Equal(t, want, out["field"], "%s: %v", target, out)
+		require.Contains(t, out["error"], "unknown parameter", target)
+	}
+	// What each list knows, and ?pretty=1, still work.
+	for _, target := range []string{
+		"/v1/deliveries?rule=daily&run=r&state=failed&recipient=lina&date=2026-12-01&limit=5&pretty=1",
+		"/v1/runs?rule=daily&limit=5", "/v1/tasks?rule=r&state=pending&from=2026-12-01T00:00:00Z&to=2026-12-02T00:00:00Z&limit=5",
+		"/v1/stats?date=2026-12-01", "/v1/alerts",
+	} {
+		code, out := b.do(t, http.MethodGet, target, "")
+		require.Equal(t, http.StatusOK, code, "%s: %v", target, out)
+	}
+}

@@ -204,6 +204,9 @@ func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
+	if !onlyParams(w, r, "rule", "state", "from", "to", "limit", "cursor") {
+		return
+	}
 	q := r.URL.Query()
 	flt := engine.TaskFilter{Rule: q.Get("rule")}
 	var err error
