@@ -194,6 +194,9 @@ func peopleCSV(data []byte) ([]personRow, error) {
 	}
 	for i := range header {
 		header[i] = strings.TrimSpace(header[i])
+		if header[i] != "" && slices.Contains(header[:i], header[i]) {
+			return nil, &lineError{Line: 1, Msg: fmt.Sprintf("header has the column %q twice", header[i])}
+		}
 	}
 	if !slices.Contains(header, fieldUserID) {
 		return nil, &lineError{Line: 1, Msg: "header has no userid column"}

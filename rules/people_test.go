@@ -68,6 +68,8 @@ func TestPeopleErrors(t *testing.T) {
 		"json_line":   {"people.json", "[\n  {\"userid\": \"a\"},\n  {\"name\": \"b\"}\n]", 3, "userid is missing"},
 		"yaml_line":   {"people.yaml", "- userid: a\n- name: b\n", 2, "userid is missing"},
 		"csv_no_head": {"people.csv", "name\nann\n", 1, "no userid column"},
+		// Two timezone columns: the second silently won.
+		"csv_dup_head": {"people.csv", "userid,timezone,name,timezone\nann,Asia/Shanghai,Ann,Europe/Berlin\n", 1, `column "timezone" twice`},
 		// A file cut to nothing (an editor that truncates, then writes) is
 		// an error in every format, so the last good directory stays.
 		"empty_csv":  {"people.csv", "", 1, "the file is empty"},
