@@ -220,3 +220,21 @@ func TestJoinRefusesABadHTTPAddr(t *testing.T) {
 		require.NoError(t, JoinRequest{ID: "n2", RaftAddr: "127.0.0.1:7102", HTTPAddr: addr}.validate(), addr)
 	}
 }
+
+// The leader asked to remove itself while another voter is down: the
+// removal is refused as any other would be, and before anything changes
+// (it handed leadership over first, then the new leader refused).
+func TestRemovingTheLeaderIsRefusedBeforeItHandsOver(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil, nil)
+	leader := leaderOf(t, nodes)
+	followersOf(nodes, leader)[1].stop()
+	term := leader.node.raft.CurrentTerm()
+
+	err := leader.client().Remove(ctxT(t), leader.id)
+	requireAPIStatus(t, err, http.StatusConflict, "do not answer")
+	err = leader.client().Leave(ctxT(t))
+	requireAPIStatus(t, err, http.StatusConflict, "do not answer")
+	require.True(t, leader.node.IsLeader())
+	require.Equal(t, term, leader.node.raft.CurrentTerm(), "leadership was handed over")
+}
