@@ -300,18 +300,42 @@ func (n *node) status() api.Status {
 			st.RulesMismatch = true
 		}
 	}
-	for _, f := range n.rules.Status() {
+	st.Rules = ruleStatuses(n.rules.Status(), n.fsm.Pauses())
+	st.Channels = append(st.Channels, n.host.Status()...)
+	return st
+}
+
+// ruleStatuses is /v1/status rules[]: each file of the rule set, with the
+// pause of the rule it defines; then each paused rule that no file here
+// defines (removed or renamed while paused), with no file and no hash.
+// Such a rule stays paused cluster wide, so a file that defines it again
+// sends nothing until it is resumed: it is listed so that nobody forgets
+// it.
+func ruleStatuses(files []rules.FileStatus, pauses []*engine.Pause) []api.RuleStatus {
+	paused := map[string]*engine.Pause{}
+	for _, p := range pauses {
+		paused[p.Rule] = p
+	}
+	out := make([]api.RuleStatus, 0, len(files))
+	for _, f := range files {
 		rs := api.RuleStatus{Name: f.Name, File: f.File, Hash: f.Hash, Error: f.Error}
-		if p, ok := n.fsm.Paused(f.Name); ok && f.Name != "" {
+		if p, ok := paused[f.Name]; ok && f.Name != "" {
 			rs.Paused, rs.PausedBy, rs.PausedAt, rs.Reason = true, p.By, p.At, p.Reason
+			delete(paused, f.Name)
 		}
 		if f.Error != "" && f.Line > 0 {
 			rs.Error = fmt.Sprintf("%s:%d: %s", f.File, f.Line, f.Error)
 		}
-		st.Rules = append(st.Rules, rs)
+		out = append(out, rs)
 	}
-	st.Channels = append(st.Channels, n.host.Status()...)
-	return st
+	for _, p := range pauses {
+		if _, left := paused[p.Rule]; left {
+			// No file: the rule is not broken, only absent; its file and
+			// hash are empty.
+			out = append(out, api.RuleStatus{Name: p.Rule, Paused: true, PausedBy: p.By, PausedAt: p.At, Reason: p.Reason})
+		}
+	}
+	return out
 }
 
 // upgradeWarnings says that a rolling upgrade is under way: commands that
