@@ -298,3 +298,23 @@ func plannedIDs(out []engine.Planned) []string {
 	}
 	return ids
 }
+
+// TestPreviewZonesReadTheTypedClock: `herald rules preview daily_report
+// --tz Europe/Berlin --at "2026-12-01 09:00"` asks about 09:00. The
+// preview read the wall clock after moving the instant to the rule's
+// default zone, so every zone was looked at 08:00 London time (16:00 for
+// a Shanghai default) and nobody was listed.
+func TestPreviewZonesReadTheTypedClock(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{"people.csv": zonedPeople, "local.lua": localRule}))
+	for _, zone := range []string{"Europe/Berlin", "America/New_York", "Asia/Shanghai"} {
+		at := time.Date(2026, 12, 1, 9, 0, 0, 0, location(zone))
+		res, err := s.Preview(context.Background(), "local", at, nil)
+		require.NoError(t, err)
+		require.True(t, res.IsSlot, "%s: %s", zone, res.Reason)
+		require.Len(t, res.Deliveries, 4, zone)
+		for _, z := range res.Zones {
+			require.Equal(t, "09:00", z.Slot.Format("15:04"), "%s typed, zone %s", zone, z.Zone)
+		}
+	}
+}
