@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -256,6 +257,18 @@ func checkRaftAddr(addr string, anyPort bool) error {
 		return fmt.Errorf("%q: give an address the other members can reach, not a wildcard", addr)
 	}
 	return nil
+}
+
+// checkHTTPAddr refuses a member HTTP address the others could not dial:
+// host:port or http(s)://host:port (nothing after it), with a host that is
+// not a wildcard (dialled, a wildcard reaches the dialler's own machine).
+func checkHTTPAddr(addr string) error {
+	u, err := url.Parse(baseURLScheme(addr, "http"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || u.RawQuery != "" || u.Fragment != "" ||
+		(u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("%q: want host:port or http(s)://host:port", addr)
+	}
+	return checkRaftAddr(u.Host, false)
 }
 
 func parseLevel(s string) (hclog.Level, error) {

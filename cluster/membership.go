@@ -44,8 +44,8 @@ func (r JoinRequest) validate() error {
 	if err := checkRaftAddr(r.RaftAddr, false); err != nil {
 		return fmt.Errorf("%w: raft_addr %v", ErrBadRequest, err)
 	}
-	if r.HTTPAddr == "" {
-		return fmt.Errorf("%w: http_addr is empty", ErrBadRequest)
+	if err := checkHTTPAddr(r.HTTPAddr); err != nil {
+		return fmt.Errorf("%w: http_addr %v", ErrBadRequest, err)
 	}
 	return nil
 }
@@ -327,7 +327,8 @@ func (n *Node) removeRecord(ctx context.Context, id string) error {
 }
 
 // transferLeadership hands leadership to another voter and waits until
-// someone else leads, so the caller can forward to the new leader.
+// someone else leads, so the caller can forward to the new leader (which
+// removes this one: refused here first if that removal would be).
 func (n *Node) transferLeadership(ctx context.Context) error {
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
@@ -338,6 +339,11 @@ func (n *Node) transferLeadership(ctx context.Context) error {
 	})
 	if !others {
 		return ErrLastVoter
+	}
+	// The new leader would refuse to remove this one for the same reason:
+	// refuse before leadership moves for nothing.
+	if err := n.checkQuorumWithout(ctx, n.cfg.NodeID, cf.Configuration().Servers); err != nil {
+		return err
 	}
 	n.log.Info("transferring leadership before leaving")
 	if err := wait(ctx, n.raft.LeadershipTransfer()); err != nil {

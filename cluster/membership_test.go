@@ -199,3 +199,42 @@ func TestJoinRefusesToMoveALiveMembersHTTPAddr(t *testing.T) {
 	requireAPIStatus(t, err, http.StatusConflict, alive.httpAddr())
 	require.Equal(t, alive.httpAddr(), leader.sm.member(alive.id).HTTPAddr)
 }
+
+// A join's HTTP address is what every member dials to forward writes and
+// read the member's status: one they could not dial is refused with 400,
+// like a bad Raft address. A wildcard host is the worst: dialled, it
+// reaches the dialling machine itself, so a follower forwarded writes to
+// itself and answered 503.
+func TestJoinRefusesABadHTTPAddr(t *testing.T) {
+	t.Parallel()
+	leader := newTestNode(t, nodeOpts{id: "n1", bootstrap: true})
+	leaderOf(t, []*testNode{leader})
+	ctx := ctxT(t)
+	for _, addr := range []string{"0.0.0.0:8102", "[::]:8102", ":8102", "https://0.0.0.0:8102", "127.0.0.1", "127.0.0.1:8102/x",
+		"http://127.0.0.1:8102?a=b", "ftp://127.0.0.1:8102", "http://user@127.0.0.1:8102"} {
+		err := leader.client().Join(ctx, JoinRequest{ID: "n2", RaftAddr: freeAddr(t), HTTPAddr: addr})
+		requireAPIStatus(t, err, http.StatusBadRequest, "http_addr")
+	}
+	require.Equal(t, map[string]string{"n1": leader.raftAddr}, servers(t, leader.node))
+	for _, addr := range []string{"127.0.0.1:8102", "https://herald-2.example:8102", "http://[::1]:8102", "https://127.0.0.1:8102/"} {
+		require.NoError(t, JoinRequest{ID: "n2", RaftAddr: "127.0.0.1:7102", HTTPAddr: addr}.validate(), addr)
+	}
+}
+
+// The leader asked to remove itself while another voter is down: the
+// removal is refused as any other would be, and before anything changes
+// (it handed leadership over first, then the new leader refused).
+func TestRemovingTheLeaderIsRefusedBeforeItHandsOver(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil, nil)
+	leader := leaderOf(t, nodes)
+	followersOf(nodes, leader)[1].stop()
+	term := leader.node.raft.CurrentTerm()
+
+	err := leader.client().Remove(ctxT(t), leader.id)
+	requireAPIStatus(t, err, http.StatusConflict, "do not answer")
+	err = leader.client().Leave(ctxT(t))
+	requireAPIStatus(t, err, http.StatusConflict, "do not answer")
+	require.True(t, leader.node.IsLeader())
+	require.Equal(t, term, leader.node.raft.CurrentTerm(), "leadership was handed over")
+}

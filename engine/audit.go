@@ -22,8 +22,9 @@ const (
 	AuditRetentionDefault = 90 * 24 * time.Hour
 	// AuditCap bounds the records held, whatever their age: a flood of
 	// writes (a script in a loop, a compromised operate token) costs at
-	// most this many records (a few hundred bytes each, tens of MB), and
-	// the oldest go first. It is a constant because every node must drop
+	// most this many records, and the oldest go first. Measured: 28 MB of
+	// heap for 100,000 records with 48-byte targets; the API clips a
+	// target to 256 bytes, so at most about 60 MB. It is a constant because every node must drop
 	// the same records; AuditState.Capped counts what it dropped.
 	AuditCap = 100_000
 )

@@ -142,7 +142,7 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 		writeSection(enc, "ledger", timeEntries(st.Ledger.All())),
 		writeSection(enc, "compensate", compensate),
 		writeSection(enc, "daily", daily),
-		writeSection(enc, "paused", sortedValues(st.Paused)),
+		writePaused(enc, st),
 		writeDirectory(enc, st),
 		writeAudit(enc, st),
 		writeSection[int](enc, sectionEnd, nil),
@@ -177,6 +177,17 @@ type auditHead struct {
 
 // writeAudit writes the audit sections only once a record was ever made,
 // for the same reason as writeDirectory.
+// writePaused writes the paused section, only when a rule is paused: an
+// FSM version 1 build (which a member may still run during a rolling
+// upgrade, with nothing paused, pausing being version 2) refuses a section
+// it does not know, even an empty one, and could not take the snapshot.
+func writePaused(enc *gob.Encoder, st *state) error {
+	if len(st.Paused) == 0 {
+		return nil
+	}
+	return writeSection(enc, "paused", sortedValues(st.Paused))
+}
+
 func writeAudit(enc *gob.Encoder, st *state) error {
 	if st.Audit.Seq == 0 {
 		return nil

@@ -97,10 +97,27 @@ func (s *Set) build(scan *scanResult, prev *version) *version {
 	v.env = &env{people: v.people, calendars: s.cfg.Calendars, logger: s.cfg.Logger}
 	v.pool = newPool(v.env, s.cfg.PoolSize)
 	v.pool.hook = s.testHook
+	// Every rule file is compiled first; then the files whose rule was in
+	// force claim their names before the others, so a new file naming an
+	// existing rule (a copy made for an edit) is the duplicate, whatever
+	// the order of their names.
+	var ruleFiles []string
+	built := map[string]builtRule{}
 	for _, f := range files {
 		if scan.files[f].kind == KindRule {
-			s.buildRule(f, scan.files[f], prev, v)
+			ruleFiles = append(ruleFiles, f)
+			built[f] = s.compileRule(f, scan.files[f], v)
 		}
+	}
+	inForce := func(f string) int {
+		if old, b := prev.byFile[f], built[f]; old != nil && (b.err != nil || b.c.rule.Name == old.rule.Name) {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(ruleFiles, func(a, b string) int { return inForce(a) - inForce(b) })
+	for _, f := range ruleFiles {
+		s.placeRule(f, built[f], prev, v)
 	}
 	for _, c := range v.rules {
 		v.order = append(v.order, c)
@@ -205,11 +222,16 @@ func (s *Set) buildPeople(scan *scanResult, prev, v *version) {
 	}
 }
 
-// buildRule compiles one rule file into v, or keeps its last good version.
-// The file's top level runs like any rule call, under the watchdog: a load
-// must not wait on a file stuck in a Go function.
-func (s *Set) buildRule(f string, sf *scanned, prev, v *version) {
-	st := FileStatus{Kind: KindRule, File: f}
+// builtRule is a rule file compiled, or why it could not be.
+type builtRule struct {
+	c   *compiled
+	err error
+}
+
+// compileRule compiles one rule file with v's states. The file's top level
+// runs like any rule call, under the watchdog: a load must not wait on a
+// file stuck in a Go function.
+func (s *Set) compileRule(f string, sf *scanned, v *version) builtRule {
 	var (
 		c   *compiled
 		err error
@@ -231,6 +253,14 @@ func (s *Set) buildRule(f string, sf *scanned, prev, v *version) {
 			err = &RuleError{File: f, Msg: err.Error(), Err: err}
 		}
 	}
+	return builtRule{c: c, err: err}
+}
+
+// placeRule puts a compiled rule file into v, or keeps its last good
+// version when it failed or names a rule another file already placed.
+func (s *Set) placeRule(f string, b builtRule, prev, v *version) {
+	st := FileStatus{Kind: KindRule, File: f}
+	c, err := b.c, b.err
 	if err == nil {
 		if other, dup := v.rules[c.rule.Name]; dup {
 			err = &RuleError{File: f, Line: c.nameLine, Msg: fmt.Sprintf("rule name %q is already used by %s", c.rule.Name, other.file)}

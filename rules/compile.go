@@ -147,6 +147,7 @@ func compileFile(ctx context.Context, sb *sandbox, file string, src []byte, time
 // evalFile runs a file's top level in a fresh environment and returns what
 // it returned.
 func (sb *sandbox) evalFile(ctx context.Context, proto *lua.FunctionProto, timeout time.Duration) (lua.LValue, error) {
+	sb.logLines = 0
 	fn := sb.L.NewFunctionFromProto(proto)
 	fn.Env = sb.runEnv()
 	out, err := sb.call(ctx, timeout, proto.SourceName, fn, 1)
@@ -415,6 +416,12 @@ func (c *compiled) readTrigger(sb *sandbox, fail func(string, string, ...any) er
 			key = keyShift
 		}
 		return fail(key, "%v", err)
+	}
+	if r.PerRecipient && strings.HasPrefix(strings.TrimSpace(r.Schedule), "@every") {
+		// Its slots are instants, the same in every zone: a run per zone
+		// changes nothing, and two slots an hour apart in a repeated autumn
+		// hour would read as one local slot (one of them never sent).
+		return fail(keyTimezone, "timezone = %q: %q slots are not tied to a time of day; name a zone, or use a cron spec", recipientZone, r.Schedule)
 	}
 	c.sched = s
 	return nil

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -92,4 +93,32 @@ func TestFollowUpDigestThroughLeader(t *testing.T) {
 		require.Contains(t, byWho["wangfang"], fmt.Sprintf("%d. 客户%02d：确认报价", i+1, i+1))
 	}
 	require.Equal(t, "李娜，请跟进客户「华东机电」：按约定跟进", byWho["lina"])
+}
+
+// TestFollowUpDigestFitsWeCom: WeCom takes at most 2048 bytes of markdown
+// content in an app message (the wecom channel refuses more rather than
+// let WeCom cut it). The example's digest listed every customer, so an
+// owner with 40 reminders with real company names and notes (the engine
+// folds up to 100) got a digest WeCom refused: all of them failed.
+func TestFollowUpDigestFitsWeCom(t *testing.T) {
+	t.Parallel()
+	s := load(t, exampleCopies(t, "follow_up.lua", "people.csv"))
+	slot := mustTime(t, "2026-12-01T09:00:00+08:00")
+	for _, n := range []int{2, 30, 100} {
+		items := make([]engine.DigestItem, n)
+		for i := range items {
+			items[i] = engine.DigestItem{ID: fmt.Sprintf("d%03d", i), RunKey: fmt.Sprintf("task:f-%d", i), Slot: slot, Zone: "Asia/Shanghai",
+				Data: []byte(fmt.Sprintf(`{"owner":"wangfang","customer":"上海华东精密机械设备有限公司%d","note":"确认第四季度报价单与交货时间"}`, i))}
+		}
+		payload, err := s.Digest(context.Background(), "follow_up", "wangfang", items)
+		require.NoError(t, err)
+		var body struct{ Msgtype, Content string }
+		require.NoError(t, json.Unmarshal(payload, &body))
+		require.LessOrEqual(t, len(body.Content), 2048, "%d items: %d bytes", n, len(body.Content))
+		require.Contains(t, body.Content, fmt.Sprintf("%d 位客户待跟进", n))
+		require.Contains(t, body.Content, "上海华东精密机械设备有限公司0", "the first ones are listed")
+		if n == 100 {
+			require.Contains(t, body.Content, "另有", "says how many are not listed")
+		}
+	}
 }

@@ -110,20 +110,24 @@ func mergeDirectory(file *Directory, snap *DirectorySnapshot) *Directory {
 		return file
 	}
 	out := &Directory{File: file.File, byID: make(map[string]*Person, len(file.people)+len(snap.People)), extra: file.extra}
+	// WeCom userids ignore case: a file row ZhangSan is the directory's
+	// zhangsan, not a second person.
 	fromSnap := make(map[string]*DirectoryPerson, len(snap.People))
 	for i := range snap.People {
-		fromSnap[snap.People[i].UserID] = &snap.People[i]
+		fromSnap[foldID(snap.People[i].UserID)] = &snap.People[i]
 	}
+	inFile := make(map[string]bool, len(file.people))
 	for _, p := range file.people {
-		if sp, ok := fromSnap[p.UserID]; ok {
+		if sp, ok := fromSnap[foldID(p.UserID)]; ok {
 			p = fillFromSnapshot(p, sp)
 		}
 		out.people = append(out.people, p)
-		out.byID[p.UserID] = p
+		out.byID[foldID(p.UserID)] = p
+		inFile[foldID(p.UserID)] = true
 	}
 	for i := range snap.People {
 		sp := &snap.People[i]
-		if _, ok := out.byID[sp.UserID]; ok {
+		if inFile[foldID(sp.UserID)] {
 			continue
 		}
 		p := &Person{UserID: sp.UserID, Name: sp.Name, Manager: sp.Manager, Extra: map[string]any{},
@@ -132,7 +136,7 @@ func mergeDirectory(file *Directory, snap *DirectorySnapshot) *Directory {
 			p.Department = p.Departments[0]
 		}
 		out.people = append(out.people, p)
-		out.byID[p.UserID] = p
+		out.byID[foldID(p.UserID)] = p
 	}
 	// A file person's manager must be in the file (checked at parse), a
 	// snapshot person's in the snapshot (checked at parse): both are here.

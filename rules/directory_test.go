@@ -122,3 +122,43 @@ func TestPeopleFileTagsColumn(t *testing.T) {
 	s := load(t, dir)
 	require.Equal(t, []string{"ann"}, plannedTo(t, s, "east"))
 }
+
+// TestUserIDsIgnoreCase: WeCom userids ignore case, so ZhangSan and
+// zhangsan are one person. Two rows for them in the people file sent that
+// person every message twice; a file row ZhangSan beside the directory's
+// zhangsan made two people of one.
+func TestUserIDsIgnoreCase(t *testing.T) {
+	t.Parallel()
+	errs := Check(newDir(t, map[string]string{"people.csv": "userid,name\nZhangSan,张三\nlisi,李四\nzhangsan,张三\n"}))
+	require.Len(t, errs, 1, "%v", errs)
+	require.Contains(t, errs[0].String(), "people.csv:4")
+	require.Contains(t, errs[0].Message, `"ZhangSan"`)
+
+	s := load(t, newDir(t, map[string]string{
+		"people.csv": "userid,timezone\nZhangSan,Europe/Berlin\n",
+		"all.lua":    simpleRule("all", `return people.all()`),
+	}))
+	require.NoError(t, s.SetDirectory(snapshotJSON(t,
+		DirectoryPerson{UserID: "lisi", Name: "李四"},
+		DirectoryPerson{UserID: "zhangsan", Name: "张三", Departments: []string{"销售部"}})))
+	require.Equal(t, []string{"ZhangSan", "lisi"}, plannedTo(t, s, "all"))
+	p, ok := s.cur.Load().people.Get("ZhangSan")
+	require.True(t, ok)
+	require.Equal(t, "张三", p.Name, "the file's row is filled from the directory's person")
+	require.Equal(t, "销售部", p.Department)
+}
+
+func TestRecipientsIgnoreCase(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{
+		"people.csv": "userid,manager\nZhangSan,LiSi\nLiSi,\n",
+		"r.lua":      simpleRule("r", `return { "zhangsan", "ZHANGSAN", people.manager_of("zhangsan"), "lisi" }`),
+	}))
+	out, err := plan(t, s, "r", "")
+	require.NoError(t, err)
+	var ids []string
+	for _, p := range out {
+		ids = append(ids, p.Recipient)
+	}
+	require.Equal(t, []string{"ZhangSan", "LiSi"}, ids, "one message each, to the userid as the directory writes it")
+}

@@ -29,20 +29,28 @@ func (sb *sandbox) openLog() {
 // line; longer messages are cut.
 const maxLogMessage = 4 << 10
 
+// maxLogLines is how many lines one run (or one load of a file) may log: a
+// log call in a loop would otherwise write a line per turn for the whole
+// time limit, for every call of every run.
+const maxLogLines = 1000
+
 func (sb *sandbox) log(level slog.Level) {
 	L := sb.L
 	logger := sb.env.logger
 	if !logger.Enabled(context.Background(), level) {
 		return
 	}
+	if sb.logLines++; sb.logLines > maxLogLines {
+		if sb.logLines == maxLogLines+1 {
+			logger.Warn("rules: further log lines of this run are dropped", sb.logAttrs(slog.Int("limit", maxLogLines))...)
+		}
+		return
+	}
 	msg := luaString(L.CheckAny(1))
 	if len(msg) > maxLogMessage {
 		msg = msg[:maxLogMessage] + "…"
 	}
-	attrs := []any{}
-	if sb.run != nil {
-		attrs = append(attrs, slog.String("rule", sb.run.rule), slog.String("file", sb.run.file))
-	}
+	attrs := sb.logAttrs()
 	if t, ok := L.Get(2).(*lua.LTable); ok {
 		var keys []string
 		vals := map[string]string{}
@@ -62,4 +70,13 @@ func (sb *sandbox) log(level slog.Level) {
 		}
 	}
 	logger.Log(context.Background(), level, msg, attrs...)
+}
+
+// logAttrs are the rule and file of the run being evaluated, then extra.
+func (sb *sandbox) logAttrs(extra ...any) []any {
+	attrs := []any{}
+	if sb.run != nil {
+		attrs = append(attrs, slog.String("rule", sb.run.rule), slog.String("file", sb.run.file))
+	}
+	return append(attrs, extra...)
 }

@@ -1,7 +1,12 @@
 package rules
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,4 +175,40 @@ func TestPairsOrderStable(t *testing.T) {
 		require.Equal(t, first, got)
 	}
 	require.Contains(t, first, "alpha,beta,delta,gamma,mid,zeta")
+}
+
+// TestLogBudget: a rule that logs in a loop wrote a line per turn for the
+// whole of its time limit, for every call of every run (millions of lines
+// of up to 4 KiB): a run now logs at most maxLogLines, then says it stopped.
+func TestLogBudget(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
+	s := load(t, newDir(t, map[string]string{"chatty.lua": simpleRule("chatty",
+		`for i = 1, 20000 do log.info("turn", { i = i }) end return { "alice", "bob" }`)}),
+		func(c *Config) { c.Logger = logger; c.CallTimeout = 10 * time.Second })
+	for range 2 {
+		mu.Lock()
+		buf.Reset()
+		mu.Unlock()
+		_, err := plan(t, s, "chatty", "")
+		require.NoError(t, err)
+		mu.Lock()
+		out := buf.String()
+		mu.Unlock()
+		require.Equal(t, maxLogLines, strings.Count(out, "msg=turn"), "each run has its own budget")
+		require.Equal(t, 1, strings.Count(out, "further log lines of this run are dropped"))
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -23,7 +25,14 @@ var parseLayouts = []string{time.RFC3339Nano, "2006-01-02 15:04:05", "2006-01-02
 // every call, and rules may convert zones for every recipient.
 var zones sync.Map // string -> *time.Location
 
+// errLocalZone refuses the zone "Local": it is each machine's own, so two
+// leaders would disagree (the engine's schedules refuse it too).
+var errLocalZone = errors.New(`"Local" depends on the machine; name an IANA zone like Asia/Shanghai`)
+
 func loadZone(name string) (*time.Location, error) {
+	if name == "Local" {
+		return nil, errLocalZone
+	}
 	if loc, ok := zones.Load(name); ok {
 		return loc.(*time.Location), nil
 	}
@@ -33,6 +42,14 @@ func loadZone(name string) (*time.Location, error) {
 	}
 	zones.Store(name, loc)
 	return loc, nil
+}
+
+// zoneError says why a rule's zone name was refused.
+func zoneError(name string, err error) string {
+	if errors.Is(err, errLocalZone) {
+		return err.Error()
+	}
+	return fmt.Sprintf("unknown zone %q", name)
 }
 
 func (sb *sandbox) openTime() {
@@ -155,7 +172,7 @@ func (sb *sandbox) timeParse(L *lua.LState) int {
 	if z := L.OptString(3, ""); z != "" {
 		l, err := loadZone(z)
 		if err != nil {
-			sb.errorf("time.parse", "unknown zone %q", z)
+			sb.errorf("time.parse", "%s", zoneError(z, err))
 		}
 		loc = l
 	}
@@ -232,7 +249,7 @@ func (sb *sandbox) timeInZone(L *lua.LState) int {
 	z := L.CheckString(2)
 	loc, err := loadZone(z)
 	if err != nil {
-		sb.errorf("time.in_zone", "unknown zone %q", z)
+		sb.errorf("time.in_zone", "%s", zoneError(z, err))
 	}
 	L.Push(sb.timeValue(t.In(loc)))
 	return 1

@@ -85,8 +85,8 @@ type lunarDay struct {
 type Directory struct {
 	File   string
 	people []*Person
-	byID   map[string]*Person
-	extra  map[string]bool // extra field names present in any entry
+	byID   map[string]*Person // by folded userid (foldID)
+	extra  map[string]bool    // extra field names present in any entry
 
 	zonesOnce sync.Once
 	zones     []string // the people's own zones, sorted (see Zones)
@@ -100,12 +100,12 @@ func (d *Directory) Len() int {
 	return len(d.people)
 }
 
-// Get returns the person with userid id.
+// Get returns the person with userid id, whatever its case.
 func (d *Directory) Get(id string) (*Person, bool) {
 	if d == nil {
 		return nil, false
 	}
-	p, ok := d.byID[id]
+	p, ok := d.byID[foldID(id)]
 	return p, ok
 }
 
@@ -144,16 +144,22 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 		return nil, fmt.Errorf("%w: %w", ErrPeople, err)
 	}
 	d := &Directory{File: name, byID: make(map[string]*Person, len(rows)), extra: map[string]bool{}}
+	type seen struct {
+		line int
+		id   string
+	}
+	first := make(map[string]seen, len(rows)) // by folded userid
 	for _, r := range rows {
 		p, err := newPerson(r.fields)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: r.line, Msg: err.Error()})
 		}
-		if prev, dup := d.byID[p.UserID]; dup {
+		if prev, dup := first[foldID(p.UserID)]; dup {
 			return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: r.line,
-				Msg: fmt.Sprintf("userid %q is already used (by %q)", p.UserID, prev.Name)})
+				Msg: fmt.Sprintf("userid %q is already used on line %d (as %q; WeCom userids ignore case)", p.UserID, prev.line, prev.id)})
 		}
-		d.byID[p.UserID] = p
+		first[foldID(p.UserID)] = seen{r.line, p.UserID}
+		d.byID[foldID(p.UserID)] = p
 		d.people = append(d.people, p)
 		for k := range p.Extra {
 			d.extra[k] = true
@@ -161,7 +167,7 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 	}
 	for i, p := range d.people {
 		if p.Manager != "" {
-			if _, ok := d.byID[p.Manager]; !ok {
+			if _, ok := d.Get(p.Manager); !ok {
 				return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: rows[i].line,
 					Msg: fmt.Sprintf("manager %q of %q is not in the directory", p.Manager, p.UserID)})
 			}
@@ -169,6 +175,10 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 	}
 	return d, nil
 }
+
+// foldID is a userid as WeCom compares them: without regard to case
+// (ZhangSan and zhangsan are one member).
+func foldID(id string) string { return strings.ToLower(id) }
 
 type personRow struct {
 	line   int
@@ -184,6 +194,9 @@ func peopleCSV(data []byte) ([]personRow, error) {
 	}
 	for i := range header {
 		header[i] = strings.TrimSpace(header[i])
+		if header[i] != "" && slices.Contains(header[:i], header[i]) {
+			return nil, &lineError{Line: 1, Msg: fmt.Sprintf("header has the column %q twice", header[i])}
+		}
 	}
 	if !slices.Contains(header, fieldUserID) {
 		return nil, &lineError{Line: 1, Msg: "header has no userid column"}
@@ -286,6 +299,17 @@ func peopleYAML(data []byte) ([]personRow, error) {
 	return rows, nil
 }
 
+// yamlNumber is a YAML number with the text it was written as: a
+// directory field (a userid that is an employee number, 00123) keeps the
+// text, where YAML would read 00123 as the octal 83 and a 20-digit number
+// as a float; other columns get the number, for rules to compute with.
+type yamlNumber struct {
+	text  string
+	value float64
+}
+
+func (n yamlNumber) String() string { return n.text }
+
 // yamlValue keeps scalars as written (so 1990-02-29 is not a timestamp and
 // 08-15 not a number) and lists as lists of those.
 func yamlValue(n *yaml.Node) (any, error) {
@@ -302,7 +326,7 @@ func yamlValue(n *yaml.Node) (any, error) {
 		case "!!int", "!!float":
 			var f float64
 			if err := n.Decode(&f); err == nil {
-				return f, nil
+				return yamlNumber{text: n.Value, value: f}, nil
 			}
 		}
 		return n.Value, nil
@@ -330,8 +354,8 @@ func newPerson(f map[string]any) (*Person, error) {
 			return strings.TrimSpace(v), nil
 		case json.Number:
 			return v.String(), nil
-		case float64:
-			return fmt.Sprint(v), nil
+		case yamlNumber:
+			return v.text, nil
 		}
 		return "", fmt.Errorf("%s: want text, got %T", k, f[k])
 	}
@@ -394,9 +418,7 @@ func newPerson(f map[string]any) (*Person, error) {
 		if v == nil {
 			continue
 		}
-		if n, ok := v.(json.Number); ok {
-			v, _ = n.Float64()
-		}
+		v = numberValue(v)
 		switch v.(type) {
 		case string, float64, bool, []any:
 		default:
@@ -407,6 +429,25 @@ func newPerson(f map[string]any) (*Person, error) {
 	}
 	slices.Sort(p.extraKeys)
 	return p, nil
+}
+
+// numberValue turns the numbers of a people file (JSON's json.Number,
+// YAML's yamlNumber), also inside a list, into float64s for rules.
+func numberValue(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		f, _ := v.Float64()
+		return f
+	case yamlNumber:
+		return v.value
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = numberValue(x)
+		}
+		return out
+	}
+	return v
 }
 
 // listField reads a list field: a list of names, or one text of
@@ -423,6 +464,9 @@ func listField(key string, v any) ([]string, error) {
 		}
 	case []any:
 		for _, r := range v {
+			if n, ok := r.(yamlNumber); ok {
+				r = n.text // a department or tag named 2024 stays "2024"
+			}
 			s, ok := r.(string)
 			if !ok {
 				return nil, fmt.Errorf("%s: want a list of names, got %T", key, r)

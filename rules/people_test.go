@@ -68,6 +68,8 @@ func TestPeopleErrors(t *testing.T) {
 		"json_line":   {"people.json", "[\n  {\"userid\": \"a\"},\n  {\"name\": \"b\"}\n]", 3, "userid is missing"},
 		"yaml_line":   {"people.yaml", "- userid: a\n- name: b\n", 2, "userid is missing"},
 		"csv_no_head": {"people.csv", "name\nann\n", 1, "no userid column"},
+		// Two timezone columns: the second silently won.
+		"csv_dup_head": {"people.csv", "userid,timezone,name,timezone\nann,Asia/Shanghai,Ann,Europe/Berlin\n", 1, `column "timezone" twice`},
 		// A file cut to nothing (an editor that truncates, then writes) is
 		// an error in every format, so the last good directory stays.
 		"empty_csv":  {"people.csv", "", 1, "the file is empty"},
@@ -178,4 +180,24 @@ func TestWhereManyValues(t *testing.T) {
 	out, err := plan(t, s, "r", "")
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprintf("%d 2", people), content(t, out[0].Payload))
+}
+
+// TestPeopleYAMLNumbersAsWritten: a YAML people file with numeric userids
+// (employee numbers) keeps them as written. YAML reads 00123 as the octal
+// 83, 0x1F as 31 and a 20-digit number as a float: a message for 00123
+// went to userid "83".
+func TestPeopleYAMLNumbersAsWritten(t *testing.T) {
+	t.Parallel()
+	d, err := parsePeople("people.yaml", []byte("- userid: 00123\n  name: 0x1F\n  manager: 12345678901234567890\n  level: 3\n"+
+		"- userid: 12345678901234567890\n- userid: 1_000\n"))
+	require.NoError(t, err)
+	var ids []string
+	for _, p := range d.people {
+		ids = append(ids, p.UserID)
+	}
+	require.Equal(t, []string{"00123", "12345678901234567890", "1_000"}, ids)
+	p, _ := d.Get("00123")
+	require.Equal(t, "0x1F", p.Name)
+	require.Equal(t, "12345678901234567890", p.Manager)
+	require.Equal(t, 3.0, p.Extra["level"], "other columns stay numbers rules can compute with")
 }

@@ -21,6 +21,7 @@ func TestPeopleTimeFieldErrors(t *testing.T) {
 	}{
 		"default_zone_alone":   {`default_timezone = "Europe/Berlin",`, `default_timezone needs timezone = "recipient"`},
 		"default_zone_bad":     {"timezone = \"recipient\",\n  default_timezone = \"Mars/Base\",", `unknown default_timezone "Mars/Base"`},
+		"every_recipient":      {"schedule = \"@every 30m\",\n  timezone = \"recipient\",", "not tied to a time of day"},
 		"quiet_not_table":      {`quiet_hours = "22:00-08:00",`, "quiet_hours: want { from"},
 		"quiet_bad_time":       {`quiet_hours = { from = "22:00", to = "8am" },`, `quiet hours to "8am"`},
 		"quiet_same":           {`quiet_hours = { from = "22:00", to = "22:00" },`, "must differ"},
@@ -200,4 +201,120 @@ func TestPreviewTasksShowsDigests(t *testing.T) {
 	require.ErrorIs(t, err, ErrPreviewData)
 	_, err = s.PreviewTasks(context.Background(), "daily_report", nine, data[:2])
 	require.ErrorContains(t, err, "has a schedule")
+}
+
+// TestLocalZoneRefused: "Local" is each machine's own zone. In a people
+// file it made a per-recipient rule fire in zone "Local", which the
+// engine's schedule refuses, so the rule stopped firing for everybody; in
+// time.in_zone it made leaders write different times.
+func TestLocalZoneRefused(t *testing.T) {
+	t.Parallel()
+	errs := Check(newDir(t, map[string]string{"people.csv": "userid,timezone\nann,Asia/Shanghai\nbob,Local\n"}))
+	require.Len(t, errs, 1, "%v", errs)
+	require.Contains(t, errs[0].String(), "people.csv:3")
+	require.Contains(t, errs[0].Message, "Local")
+
+	s := load(t, newDir(t, map[string]string{
+		"in_zone.lua": simpleRule("in_zone", `return { time.in_zone(time.now(), "Local"):format("15:04") }`),
+		"parse.lua":   simpleRule("parse", `return { tostring(time.parse("2026-12-01 09:00", nil, "Local")) }`),
+	}))
+	for _, name := range []string{"in_zone", "parse"} {
+		_, err := plan(t, s, name, "")
+		require.Error(t, err, name)
+		require.Contains(t, err.Error(), `"Local"`, name)
+	}
+}
+
+// TestPreviewZonesAcrossDST: a per-recipient rule's preview puts each
+// zone's run where the engine fires it. A wall-clock time in a zone's
+// spring-forward gap fires at the gap's end, one in the repeated autumn
+// hour at its first occurrence; the preview read both with time.Date
+// (03:30 and the second 02:30) and said "not a slot, next slot tomorrow"
+// for runs that fire that day.
+func TestPreviewZonesAcrossDST(t *testing.T) {
+	t.Parallel()
+	rule := `return rule {
+  name = "night", schedule = "30 2 * * *", timezone = "recipient", channel = "mock",
+  recipients = function(run) return people.all() end,
+  message = function(run, to) return { msgtype = "text", content = run.slot } end,
+}`
+	s := load(t, newDir(t, map[string]string{"people.csv": "userid,timezone\nny,America/New_York\nber,Europe/Berlin\n", "night.lua": rule}))
+	for _, c := range []struct{ at, zone, slot string }{
+		{"2026-03-08T02:30:00+08:00", "America/New_York", "2026-03-08T03:00:00-04:00"}, // gap
+		{"2026-03-29T02:30:00+08:00", "Europe/Berlin", "2026-03-29T03:00:00+02:00"},    // gap
+		{"2026-10-25T02:30:00+08:00", "Europe/Berlin", "2026-10-25T02:30:00+02:00"},    // repeat: the first
+		{"2026-11-01T02:30:00+08:00", "America/New_York", "2026-11-01T02:30:00-05:00"}, // after the repeat: plain
+	} {
+		res, err := s.Preview(context.Background(), "night", mustTime(t, c.at), nil)
+		require.NoError(t, err)
+		var z PreviewZone
+		for _, pz := range res.Zones {
+			if pz.Zone == c.zone {
+				z = pz
+			}
+		}
+		require.True(t, z.IsSlot, "%s in %s: %s", c.at, c.zone, z.Reason)
+		require.True(t, mustTime(t, c.slot).Equal(z.Slot), "%s in %s: slot %s", c.at, c.zone, z.Slot)
+		require.Equal(t, 1, z.Recipients)
+	}
+}
+
+// TestZoneRunSurvivesRuleEdit: a run keeps the shape it was started with.
+// A zone's run (RULE@SLOT@ZONE) started before its rule was edited to one
+// zone for everybody planned everybody, so people of other zones got that
+// day's message twice; a plain run started before the rule became
+// per-recipient planned only the people of its zone, and the others
+// missed the slot.
+func TestZoneRunSurvivesRuleEdit(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{"people.csv": zonedPeople, "local.lua": localRule})
+	s := load(t, dir)
+	ber := location("Europe/Berlin")
+	slot := time.Date(2026, 12, 1, 9, 0, 0, 0, ber)
+	zoneRun := engine.RunContext{Rule: "local", Key: engine.ZoneRunKey("local", "Europe/Berlin", slot), Slot: slot, Zone: "Europe/Berlin"}
+
+	writeFiles(t, dir, map[string]string{"local.lua": strings.Replace(localRule, `timezone = "recipient",
+  default_timezone = "Europe/London",`, `timezone = "Europe/London",`, 1)})
+	_, err := s.Reload()
+	require.NoError(t, err)
+	require.False(t, ruleNamed(t, s, "local").PerRecipient)
+	out, err := s.Plan(context.Background(), "local", zoneRun)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ber"}, plannedIDs(out), "the zone's run plans its zone's people only")
+
+	writeFiles(t, dir, map[string]string{"local.lua": localRule})
+	_, err = s.Reload()
+	require.NoError(t, err)
+	london := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	out, err = s.Plan(context.Background(), "local", engine.RunContext{Rule: "local", Key: engine.RunKey("local", london), Slot: london, Zone: "Europe/London"})
+	require.NoError(t, err)
+	require.Len(t, out, 4, "a plain run plans everybody")
+}
+
+func plannedIDs(out []engine.Planned) []string {
+	var ids []string
+	for _, p := range out {
+		ids = append(ids, p.Recipient)
+	}
+	return ids
+}
+
+// TestPreviewZonesReadTheTypedClock: `herald rules preview daily_report
+// --tz Europe/Berlin --at "2026-12-01 09:00"` asks about 09:00. The
+// preview read the wall clock after moving the instant to the rule's
+// default zone, so every zone was looked at 08:00 London time (16:00 for
+// a Shanghai default) and nobody was listed.
+func TestPreviewZonesReadTheTypedClock(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{"people.csv": zonedPeople, "local.lua": localRule}))
+	for _, zone := range []string{"Europe/Berlin", "America/New_York", "Asia/Shanghai"} {
+		at := time.Date(2026, 12, 1, 9, 0, 0, 0, location(zone))
+		res, err := s.Preview(context.Background(), "local", at, nil)
+		require.NoError(t, err)
+		require.True(t, res.IsSlot, "%s: %s", zone, res.Reason)
+		require.Len(t, res.Deliveries, 4, zone)
+		for _, z := range res.Zones {
+			require.Equal(t, "09:00", z.Slot.Format("15:04"), "%s typed, zone %s", zone, z.Zone)
+		}
+	}
 }

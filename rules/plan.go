@@ -217,12 +217,17 @@ func (sb *sandbox) plan(ctx context.Context, c *compiled, run engine.RunContext,
 	msgFn := rt.RawGetString(keyMessage)
 	msgs := make([]message, 0, len(recips))
 	runZone := zoneName(cmp.Or(run.Zone, c.rule.Timezone))
+	// A zone's run is for the people of its zone. Read from the run's key,
+	// not from the rule as it is now: a run started before its rule was
+	// edited to one zone for everybody (or the other way) keeps the shape
+	// it was started with, so nobody gets the day twice or not at all.
+	zoneRun := run.Zone != "" && run.Key == engine.ZoneRunKey(c.rule.Name, run.Zone, run.Slot)
 	for _, r := range recips {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		zone := c.personZone(sb.env.people, r.userid)
-		if c.rule.PerRecipient && run.Key != "" && zone != runZone && !isTaskRun(run.Key) {
+		if zoneRun && zone != runZone {
 			continue // this run is for the people of another zone
 		}
 		missed := sb.L.CreateTable(len(run.Missed[r.userid]), 0)
@@ -275,7 +280,7 @@ func (sb *sandbox) readRecipients(c *compiled, v lua.LValue) ([]recipient, error
 		case lua.LString:
 			r.userid = string(x)
 			if p, ok := sb.dir().Get(r.userid); ok {
-				r.to = sb.personTable(p)
+				r.userid, r.to = p.UserID, sb.personTable(p) // as the directory writes it
 			} else {
 				r.to = sb.L.CreateTable(0, 2)
 				r.to.RawSetString(fieldUserID, x)
@@ -292,10 +297,10 @@ func (sb *sandbox) readRecipients(c *compiled, v lua.LValue) ([]recipient, error
 		if len(r.userid) > 256 {
 			return nil, &RuleError{File: c.file, Msg: fmt.Sprintf("recipients[%d]: userid longer than 256 bytes", i)}
 		}
-		if seen[r.userid] {
+		if seen[foldID(r.userid)] { // WeCom userids ignore case
 			continue
 		}
-		seen[r.userid] = true
+		seen[foldID(r.userid)] = true
 		out = append(out, r)
 	}
 	return out, nil

@@ -49,7 +49,8 @@ type PreviewResult struct {
 	// DirectoryPeople is how many people the snapshot holds.
 	DirectoryPeople int `json:"directory_people,omitempty"`
 	// PerRecipient: the rule fires in each recipient's own zone; Zones
-	// says what each zone's run would be at At's wall-clock time.
+	// says what each zone's run would be at the wall-clock time asked
+	// about (in the zone it was given in, not At's).
 	PerRecipient bool          `json:"per_recipient,omitempty"`
 	Zones        []PreviewZone `json:"zones,omitempty"`
 	// Digest is the rule's digest window: messages go at the end of their
@@ -64,7 +65,7 @@ type PreviewResult struct {
 // PreviewZone is one zone's run of a per-recipient rule.
 type PreviewZone struct {
 	Zone       string    `json:"zone"`
-	Slot       time.Time `json:"slot"` // At's wall-clock time in Zone
+	Slot       time.Time `json:"slot"` // the wall-clock time asked about, in Zone (as its schedule reads it across DST)
 	RunKey     string    `json:"run_key,omitempty"`
 	IsSlot     bool      `json:"is_slot"`
 	Reason     string    `json:"reason,omitempty"` // why not, when it is not a slot
@@ -104,6 +105,7 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 	if err != nil {
 		return PreviewResult{}, err
 	}
+	wall := at // the clock as the caller gave it: a per-recipient rule's zones are read at it
 	at = at.In(loc)
 	res := PreviewResult{
 		Rule: r.Name, File: c.file, Channel: r.Channel, Priority: r.Priority.String(),
@@ -125,7 +127,7 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 		res.IsSlot = ok && next.Equal(at)
 		if !res.IsSlot {
 			res.RunKey = ""
-			res.Reason = s.notSlotReason(c, at)
+			res.Reason = s.notSlotReason(c, c.sched, at)
 			if n, ok := c.sched.Next(at); ok {
 				res.NextSlot = n
 			}
@@ -141,12 +143,12 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 	res.Digest = r.Digest
 	noData := c.sched == nil && isEmptyData(data)
 	if r.PerRecipient && c.sched != nil {
-		err = s.previewZones(ctx, v, c, at, &res)
+		err = s.previewZones(ctx, v, c, wall, &res)
 		res.IsSlot = slices.ContainsFunc(res.Zones, func(z PreviewZone) bool { return z.IsSlot })
 		if err == nil && !res.IsSlot {
 			// Every zone has its reason; the default zone's speaks for the
 			// rule, as for any other rule.
-			res.Reason = s.notSlotReason(c, at) + "; no zone has a slot at " + at.Format("2006-01-02 15:04:05") + " local time"
+			res.Reason = s.notSlotReason(c, c.sched, at) + "; no zone has a slot at " + wall.Format("2006-01-02 15:04:05") + " local time"
 			if n, ok := c.sched.Next(at); ok {
 				res.NextSlot = n
 			}
@@ -202,17 +204,20 @@ func (s *Set) previewRun(ctx context.Context, v *version, c *compiled, runKey st
 	return out, nil
 }
 
-// previewZones previews a per-recipient rule at at's wall-clock time in
-// each of its zones: the run each zone would have, for its people.
+// previewZones previews a per-recipient rule at at's wall-clock time (as
+// at was given: "09:00" typed in Berlin is 09:00) in each of its zones:
+// the run each zone would have, for its people.
 func (s *Set) previewZones(ctx context.Context, v *version, c *compiled, at time.Time, res *PreviewResult) error {
 	r := c.rule
 	res.PerRecipient = true
 	res.RunKey = ""
-	y, mo, d := at.Date()
+	day := calendar.DateOf(at)
 	h, mi, sec := at.Clock()
 	for _, zone := range ruleZones(r, v.people) {
 		loc := location(zone)
-		slot := time.Date(y, mo, d, h, mi, sec, at.Nanosecond(), loc)
+		// As the schedule reads a wall-clock time: in a spring-forward
+		// gap, the gap's end; in the repeated autumn hour, the first.
+		slot := day.In(loc, h, mi, sec).Add(time.Duration(at.Nanosecond()))
 		pz := PreviewZone{Zone: zone, Slot: slot}
 		sched, err := schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: zone, Calendar: r.Calendar, Shift: r.Shift}, s.cfg.Calendars)
 		if err != nil {
@@ -221,7 +226,7 @@ func (s *Set) previewZones(ctx context.Context, v *version, c *compiled, at time
 		next, ok := sched.Next(slot.Add(-time.Nanosecond))
 		pz.IsSlot = ok && next.Equal(slot)
 		if !pz.IsSlot {
-			pz.Reason = s.notSlotReason(c, slot)
+			pz.Reason = s.notSlotReason(c, sched, slot)
 			if ok {
 				pz.Reason += "; next slot " + next.Format(time.RFC3339)
 			}
@@ -293,10 +298,11 @@ func zoneName(z string) string {
 	return z
 }
 
-// notSlotReason explains why at is not a slot: a day off in the rule's
+// notSlotReason explains why at is not a slot of sched (c's, or one zone's
+// of a per-recipient rule): a day off in the rule's
 // calendar (with the holiday's name), or simply not a time the cron spec
 // names.
-func (s *Set) notSlotReason(c *compiled, at time.Time) string {
+func (s *Set) notSlotReason(c *compiled, sched *schedule.Schedule, at time.Time) string {
 	r := c.rule
 	d := calendar.DateOf(at)
 	if r.Calendar != "" {
@@ -312,5 +318,5 @@ func (s *Set) notSlotReason(c *compiled, at time.Time) string {
 			return msg
 		}
 	}
-	return fmt.Sprintf("%s is not a slot of schedule %s", at.Format(time.RFC3339), c.sched)
+	return fmt.Sprintf("%s is not a slot of schedule %s", at.Format(time.RFC3339), sched)
 }

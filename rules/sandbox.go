@@ -77,6 +77,9 @@ type sandbox struct {
 	run        *runState
 	null       lua.LValue // json.null
 
+	// logLines counts the log lines of the current run (reset by
+	// evalFile, which starts every run and every load of a file).
+	logLines int
 	// broken marks a state whose call was interrupted: it is not reused.
 	broken bool
 	// deadline is when the current call must end (Unix ns, 0 outside a
@@ -115,6 +118,7 @@ func newSandbox(e *env) *sandbox {
 	sb.capStringLib()
 	if mod, ok := sb.base.RawGetString("table").(*lua.LTable); ok {
 		mod.RawSetString("concat", wrapGo(L, mod, "concat", checkConcat))
+		mod.RawSetString("insert", wrapGo(L, mod, "insert", checkInsert))
 	}
 	// gopher-lua's setmetatable also takes numbers, booleans and
 	// functions, whose metatable is one per state for the whole type: a
@@ -267,6 +271,19 @@ func checkConcat(L *lua.LState) {
 		if size > maxStringLen {
 			L.RaiseError("table.concat: result is over the %d byte limit", maxStringLen)
 		}
+	}
+}
+
+// checkInsert refuses a position past the end of the list, as Lua 5.3
+// does: Lua 5.1 (and gopher-lua) grows the list up to it, so
+// table.insert(t, 50000000, x) fills 50 million slots in one Go call.
+func checkInsert(L *lua.LState) {
+	t := L.CheckTable(1)
+	if L.GetTop() != 3 {
+		return
+	}
+	if pos, n := L.CheckInt(2), t.Len(); pos < 1 || pos > n+1 {
+		L.RaiseError("table.insert: position %d is out of bounds (1..%d)", pos, n+1)
 	}
 }
 

@@ -306,3 +306,34 @@ func TestReloadDuringRun(t *testing.T) {
 	require.Contains(t, <-done, `"v2"`)
 	require.Contains(t, messageOf(t, s, "r"), `"v3"`)
 }
+
+// TestDuplicateNameKeepsRuleInForce: a new file naming a rule that another
+// file already defines is the broken one. It used to win when its name
+// sorted first (a copy "a_daily.lua" of "daily.lua" made for an edit), so
+// the rule in force switched files and the original was reported broken.
+func TestDuplicateNameKeepsRuleInForce(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{"daily.lua": simpleRule("daily", `return { "alice" }`)})
+	s := load(t, dir)
+	writeFiles(t, dir, map[string]string{"a_copy.lua": simpleRule("daily", `return { "bob" }`)})
+	changed, err := s.Reload()
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.Equal(t, "daily.lua", ruleNamed(t, s, "daily").File)
+	out, err := plan(t, s, "daily", "")
+	require.NoError(t, err)
+	require.Equal(t, "alice", out[0].Recipient)
+	st, _ := statusOf(s, "a_copy.lua")
+	require.Contains(t, st.Error, `rule name "daily" is already used by daily.lua`)
+	st, _ = statusOf(s, "daily.lua")
+	require.Empty(t, st.Error)
+
+	// The copy broken, the original broken too: the original's last good
+	// version stays, not the copy.
+	writeFiles(t, dir, map[string]string{"daily.lua": "return rule {"})
+	_, err = s.Reload()
+	require.NoError(t, err)
+	out, err = plan(t, s, "daily", "")
+	require.NoError(t, err)
+	require.Equal(t, "alice", out[0].Recipient)
+}

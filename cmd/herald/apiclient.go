@@ -85,6 +85,17 @@ func newAPIClient(addr, ca string, timeout time.Duration) (*cluster.Client, erro
 // an API error reads the same as in every other command). Writes are
 // retried while the cluster elects a leader.
 func (f *apiFlags) call(cmd *cobra.Command, method, path string, in, out any) error {
+	return f.send(cmd, method, path, in, out, method != http.MethodGet)
+}
+
+// callOnce is call for a write that is not safe to repeat (a fire without
+// a slot starts a new run each time): a 503 is returned, never retried,
+// since the write may have applied.
+func (f *apiFlags) callOnce(cmd *cobra.Command, method, path string, in, out any) error {
+	return f.send(cmd, method, path, in, out, false)
+}
+
+func (f *apiFlags) send(cmd *cobra.Command, method, path string, in, out any, retry bool) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
 	c, err := newAPIClient(f.addr, f.ca, f.timeout)
@@ -93,7 +104,7 @@ func (f *apiFlags) call(cmd *cobra.Command, method, path string, in, out any) er
 	}
 	c.Token = apiToken(f.token)
 	do := func() error { return c.Do(ctx, method, path, in, out) }
-	if method == http.MethodGet {
+	if !retry {
 		return do()
 	}
 	return whileElecting(ctx, do)

@@ -46,6 +46,11 @@ func zoneFlag(cmd *cobra.Command) (*time.Location, error) {
 	if f := cmd.Flag("tz"); f != nil && f.Changed {
 		name, src = f.Value.String(), "--tz"
 	}
+	if name == "" {
+		// The machine's zone by its IANA name, as a node names it, so every
+		// header that says the zone says "Asia/Shanghai", never Go's "Local".
+		name = machineZoneName()
+	}
 	loc, err := engine.LoadZone(name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src, err)

@@ -136,3 +136,21 @@ func TestDevPortBase(t *testing.T) {
 	_, err = newDevPorts(65000)
 	require.ErrorContains(t, err, "--port-base")
 }
+
+// TestDefaultZoneHasAName: without --tz or HERALD_TZ the display zone is the
+// machine's by its IANA name (as the nodes name it), so a table's "TIME
+// (ZONE)" header never says Go's "Local".
+func TestDefaultZoneHasAName(t *testing.T) {
+	t.Setenv(tzEnv, "")
+	t.Setenv("TZ", "Europe/Berlin")
+	root := newRootCmd()
+	loc, err := zoneFlag(root)
+	require.NoError(t, err)
+	require.Equal(t, "Europe/Berlin", loc.String())
+
+	t.Setenv("TZ", "")
+	loc, err = zoneFlag(root)
+	require.NoError(t, err)
+	require.NotEqual(t, "Local", loc.String())
+	require.Equal(t, machineZoneName(), loc.String())
+}

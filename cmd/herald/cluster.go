@@ -184,15 +184,22 @@ old entry; the same id at the same address changes nothing.`,
 
 // whileElecting retries a membership change while the cluster answers 503
 // (no leader yet, or one is being elected), until ctx ends. Other errors,
-// a node that does not answer included, are reported at once.
+// a node that does not answer included, are reported at once. When ctx
+// ends during a repeat, the node's last reason is reported, not "context
+// deadline exceeded".
 func whileElecting(ctx context.Context, f func() error) error {
 	b := backoff.Doubling{Min: 100 * time.Millisecond, Max: time.Second}
+	var last error
 	for {
 		err := f()
+		if last != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return last
+		}
 		var ae *cluster.APIError
 		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable {
 			return err
 		}
+		last = err
 		if !backoff.Sleep(ctx, b.Next(), nil) {
 			return err
 		}

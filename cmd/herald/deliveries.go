@@ -44,8 +44,14 @@ func newDeliveriesCmd() *cobra.Command {
 		Short: "List deliveries, newest last",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			day, today := date, ""
+			if recipient != "" && day == "" {
+				// Today where the operator is (--tz), not where the node is.
+				day = time.Now().In(zoneOf(cmd)).Format(time.DateOnly)
+				today = " (today in " + zoneOf(cmd).String() + ")"
+			}
 			q := url.Values{}
-			for k, v := range map[string]string{"rule": rule, "state": state, "run": run, "recipient": recipient, "date": date} {
+			for k, v := range map[string]string{"rule": rule, "state": state, "run": run, "recipient": recipient, "date": day} {
 				if v != "" {
 					q.Set(k, v)
 				}
@@ -64,7 +70,7 @@ func newDeliveriesCmd() *cobra.Command {
 				return emitJSON(cmd, out)
 			}
 			if recipient != "" {
-				return printPersonDeliveries(cmd, recipient, out.Date, out.Recipients, out.Deliveries, out.Total)
+				return printPersonDeliveries(cmd, recipient, out.Date+today, out.Recipients, out.Deliveries, out.Total)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tRULE\tRECIPIENT\tCHANNEL\tSTATE\tATTEMPTS\tNOT BEFORE\tSENT AT\tERROR")
@@ -87,7 +93,7 @@ func newDeliveriesCmd() *cobra.Command {
 	list.Flags().StringVar(&state, "state", "", "only pending, claimed, sent, failed, expired or cancelled")
 	list.Flags().StringVar(&run, "run", "", "only this run's deliveries (run key)")
 	list.Flags().StringVar(&recipient, "recipient", "", "only this person's deliveries (userid, or name from the people file) of --date")
-	list.Flags().StringVar(&date, "date", "", "only deliveries of runs of this date (YYYY-MM-DD, the slot's date in the rule's zone); with --recipient, default today")
+	list.Flags().StringVar(&date, "date", "", "only deliveries of runs of this date (YYYY-MM-DD, the slot's date in the rule's zone); with --recipient, default today in --tz")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many, the newest")
 
 	get := &cobra.Command{

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhq/herald/cluster"
 	"github.com/heraldhq/herald/engine/api"
 )
 
@@ -35,21 +38,42 @@ once, whether the scheduler or a person fires it.`,
 				req.Slot = t.Format(time.RFC3339Nano)
 			}
 			var out api.FireResponse
-			if err := f.call(cmd, http.MethodPost, "/v1/rules/"+url.PathEscape(args[0])+"/fire", req, &out); err != nil {
-				return err
+			path := "/v1/rules/" + url.PathEscape(args[0]) + "/fire"
+			if slot != "" {
+				// A slot fires once however often it is sent: safe to
+				// repeat while the cluster elects a leader.
+				if err := f.call(cmd, http.MethodPost, path, req, &out); err != nil {
+					return err
+				}
+			} else if err := f.callOnce(cmd, http.MethodPost, path, req, &out); err != nil {
+				return fireNowUnconfirmed(err, args[0])
 			}
 			if f.asJSON {
 				return emitJSON(cmd, out)
 			}
 			if out.Backfilled != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "fired %s slot %s (it was %s): run %s\n", out.Rule, showTime(cmd, out.Slot), out.Backfilled, out.Run)
-				return nil
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "fired %s slot %s: run %s\n", out.Rule, showTime(cmd, out.Slot), out.Run)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "fired %s slot %s: run %s\n", out.Rule, showTime(cmd, out.Slot), out.Run)
+			if out.Paused {
+				fmt.Fprintf(cmd.OutOrStdout(), "rule %s is paused: its messages wait until herald rules resume %s\n", out.Rule, out.Rule)
+			}
 			return nil
 		},
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&slot, "slot", "", `the slot to fire: RFC 3339, or "YYYY-MM-DD HH:MM[:SS]" in the display zone (default: now)`)
 	return cmd
+}
+
+// fireNowUnconfirmed adds to the error of a fire without --slot what to do
+// when it may have applied (a 503, or no answer in time): it is not
+// repeated, because a repeat is another run, sent to everyone again.
+func fireNowUnconfirmed(err error, rule string) error {
+	var ae *cluster.APIError
+	if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w\nit may have fired, so it was not repeated: look at `herald deliveries list --rule %s` before firing again", err, rule)
+	}
+	return err
 }

@@ -130,7 +130,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	}
 
 	ccfg := cluster.Config{
-		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: cfg.HTTPAddr,
+		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: advertisedHTTPAddr(cfg.HTTPAddr, cfg.RaftAddr),
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: log, Registerer: reg, RaftLogLevel: cfg.raftLogLevel,
 		ClusterSecret: cfg.clusterSecret, Peers: cfg.peerList(), HTTPClient: n.peerHTTP,
 		Token: nodeToken(cfg.apiTokens),
@@ -140,7 +140,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		ccfg.HTTPScheme = "https"
 		// The member record says https, so that every node and client
 		// reaching this one from the records speaks TLS to it.
-		ccfg.HTTPAddr = "https://" + cfg.HTTPAddr
+		ccfg.HTTPAddr = "https://" + ccfg.HTTPAddr
 	}
 	if cfg.JoinTimeout != "" {
 		ccfg.JoinTimeout, _ = time.ParseDuration(cfg.JoinTimeout) // validated by load
@@ -300,18 +300,42 @@ func (n *node) status() api.Status {
 			st.RulesMismatch = true
 		}
 	}
-	for _, f := range n.rules.Status() {
+	st.Rules = ruleStatuses(n.rules.Status(), n.fsm.Pauses())
+	st.Channels = append(st.Channels, n.host.Status()...)
+	return st
+}
+
+// ruleStatuses is /v1/status rules[]: each file of the rule set, with the
+// pause of the rule it defines; then each paused rule that no file here
+// defines (removed or renamed while paused), with no file and no hash.
+// Such a rule stays paused cluster wide, so a file that defines it again
+// sends nothing until it is resumed: it is listed so that nobody forgets
+// it.
+func ruleStatuses(files []rules.FileStatus, pauses []*engine.Pause) []api.RuleStatus {
+	paused := map[string]*engine.Pause{}
+	for _, p := range pauses {
+		paused[p.Rule] = p
+	}
+	out := make([]api.RuleStatus, 0, len(files))
+	for _, f := range files {
 		rs := api.RuleStatus{Name: f.Name, File: f.File, Hash: f.Hash, Error: f.Error}
-		if p, ok := n.fsm.Paused(f.Name); ok && f.Name != "" {
+		if p, ok := paused[f.Name]; ok && f.Name != "" {
 			rs.Paused, rs.PausedBy, rs.PausedAt, rs.Reason = true, p.By, p.At, p.Reason
+			delete(paused, f.Name)
 		}
 		if f.Error != "" && f.Line > 0 {
 			rs.Error = fmt.Sprintf("%s:%d: %s", f.File, f.Line, f.Error)
 		}
-		st.Rules = append(st.Rules, rs)
+		out = append(out, rs)
 	}
-	st.Channels = append(st.Channels, n.host.Status()...)
-	return st
+	for _, p := range pauses {
+		if _, left := paused[p.Rule]; left {
+			// No file: the rule is not broken, only absent; its file and
+			// hash are empty.
+			out = append(out, api.RuleStatus{Name: p.Rule, Paused: true, PausedBy: p.By, PausedAt: p.At, Reason: p.Reason})
+		}
+	}
+	return out
 }
 
 // upgradeWarnings says that a rolling upgrade is under way: commands that
@@ -370,6 +394,27 @@ func (n *node) peerRulesHashes(members []api.MemberStatus) {
 		})
 	}
 	wg.Wait()
+}
+
+// advertisedHTTPAddr is the HTTP address the member record carries: the
+// listen address, or, when that listens on every interface (0.0.0.0:PORT,
+// :PORT), the Raft address's host with the HTTP port. Dialled as it is, a
+// wildcard reaches the dialling machine itself, not this node; the Raft
+// host is one the other members reach (the cluster refuses a wildcard
+// there).
+func advertisedHTTPAddr(httpAddr, raftAddr string) string {
+	host, port, err := net.SplitHostPort(httpAddr)
+	if err != nil {
+		return httpAddr
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return httpAddr
+	}
+	raftHost, _, err := net.SplitHostPort(raftAddr)
+	if err != nil {
+		return httpAddr
+	}
+	return net.JoinHostPort(raftHost, port)
 }
 
 // peerClient calls another member's API as this node: through the

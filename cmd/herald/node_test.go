@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"maps"
+	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -49,4 +53,37 @@ func TestCalendarWarnings(t *testing.T) {
 	require.Empty(t, calendarWarnings(uses, time.Date(last, 10, 1, 0, 0, 0, 0, time.UTC)))
 	require.Len(t, calendarWarnings(uses, time.Date(last, 11, 15, 0, 0, 0, 0, time.UTC)), 1)
 	require.Empty(t, calendarWarnings([]engine.Rule{{Name: "weekly", Calendar: "weekday"}}, time.Date(last+1, 1, 1, 0, 0, 0, 0, time.UTC)))
+}
+
+// A node listening on every interface (http_addr 0.0.0.0:PORT) records the
+// address the others can dial: its Raft host with its HTTP port. It
+// recorded 0.0.0.0:PORT, which each member dialled as its own machine: a
+// follower forwarded writes to itself (503), and the leader read its own
+// status for the member's build.
+func TestWildcardHTTPAddrAdvertisesTheRaftHost(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	start := func(id string, bootstrap bool, join string) (*node, string) {
+		httpAddr := freeAddr(t)
+		_, port, err := net.SplitHostPort(httpAddr)
+		require.NoError(t, err)
+		raftAddr := freeAddr(t)
+		cfg := nodeConfig{NodeID: id, DataDir: filepath.Join(dir, id), RaftAddr: raftAddr, HTTPAddr: "0.0.0.0:" + port,
+			Bootstrap: bootstrap, Join: join, Rules: filepath.Join(dir, "rules"), devTimeouts: true, raftLogLevel: "error"}
+		n, err := startNode(context.Background(), cfg, newLogger("error"))
+		require.NoError(t, err)
+		t.Cleanup(n.stop)
+		return n, "127.0.0.1:" + port
+	}
+	_, http1 := start("n1", true, "")
+	n2, http2 := start("n2", false, http1)
+	want := map[string]string{"n1": http1, "n2": http2}
+	eventually(t, 30*time.Second, "both records carry a dialable address", func() bool {
+		got := map[string]string{}
+		for _, m := range n2.fsm.Members() {
+			got[m.ID] = m.HTTPAddr
+		}
+		return maps.Equal(got, want)
+	})
+	require.Equal(t, http1, n2.raft.LeaderHTTPAddr())
 }

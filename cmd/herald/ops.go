@@ -106,9 +106,9 @@ alone. IDs may be unique prefixes of 8 or more characters.`,
   herald deliveries retry --rule daily_report --state failed --since "2026-11-30 00:00"
   herald deliveries retry --run daily_report@2026-11-30T01:00:00Z --deadline 4h`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := api.RetryRequest{IDs: args, Run: run, Rule: rule, State: state, By: whoAmI()}
-			if deadline > 0 {
-				req.Deadline = deadline.String()
+			req := api.RetryRequest{IDs: args, Run: run, Rule: rule, State: state, By: whoAmI(), Deadline: deadline.String()}
+			if deadline <= 0 {
+				return fmt.Errorf("--deadline: %s is not ahead; want a positive duration such as 2h (from now)", deadline)
 			}
 			if since != "" {
 				t, err := parseTime(cmd, "--since", since)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/rules"
 )
 
 func TestRulesPauseResumeCmd(t *testing.T) {
@@ -51,4 +52,37 @@ func TestDeliveriesRetryCmd(t *testing.T) {
 	require.ErrorContains(t, err, "give delivery ids")
 	_, err = runHerald(t, "deliveries", "retry", id, "--addr", addr)
 	require.ErrorContains(t, err, "nothing was retried")
+
+	// A deadline that is not ahead is refused, not swapped for the default.
+	for _, d := range []string{"0s", "-1h"} {
+		_, err = runHerald(t, "deliveries", "retry", id, "--deadline", d, "--addr", addr)
+		require.ErrorContains(t, err, "is not ahead; want a positive duration", d)
+	}
+}
+
+// TestStatusShowsPausedRulesWithoutFile: a rule paused and then removed
+// (or renamed) stays paused cluster wide, so a file that defines it again
+// sends nothing; status keeps it listed as paused, with why it has no file,
+// so nobody forgets it.
+func TestStatusShowsPausedRulesWithoutFile(t *testing.T) {
+	t.Parallel()
+	at := cliNow
+	files := []rules.FileStatus{
+		{Kind: rules.KindRule, Name: "daily_report", File: "daily_report.lua", Hash: "h1"},
+		{Kind: rules.KindPeople, File: "people.csv", Hash: "h2"},
+	}
+	pauses := []*engine.Pause{
+		{Rule: "daily_report", By: "ops", At: at, Reason: "holiday"},
+		{Rule: "old_report", By: "lina", At: at, Reason: "moving"},
+	}
+	got := ruleStatuses(files, pauses)
+	require.Len(t, got, 3)
+	require.True(t, got[0].Paused)
+	require.Equal(t, "holiday", got[0].Reason)
+	require.False(t, got[1].Paused, "a people file")
+	require.Equal(t, "old_report", got[2].Name)
+	require.True(t, got[2].Paused)
+	require.Equal(t, "lina", got[2].PausedBy)
+	require.Empty(t, got[2].File, "no file defines it")
+	require.Empty(t, got[2].Error, "absent, not broken")
 }

@@ -48,4 +48,13 @@ func TestDeliveriesListRecipient(t *testing.T) {
 
 	_, err = runHerald(t, "deliveries", "list", "--addr", addr, "--recipient", "lina", "--date", "yesterday")
 	require.ErrorContains(t, err, "want a date like 2026-12-01")
+
+	// Without --date: today where the operator is (--tz), not where the
+	// node is. Kiritimati (+14:00) is a day ahead of the node most hours.
+	kiri, err := time.LoadLocation("Pacific/Kiritimati")
+	require.NoError(t, err)
+	today := time.Now().In(kiri).Format(time.DateOnly)
+	out, err = runHerald(t, "deliveries", "list", "--addr", addr, "--recipient", "lina", "--tz", "Pacific/Kiritimati")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out, "lina, "+today+" (today in Pacific/Kiritimati): "), out)
 }

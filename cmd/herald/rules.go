@@ -202,7 +202,9 @@ is listed and the reason is given.
 
 --at is RFC 3339, or "YYYY-MM-DD HH:MM[:SS]" in the display zone (--tz,
 HERALD_TZ, else the machine's); without it, the rule's next slot (or now, for a
-rule triggered by API tasks). Times are shown in the display zone.
+rule triggered by API tasks). Times are shown in the display zone. A rule with
+timezone = "recipient" is previewed at --at's clock in each of its zones
+("09:00" is every zone's 09:00 run).
 --data is an API task's data, as JSON or @file.
 --directory merges a WeCom directory snapshot with the people file, as the
 nodes do: a node's HTTP address (the snapshot in force there, the one its

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -201,7 +202,7 @@ func (a *auditor) middleware(next http.Handler) http.Handler {
 		}
 		rec := engine.RecordAudit{
 			At: a.s.now(), Actor: id.Actor, Role: id.Role.String(), Remote: id.Remote, Via: id.Via,
-			Action: note.action, Target: note.target, Status: sw.status, Node: a.s.cfg.NodeID,
+			Action: note.action, Target: clip(note.target, maxAuditTarget), Status: sw.status, Node: a.s.cfg.NodeID,
 		}
 		// The write is done whatever happens here: the client gets its
 		// answer now, not after one more commit, and the request's own
@@ -232,6 +233,23 @@ func (a *auditor) countRefused(next http.Handler) http.Handler {
 			a.refused.WithLabelValues(strconv.Itoa(sw.status)).Inc()
 		}
 	})
+}
+
+// maxAuditTarget bounds a record's target (task keys and rule names are
+// shorter; a path is not): with engine.AuditCap records, the trail stays
+// within about 60 MB whatever the writes were.
+const maxAuditTarget = 256
+
+// clip cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 func isRead(r *http.Request) bool {

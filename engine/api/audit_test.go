@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -295,4 +296,18 @@ func TestEveryWriteRouteNamesItsAction(t *testing.T) {
 	for _, m := range found {
 		require.True(t, strings.HasPrefix(m[2], "audited("), "%s: wrap it in audited(action, …)", strings.TrimSpace(m[0]))
 	}
+}
+
+// A target is bounded whatever the path held, so the trail's memory is
+// bounded by its count.
+func TestAuditTargetIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setupAuth(t, testTokens)
+	long := strings.Repeat("ü", 400) // 800 bytes, no task key is this long
+	rec := b.call(http.MethodPost, "/v1/cluster/remove", `{"id":"`+long+`"}`, "203.0.113.9:5000", adminSecret)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	r := b.node.FSM.Audit(engine.AuditQuery{Limit: 1}).Records[0]
+	require.LessOrEqual(t, len(r.Target), 256)
+	require.True(t, strings.HasSuffix(r.Target, "…"))
+	require.True(t, utf8.ValidString(r.Target))
 }

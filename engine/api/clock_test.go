@@ -59,3 +59,27 @@ func TestDeliveryByPrefix(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code, out)
 	require.Contains(t, out["error"], "at least 8 characters")
 }
+
+// TestTypedTimeAcrossDSTSaysWhy: a time typed without an offset that the
+// display zone's clocks show twice is refused with both instants, in every
+// field that reads one.
+func TestTypedTimeAcrossDSTSaysWhy(t *testing.T) {
+	t.Parallel()
+	n := enginetest.New()
+	b := &apiBundle{node: n, h: api.New(api.Config{
+		FSM: n.FSM, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+		StatusFunc: func() api.Status { return api.Status{} }, DisplayTimezone: "America/New_York",
+	})}
+	const twice = "happens twice in America/New_York; give its offset: 2026-11-01T01:30:00-04:00 or 2026-11-01T01:30:00-05:00"
+	for _, tc := range []struct{ method, target, body, field string }{
+		{http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"2026-11-01 01:30"}`, "due_at"},
+		{http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-11-01 01:30"}`, "slot"},
+		{http.MethodPost, "/v1/deliveries/retry", `{"rule":"daily","state":"failed","since":"2026-11-01 01:30"}`, "since"},
+		{http.MethodGet, "/v1/tasks?from=2026-11-01+01:30", "", "from"},
+	} {
+		code, out := b.do(t, tc.method, tc.target, tc.body)
+		require.Equal(t, http.StatusBadRequest, code, out)
+		require.Equal(t, tc.field, out["field"], out)
+		require.Contains(t, out["error"], twice, tc.target)
+	}
+}

@@ -75,6 +75,9 @@ func (s *server) deliveryViews(ds []*engine.Delivery) []deliveryView {
 // name from the people data) it lists that person's deliveries of a day:
 // date, else today in the display zone.
 func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
+	if !onlyParams(w, r, "rule", "run", "state", "recipient", "date", "limit") {
+		return
+	}
 	q := r.URL.Query()
 	rule, run, state, recipient, date := q.Get("rule"), q.Get("run"), q.Get("state"), q.Get("recipient"), q.Get("date")
 	limit, err := intParam(q.Get("limit"), 100, 10000)

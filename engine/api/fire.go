@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/heraldhq/herald/engine"
@@ -30,6 +31,9 @@ type FireResponse struct {
 	// Backfilled is the state the slot was in when it was fired after all
 	// ("skipped" or "paused"); empty for a slot that had not fired.
 	Backfilled string `json:"backfilled,omitempty"`
+	// Paused is true when the rule is paused: the run is planned, and its
+	// messages wait until the rule is resumed.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // fireRule fires a slot of a scheduled rule by hand (a backfill). The run
@@ -60,7 +64,7 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 	if req.Slot != "" {
 		t, err := engine.ParseTime(req.Slot, s.zone())
 		if err != nil {
-			writeFieldError(w, &FieldError{"slot", "want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00, or \"2026-12-01 09:00\" in " + s.zone().String()})
+			writeFieldError(w, &FieldError{"slot", typedTimeReason(err, "want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00, or \"2026-12-01 09:00\" in "+s.zone().String())})
 			return
 		}
 		if t.After(now) {
@@ -95,9 +99,10 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusConflict, map[string]string{"error": msg, "run": c.Key})
 	case err != nil:
-		s.writeApplyError(w, err)
+		s.writeFireError(w, err, name, req.Slot == "")
 	default:
-		writeJSON(w, http.StatusCreated, FireResponse{Run: c.Key, Rule: name, Slot: slot, Backfilled: backfilled})
+		_, paused := s.cfg.FSM.Paused(name)
+		writeJSON(w, http.StatusCreated, FireResponse{Run: c.Key, Rule: name, Slot: slot, Backfilled: backfilled, Paused: paused})
 	}
 }
 
@@ -118,6 +123,21 @@ func (s *server) startManual(ctx context.Context, c engine.StartRun, by string) 
 		return "", err
 	}
 	return run.State.String(), nil
+}
+
+// writeFireError answers a fire the log did not take or confirm. A fire
+// without a slot starts a run at this node's "now", so repeating it is a
+// second run, sent to everyone again: its unconfirmed answer says so
+// instead of "safe to repeat".
+func (s *server) writeFireError(w http.ResponseWriter, err error, rule string, now bool) {
+	unconfirmed := errors.Is(err, engine.ErrNotLeader) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	if !now || !unconfirmed {
+		s.writeApplyError(w, err)
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf(
+		"the fire of rule %s was not confirmed (%v): it may have fired; look at GET /v1/runs?rule=%s before firing again, since a fire without a slot starts a new run each time",
+		rule, err, url.QueryEscape(rule)))
 }
 
 func (s *server) fireHorizon() time.Duration {

@@ -51,7 +51,7 @@ func (s *server) fireZones(w http.ResponseWriter, r *http.Request, rule engine.R
 		case errors.Is(err, engine.ErrRunExists):
 			exists = append(exists, c.Key)
 		case err != nil:
-			s.writeApplyError(w, err)
+			s.writeFireError(w, err, rule.Name, now)
 			return
 		default:
 			res.Runs = append(res.Runs, c.Key)
@@ -65,5 +65,6 @@ func (s *server) fireZones(w http.ResponseWriter, r *http.Request, rule engine.R
 		return
 	}
 	res.Run = res.Runs[0]
+	_, res.Paused = s.cfg.FSM.Paused(rule.Name)
 	writeJSON(w, http.StatusCreated, res)
 }

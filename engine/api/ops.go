@@ -251,6 +251,17 @@ func (s *server) retryTargets(req RetryRequest) ([]string, error) {
 		}
 		return since.IsZero() || !d.EndedAt.Before(since)
 	})
+	if len(ds) == 0 {
+		// A filter that names nothing is a typo, not "nothing failed".
+		if _, ok := s.cfg.FSM.Run(req.Run); req.Run != "" && !ok {
+			return nil, &FieldError{"run", fmt.Sprintf("no run %q: a run key is RULE@SLOT as GET /v1/runs lists it, e.g. daily_report@2026-11-30T01:00:00Z", req.Run)}
+		}
+		if req.Rule != "" && s.cfg.Rules != nil {
+			if _, ok := findRule(s.cfg.Rules, req.Rule); !ok {
+				return nil, &FieldError{"rule", fmt.Sprintf("no rule named %q is loaded, and none of its deliveries is %s", req.Rule, req.State)}
+			}
+		}
+	}
 	out := make([]string, len(ds))
 	for i, d := range ds {
 		out[i] = d.ID
@@ -299,7 +310,7 @@ func (s *server) writeRetryError(w http.ResponseWriter, err error) {
 // retryTarget names what a retry acted on in its audit record: its ids
 // when they are few, else its filter and how many it matched.
 func retryTarget(req RetryRequest, ids []string) string {
-	if len(req.IDs) > 0 && len(req.IDs) <= 10 {
+	if len(req.IDs) > 0 && len(req.IDs) <= 3 {
 		return strings.Join(req.IDs, ",")
 	}
 	var parts []string

@@ -115,3 +115,40 @@ func TestRunThatPlannedNobody(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, 1.0, out["total"].(map[string]any)["planned_nobody_runs"])
 }
+
+// TestFireOfPausedRuleSaysItWaits: a fire by hand of a paused rule plans
+// its run, but its messages wait for the resume; the answer says so, so an
+// operator does not take "fired" for "sent".
+func TestFireOfPausedRuleSaysItWaits(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	code, out := b.do(t, http.MethodPost, "/v1/rules/daily/pause", `{"reason":"holiday"}`)
+	require.Equal(t, http.StatusOK, code, out)
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-12-01T09:00:00+08:00"}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	require.Equal(t, true, out["paused"], out)
+
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/resume", "")
+	require.Equal(t, http.StatusOK, code, out)
+	code, out = b.do(t, http.MethodPost, "/v1/rules/daily/fire", "")
+	require.Equal(t, http.StatusCreated, code, out)
+	require.NotContains(t, out, "paused")
+}
+
+// TestRetryOfUnknownRunOrRuleIs400: a run key or rule that names nothing
+// (a typo, a key with its slot rewritten) is refused, not answered "0
+// retried", which reads as "nothing failed".
+func TestRetryOfUnknownRunOrRuleIs400(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	code, out := b.do(t, http.MethodPost, "/v1/deliveries/retry", `{"run":"daily@2026-11-30 09:00:00 +08:00"}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Equal(t, "run", out["field"], out)
+	code, out = b.do(t, http.MethodPost, "/v1/deliveries/retry", `{"rule":"daily_reprot","state":"failed"}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Equal(t, "rule", out["field"], out)
+	// A loaded rule with nothing failed is not an error: nothing to retry.
+	code, out = b.do(t, http.MethodPost, "/v1/deliveries/retry", `{"rule":"daily","state":"failed"}`)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Empty(t, out["retried"])
+}

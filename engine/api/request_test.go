@@ -271,11 +271,14 @@ func TestWritesWithoutLeaderAre503(t *testing.T) {
 	require.NoError(t, err)
 	fsm.Apply(1, 1, cmd)
 	alert := fsm.Alerts()[0].ID
-	writes := []struct{ method, target, body string }{
-		{http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`},
-		{http.MethodDelete, "/v1/tasks/k", ""},
-		{http.MethodPost, "/v1/rules/daily/fire", ""},
-		{http.MethodPost, "/v1/alerts/" + alert + "/ack", ""},
+	// A fire without a slot is a new run each time: its 503 says it may
+	// have fired, not "try again".
+	writes := []struct{ method, target, body, want string }{
+		{http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`, "try again"},
+		{http.MethodDelete, "/v1/tasks/k", "", "try again"},
+		{http.MethodPost, "/v1/rules/daily/fire", "", "it may have fired; look at GET /v1/runs?rule=daily before firing again"},
+		{http.MethodPost, "/v1/rules/daily/fire", `{"slot":"2026-12-01T09:00:00+08:00"}`, "try again"},
+		{http.MethodPost, "/v1/alerts/" + alert + "/ack", "", "try again"},
 	}
 	for name, rep := range map[string]engine.Replicator{
 		"none":       nil,
@@ -289,7 +292,7 @@ func TestWritesWithoutLeaderAre503(t *testing.T) {
 		for _, wr := range writes {
 			rec := b.send(t, wr.method, wr.target, strings.NewReader(wr.body))
 			require.Equal(t, http.StatusServiceUnavailable, rec.Code, "%s: %s %s: %s", name, wr.method, wr.target, rec.Body.String())
-			require.Contains(t, jsonBody(t, rec)["error"], "try again", "%s: %s %s", name, wr.method, wr.target)
+			require.Contains(t, jsonBody(t, rec)["error"], wr.want, "%s: %s %s", name, wr.method, wr.target)
 		}
 	}
 	require.False(t, fsm.Alerts()[0].Acked)
@@ -416,5 +419,48 @@ func TestTaskListQueryOffsetWithUnescapedPlus(t *testing.T) {
 		code, out = b.do(t, http.MethodGet, "/v1/tasks?from="+url.QueryEscape(bad), "")
 		require.Equal(t, http.StatusBadRequest, code, bad)
 		require.Equal(t, "from", out["field"], bad)
+	}
+}
+
+// TestBadLimitNamesItsField: every list's bad limit is a 400 that names
+// the field, as every other bad query parameter is.
+func TestBadLimitNamesItsField(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	for _, target := range []string{"/v1/runs", "/v1/deliveries", "/v1/tasks"} {
+		for _, limit := range []string{"0", "-1", "abc", "99999999"} {
+			code, out := b.do(t, http.MethodGet, target+"?limit="+limit, "")
+			require.Equal(t, http.StatusBadRequest, code, "%s %s: %v", target, limit, out)
+			require.Equal(t, "limit", out["field"], "%s %s: %v", target, limit, out)
+		}
+	}
+}
+
+// TestUnknownQueryParameterIs400: a list asked with a parameter it does
+// not know (a typo: status for state) is refused, never answered as if
+// unfiltered, which an operator would read as the filtered list.
+func TestUnknownQueryParameterIs400(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	for target, want := range map[string]string{
+		"/v1/deliveries?rule=daily&status=failed": "status",
+		"/v1/runs?rules=daily":                    "rules",
+		"/v1/tasks?State=pending":                 "State",
+		"/v1/stats?day=2026-12-01":                "day",
+		"/v1/alerts?acked=false":                  "acked",
+	} {
+		code, out := b.do(t, http.MethodGet, target, "")
+		require.Equal(t, http.StatusBadRequest, code, "%s: %v", target, out)
+		require.Equal(t, want, out["field"], "%s: %v", target, out)
+		require.Contains(t, out["error"], "unknown parameter", target)
+	}
+	// What each list knows, and ?pretty=1, still work.
+	for _, target := range []string{
+		"/v1/deliveries?rule=daily&run=r&state=failed&recipient=lina&date=2026-12-01&limit=5&pretty=1",
+		"/v1/runs?rule=daily&limit=5", "/v1/tasks?rule=r&state=pending&from=2026-12-01T00:00:00Z&to=2026-12-02T00:00:00Z&limit=5",
+		"/v1/stats?date=2026-12-01", "/v1/alerts",
+	} {
+		code, out := b.do(t, http.MethodGet, target, "")
+		require.Equal(t, http.StatusOK, code, "%s: %v", target, out)
 	}
 }

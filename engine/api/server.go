@@ -291,10 +291,13 @@ func writePrefixError(w http.ResponseWriter, what, id string, err error) {
 }
 
 func (s *server) runs(w http.ResponseWriter, r *http.Request) {
+	if !onlyParams(w, r, "rule", "limit") {
+		return
+	}
 	rule := r.URL.Query().Get("rule")
 	limit, err := intParam(r.URL.Query().Get("limit"), 100, 10000)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "limit: "+err.Error())
+		writeFieldError(w, &FieldError{"limit", err.Error()})
 		return
 	}
 	runs := s.cfg.FSM.Runs(func(run *engine.Run) bool { return rule == "" || run.Rule == rule })
@@ -323,7 +326,10 @@ func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-func (s *server) alerts(w http.ResponseWriter, _ *http.Request) {
+func (s *server) alerts(w http.ResponseWriter, r *http.Request) {
+	if !onlyParams(w, r) {
+		return
+	}
 	alerts := s.cfg.FSM.Alerts()
 	items, err := encodeBounded(alerts, maxListBytes, func(a *engine.Alert) any { return s.alertView(a) })
 	if err != nil {

@@ -129,6 +129,9 @@ type Upcoming struct {
 var histBounds = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 
 func (s *server) stats(w http.ResponseWriter, r *http.Request) {
+	if !onlyParams(w, r, "date") {
+		return
+	}
 	date := r.URL.Query().Get("date")
 	if date == "" {
 		date = s.now().In(s.displayZone()).Format(time.DateOnly)

@@ -34,8 +34,15 @@ return rule {
     window = "10m",
     -- items: one per folded reminder, {id, key, slot, zone, data, payload},
     -- in the order of their times.
+    -- WeCom takes at most 2048 bytes of markdown (Herald refuses more
+    -- rather than let WeCom cut it, and a refused digest fails every
+    -- reminder in it): list the customers that fit, then say how many more.
     message = function(to, items)
-      local lines = {}
+      local head = text.render("**{{name}}，{{n}} 位客户待跟进**\n", {
+        name = to.name or to.userid, n = #items,
+      })
+      local budget = 2048 - #head - 64 -- 64: room for the "另有 N 位" line
+      local lines, used = {}, 0
       for i, it in ipairs(items) do
         local d = it.data
         local line = i .. ". " .. (d.customer or "?") .. "：" .. (d.note or "按约定跟进")
@@ -44,14 +51,14 @@ return rule {
         elseif to.userid ~= d.owner then
           line = line .. "（" .. d.owner .. " 逾期）"
         end
+        if used + #line + 1 > budget then
+          lines[#lines + 1] = "……另有 " .. (#items - i + 1) .. " 位客户，请在 CRM 中查看"
+          break
+        end
         lines[#lines + 1] = line
+        used = used + #line + 1
       end
-      return {
-        msgtype = "markdown",
-        content = text.render("**{{name}}，{{n}} 位客户待跟进**\n", {
-          name = to.name or to.userid, n = #items,
-        }) .. table.concat(lines, "\n"),
-      }
+      return { msgtype = "markdown", content = head .. table.concat(lines, "\n") }
     end,
   },
 

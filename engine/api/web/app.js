@@ -247,7 +247,7 @@ function fireButton(rule) {
   if (!roleAllows("operate")) return "";
   return actionButton(t("fire"), { "data-fire": rule }, () => confirmThen(t("fire q", { rule }), async () => {
     const res = await call("fire", { params: { name: rule } });
-    return t("fire ok", { rule, run: res.run });
+    return t(res.paused ? "fire ok paused" : "fire ok", { rule, run: res.run });
   }));
 }
 

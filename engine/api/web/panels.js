@@ -54,7 +54,7 @@ function renderRules(st) {
     { label: t("hash"), cell: (r) => short(r.hash) },
     { label: t("status"), cls: "msg", cell: (r) => [r.error
       ? h("div", { class: "rule-error" }, t("rule error"), h("span", { class: "why mono" }, r.error))
-      : badge(t("ok"), "ok"), r.paused ? [" ", badge(t("paused"), "warn")] : ""] },
+      : r.file ? badge(t("ok"), "ok") : badge(t("no file"), "warn"), r.paused ? [" ", badge(t("paused"), "warn")] : ""] },
     { label: "", cls: "acts", cell: (r) => [scheduled.has(r.name) ? fireButton(r.name) : "", " ", r.error && !r.hash ? "" : pauseButton(r.name, r.paused)] },
   ], rules, (r) => ({ class: r.error ? "error-row" : null, "data-rule": r.name })));
 }
