@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -37,9 +38,16 @@ var (
 	ErrQuorumAtRisk = errors.New("the cluster would lose its quorum")
 )
 
+// memberID is what a new member's id may be: it names the node in logs,
+// metrics labels, file names and the replicated member record.
+var memberID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
 func (r JoinRequest) validate() error {
 	if r.ID == "" {
 		return fmt.Errorf("%w: id is empty", ErrBadRequest)
+	}
+	if !memberID.MatchString(r.ID) {
+		return fmt.Errorf("%w: id %.80q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrBadRequest, r.ID)
 	}
 	if err := checkRaftAddr(r.RaftAddr, false); err != nil {
 		return fmt.Errorf("%w: raft_addr %v", ErrBadRequest, err)
@@ -147,7 +155,7 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 		st, err := n.clientFor(req.HTTPAddr).Status(rctx)
 		cancel()
 		if err == nil && st.NodeID == req.ID {
-			m.FSMVersion, m.Build = st.FSMVersion, st.Build
+			m.FSMVersion, m.Build = st.FSMVersion, memberBuild(st.Build)
 		}
 	}
 	if slices.Contains(n.sm.Members(), m) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -237,4 +239,33 @@ func TestRemovingTheLeaderIsRefusedBeforeItHandsOver(t *testing.T) {
 	requireAPIStatus(t, err, http.StatusConflict, "do not answer")
 	require.True(t, leader.node.IsLeader())
 	require.Equal(t, term, leader.node.raft.CurrentTerm(), "leadership was handed over")
+}
+
+// A join's id names the node in logs, metric labels and the replicated
+// member record: spaces, control characters or a megabyte of it are refused
+// with 400 naming the id, before anything changes.
+func TestJoinRefusesABadID(t *testing.T) {
+	t.Parallel()
+	leader := newTestNode(t, nodeOpts{id: "n1", bootstrap: true})
+	leaderOf(t, []*testNode{leader})
+	ctx := ctxT(t)
+	for _, id := range []string{"n 2", "n2\n", "-n2", "n2/../x", strings.Repeat("n", 65), "名字"} {
+		err := leader.client().Join(ctx, JoinRequest{ID: id, RaftAddr: freeAddr(t), HTTPAddr: "127.0.0.1:1"})
+		requireAPIStatus(t, err, http.StatusBadRequest, "id")
+	}
+	require.Equal(t, map[string]string{"n1": leader.raftAddr}, servers(t, leader.node))
+	for _, id := range []string{"n2", "herald-2.prod", "N_2", strings.Repeat("n", 64)} {
+		require.NoError(t, JoinRequest{ID: id, RaftAddr: "127.0.0.1:7102", HTTPAddr: "127.0.0.1:8102"}.validate(), id)
+	}
+}
+
+// A member's reported build is recorded printable and at most maxBuildLen
+// bytes: it goes into the replicated log each time it changes.
+func TestMemberBuildIsBounded(t *testing.T) {
+	require.Equal(t, "v1.2.3 (abc)", memberBuild("v1.2.3 (abc)"))
+	require.Equal(t, "v1x", memberBuild("v1\x00\nx"))
+	long := memberBuild(strings.Repeat("构", 1<<20))
+	require.LessOrEqual(t, len(long), maxBuildLen)
+	require.True(t, utf8.ValidString(long))
+	require.Equal(t, strings.Repeat("构", maxBuildLen/3), long)
 }

@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/heraldhq/herald/engine"
 )
@@ -44,11 +47,12 @@ func (n *Node) refreshVersions(ctx context.Context) {
 		if err != nil || st.NodeID != m.ID {
 			continue // down, or someone else now: ask again next time
 		}
-		if st.FSMVersion == m.FSMVersion && st.Build == m.Build {
+		build := memberBuild(st.Build)
+		if st.FSMVersion == m.FSMVersion && build == m.Build {
 			continue
 		}
-		n.log.Info("member runs another build", "id", m.ID, "fsm_version", max(st.FSMVersion, 1), "build", st.Build)
-		m.FSMVersion, m.Build = st.FSMVersion, st.Build
+		n.log.Info("member runs another build", "id", m.ID, "fsm_version", max(st.FSMVersion, 1), "build", build)
+		m.FSMVersion, m.Build = st.FSMVersion, build
 		if err := n.upsertMember(ctx, m); err != nil {
 			n.log.Warn("recording a member's build failed; will retry", "id", m.ID, "err", err)
 		}
@@ -65,4 +69,25 @@ func (n *Node) selfMember() engine.Member {
 // (the build fields are the leader's to keep current).
 func sameAddrs(a, b engine.Member) bool {
 	return a.ID == b.ID && a.RaftAddr == b.RaftAddr && a.HTTPAddr == b.HTTPAddr
+}
+
+// maxBuildLen bounds the build name a member reports: it is written into the
+// replicated log each time it changes, so a misbehaving member must not be
+// able to put a megabyte there.
+const maxBuildLen = 64
+
+// memberBuild is a member's reported build as it is recorded: printable
+// characters only, at most maxBuildLen bytes.
+func memberBuild(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			continue
+		}
+		if b.Len()+utf8.RuneLen(r) > maxBuildLen {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -58,10 +58,16 @@ func newAlertsCmd() *cobra.Command {
 		Short: "Acknowledge an alert (it re-opens if the problem changes)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.call(cmd, http.MethodPost, "/v1/alerts/"+url.PathEscape(args[0])+"/ack", struct{}{}, nil); err != nil {
+			var out struct {
+				ID string `json:"id"`
+			}
+			if err := f.call(cmd, http.MethodPost, "/v1/alerts/"+url.PathEscape(args[0])+"/ack", struct{}{}, &out); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "alert %s acknowledged\n", args[0])
+			if out.ID == "" {
+				out.ID = args[0]
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "alert %s acknowledged\n", out.ID) // the whole id, when a prefix was typed
 			return nil
 		},
 	}

@@ -43,7 +43,8 @@ func TestAlertsCmd(t *testing.T) {
 		require.Regexp(t, `^`+skipped+`\s+`+regexp.QuoteMeta(engine.ShowTime(cliNow.Add(time.Minute), time.Local))+`\s+1\s+false\s+weekly_report\s+slot skipped beyond catch-up$`, lines[2])
 	}
 
-	out, err = runHerald(t, "alerts", "ack", failed, "--addr", addr)
+	// By a prefix, as list prints it: the answer names the whole id.
+	out, err = runHerald(t, "alerts", "ack", failed[:8], "--addr", addr)
 	require.NoError(t, err)
 	require.Equal(t, "alert "+failed+" acknowledged\n", out)
 	al, _ := node.FSM.Alert(failed)

@@ -47,10 +47,11 @@ func newTaskSubmitCmd(f *apiFlags) *cobra.Command {
   herald task submit follow-8812 --rule follow_up --due 2026-12-01T15:00:00+08:00 --data @follow.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if (due == "") == (in == 0) {
+			withIn := cmd.Flags().Changed("in") // --in 0s is "now", given
+			if (due == "") == !withIn {
 				return errors.New("give exactly one of --due TIME and --in DURATION")
 			}
-			if in != 0 {
+			if withIn {
 				due = time.Now().Add(in).Format(time.RFC3339Nano)
 			} else {
 				t, err := parseTime(cmd, "--due", due)

@@ -148,6 +148,16 @@ func TestTaskSubmitCmd(t *testing.T) {
 	require.False(t, task.DueAt.After(after.Add(15*time.Minute)), task.DueAt)
 }
 
+// TestTaskSubmitInZero: --in 0s is "now", given; not "neither given".
+func TestTaskSubmitInZero(t *testing.T) {
+	t.Parallel()
+	addr, _ := startAPI(t)
+	_, err := runHerald(t, "task", "submit", "k", "--rule", "enquiry_timeout", "--in", "0s", "--addr", addr)
+	if err != nil {
+		require.NotContains(t, err.Error(), "give exactly one")
+	}
+}
+
 func TestTaskSubmitCmdBadInput(t *testing.T) {
 	t.Parallel()
 	addr, node := startAPI(t)
@@ -167,6 +177,7 @@ func TestTaskSubmitCmdBadInput(t *testing.T) {
 		// Refused by the CLI before it asks.
 		{[]string{"k", "--rule", "enquiry_timeout"}, "give exactly one of --due TIME and --in DURATION"},
 		{[]string{"k", "--rule", "enquiry_timeout", "--due", due, "--in", "5m"}, "give exactly one of --due TIME and --in DURATION"},
+		{[]string{"k", "--rule", "enquiry_timeout", "--due", due, "--in", "0s"}, "give exactly one of --due TIME and --in DURATION"},
 		{[]string{"k", "--due", due}, `required flag(s) "rule" not set`},
 		{[]string{"k", "--rule", "enquiry_timeout", "--due", due, "--data", "@" + filepath.Join(t.TempDir(), "missing.json")}, "--data: open "},
 		{[]string{"--rule", "enquiry_timeout", "--due", due}, "accepts 1 arg(s), received 0"},
