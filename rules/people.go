@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -124,6 +125,9 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 		err  error
 	)
 	data = bytes.TrimPrefix(data, utf8BOM)
+	if line, ok := notUTF8(data); ok {
+		return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: line, Msg: errNotUTF8})
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		// Most likely cut short by an editor or a copy: an error keeps the
 		// directory in force, where an empty list would send to nobody.
@@ -174,6 +178,26 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 		}
 	}
 	return d, nil
+}
+
+// errNotUTF8 says why a file with bytes that are not UTF-8 is refused:
+// its names and texts would reach people as U+FFFD garbage.
+const errNotUTF8 = "the file is not UTF-8 text (a spreadsheet or editor saved it as GBK? save it as UTF-8, \"CSV UTF-8\" in Excel)"
+
+// notUTF8 returns the line of the first byte of data that is not UTF-8.
+func notUTF8(data []byte) (int, bool) {
+	if utf8.Valid(data) {
+		return 0, false
+	}
+	off := 0
+	for off < len(data) {
+		r, n := utf8.DecodeRune(data[off:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		off += n
+	}
+	return 1 + bytes.Count(data[:off], []byte("\n")), true
 }
 
 // foldID is a userid as WeCom compares them: without regard to case

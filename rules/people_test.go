@@ -201,3 +201,17 @@ func TestPeopleYAMLNumbersAsWritten(t *testing.T) {
 	require.Equal(t, "12345678901234567890", p.Manager)
 	require.Equal(t, 3.0, p.Extra["level"], "other columns stay numbers rules can compute with")
 }
+
+// TestNotUTF8Refused: Excel on a Chinese Windows saves CSV as GBK. The
+// names went out as U+FFFD garbage in everyone's message: a people file
+// that is not UTF-8 is refused at the line of its first stray byte.
+func TestNotUTF8Refused(t *testing.T) {
+	t.Parallel()
+	gbk := "\xd5\xc5\xce\xb0" // 张伟 in GBK
+	errs := Check(newDir(t, map[string]string{"people.csv": "userid,name\nann,Ann\nzhangwei," + gbk + "\n"}))
+	require.Len(t, errs, 1, "%v", errs)
+	require.Equal(t, 3, errs[0].Line, errs[0].String())
+	require.Contains(t, errs[0].Message, "UTF-8")
+	_, err := parsePeople("people.json", []byte(`[{"userid": "zhangwei", "name": "`+gbk+`"}]`))
+	require.ErrorContains(t, err, "UTF-8")
+}
