@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -96,6 +97,9 @@ func (f *apiFlags) callOnce(cmd *cobra.Command, method, path string, in, out any
 }
 
 func (f *apiFlags) send(cmd *cobra.Command, method, path string, in, out any, retry bool) error {
+	if f.timeout <= 0 {
+		return fmt.Errorf("--timeout %s: want a positive duration such as 30s", f.timeout)
+	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
 	c, err := newAPIClient(f.addr, f.ca, f.timeout)
@@ -104,10 +108,17 @@ func (f *apiFlags) send(cmd *cobra.Command, method, path string, in, out any, re
 	}
 	c.Token = apiToken(f.token)
 	do := func() error { return c.Do(ctx, method, path, in, out) }
-	if !retry {
-		return do()
+	if retry {
+		err = whileElecting(ctx, do)
+	} else {
+		err = do()
 	}
-	return whileElecting(ctx, do)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		// Say who did not answer, and in how long (still wrapping the
+		// deadline: a write given up on may yet apply).
+		return fmt.Errorf("%s: no answer within --timeout %s: %w", f.addr, f.timeout, err)
+	}
+	return err
 }
 
 // emitJSON prints v indented.
