@@ -29,11 +29,7 @@ func plannedWith(t *testing.T, s *Set, rule, hash string) []string {
 	run := engine.RunContext{Rule: rule, Key: "test", Slot: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC), DirectoryHash: hash}
 	got, err := s.Plan(context.Background(), rule, run)
 	require.NoError(t, err)
-	var ids []string
-	for _, p := range got {
-		ids = append(ids, p.Recipient)
-	}
-	return ids
+	return plannedIDs(got)
 }
 
 func TestDirectoryMergeFileWins(t *testing.T) {
@@ -156,9 +152,5 @@ func TestRecipientsIgnoreCase(t *testing.T) {
 	}))
 	out, err := plan(t, s, "r", "")
 	require.NoError(t, err)
-	var ids []string
-	for _, p := range out {
-		ids = append(ids, p.Recipient)
-	}
-	require.Equal(t, []string{"ZhangSan", "LiSi"}, ids, "one message each, to the userid as the directory writes it")
+	require.Equal(t, []string{"ZhangSan", "LiSi"}, plannedIDs(out), "one message each, to the userid as the directory writes it")
 }

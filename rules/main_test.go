@@ -122,3 +122,12 @@ func mustTime(t *testing.T, s string) time.Time {
 func runAt(slot time.Time) engine.RunContext {
 	return engine.RunContext{Key: "test", Slot: slot}
 }
+
+// plannedIDs are the recipients of a plan, in its order.
+func plannedIDs(out []engine.Planned) []string {
+	var ids []string
+	for _, p := range out {
+		ids = append(ids, p.Recipient)
+	}
+	return ids
+}

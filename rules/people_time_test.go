@@ -291,14 +291,6 @@ func TestZoneRunSurvivesRuleEdit(t *testing.T) {
 	require.Len(t, out, 4, "a plain run plans everybody")
 }
 
-func plannedIDs(out []engine.Planned) []string {
-	var ids []string
-	for _, p := range out {
-		ids = append(ids, p.Recipient)
-	}
-	return ids
-}
-
 // TestPreviewZonesReadTheTypedClock: `herald rules preview daily_report
 // --tz Europe/Berlin --at "2026-12-01 09:00"` asks about 09:00. The
 // preview read the wall clock after moving the instant to the rule's
