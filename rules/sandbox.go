@@ -304,6 +304,7 @@ func checkSubject(name string) func(*lua.LState) {
 func checkFormat(L *lua.LState) {
 	f := L.CheckString(1)
 	size := len(f)
+	grow := 1 // what one byte of a string argument may become
 	for i := 0; i < len(f); i++ {
 		if f[i] != '%' {
 			continue
@@ -319,13 +320,16 @@ func checkFormat(L *lua.LState) {
 				digits = 0
 			}
 		}
+		if j < len(f) && f[j] == 'q' {
+			grow = 4 // %q writes a control byte as \ddd
+		}
 		size += maxFormatPad
 		i = j
 	}
 	for i := 2; i <= L.GetTop(); i++ {
 		switch v := L.Get(i).(type) {
 		case lua.LString:
-			size += len(v)
+			size += grow * len(v)
 		case lua.LNumber, lua.LBool, *lua.LNilType:
 			size += 32
 		default:

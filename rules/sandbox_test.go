@@ -42,6 +42,8 @@ func TestSandboxRefuses(t *testing.T) {
 		"coroutine":       {`coroutine.create(function() end)`, "coroutine"},
 		// Lua 5.1 grows the list up to the position: 50 million slots (800 MB)
 		// from one call, stuck in Go where the time limit cannot reach it.
+		// %q writes a control byte as \ddd: four bytes for one.
+		"format_q":   {`return { string.format("%q", string.rep("\0", 500000)) }`, "string.format"},
 		"insert_far": {`local t = {} table.insert(t, 50000000, "x") return t`, "table.insert"},
 	}
 	files := map[string]string{"good.lua": simpleRule("good", `return { "alice" }`)}
