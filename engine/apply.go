@@ -41,7 +41,7 @@ func (a applier) startRun(c StartRun) any {
 		}
 	}
 	r := &Run{
-		Key: c.Key, Rule: c.Rule, Slot: c.Slot, Zone: c.Zone, TaskKey: c.TaskKey, Data: c.Data,
+		Key: c.Key, Rule: nameOf(c.Rule), Slot: c.Slot, Zone: c.Zone, TaskKey: c.TaskKey, Data: c.Data,
 		State: RunPlanning, Late: c.Late, Manual: c.Manual, Date: c.Date, RulesHash: c.RulesHash, StartedAt: c.Now,
 	}
 	// A slot that comes while its rule is paused is recorded, never
@@ -100,7 +100,7 @@ func (a applier) addDeliveries(c AddDeliveries) any {
 		}
 		a.st.putDelivery(&Delivery{
 			ID: nd.ID, RunKey: run.Key, Rule: run.Rule, Slot: run.Slot,
-			Recipient: nd.Recipient, Channel: channelOf(nd.Channel), Payload: share.payloadOf(nd.Payload),
+			Recipient: nd.Recipient, Channel: nameOf(nd.Channel), Payload: share.payloadOf(nd.Payload),
 			Priority: nd.Priority, NotBefore: nd.NotBefore, Deadline: nd.Deadline, Retry: share.retryOf(nd.Retry),
 			NoRetry: nd.Retry != nil && len(nd.Retry) == 0, State: StatePending,
 		})

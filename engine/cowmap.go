@@ -75,13 +75,24 @@ func (c *cowMap[V]) writable(k string, create bool) *cowShard[V] {
 	return s
 }
 
+// reserve sizes an empty map for about n entries (a restore knows how
+// many come): growing 4096 maps step by step costs more than one.
+func (c *cowMap[V]) reserve(n int) {
+	if c.n > 0 || n < 8*cowShards {
+		return
+	}
+	per := n/cowShards + n/cowShards/8 + 1
+	for i := range c.shards {
+		c.shards[i] = &cowShard[V]{gen: c.gen, m: make(map[string]V, per)}
+	}
+}
+
 // Set sets k to v.
 func (c *cowMap[V]) Set(k string, v V) {
 	s := c.writable(k, true)
-	if _, ok := s.m[k]; !ok {
-		c.n++
-	}
+	before := len(s.m)
 	s.m[k] = v
+	c.n += len(s.m) - before
 }
 
 // Delete removes k.

@@ -70,3 +70,23 @@ func TestCowMapDeleteWhileRanging(t *testing.T) {
 	require.Equal(t, 1000, view.Len())
 	require.Len(t, view.toMap(), 1000)
 }
+
+// A map sized for a restore holds what is set in it like any other, and
+// its frozen views stay as frozen.
+func TestCowMapReserved(t *testing.T) {
+	t.Parallel()
+	var c cowMap[int]
+	c.reserve(10 * cowShards)
+	require.Zero(t, c.Len())
+	want := map[string]int{}
+	for i := range 10 * cowShards {
+		c.Set(fmt.Sprint(i), i)
+		want[fmt.Sprint(i)] = i
+	}
+	view := c.freeze()
+	c.Delete("0")
+	require.Equal(t, want, view.toMap())
+	delete(want, "0")
+	require.Equal(t, want, c.toMap())
+	require.Equal(t, len(want), c.Len())
+}

@@ -270,5 +270,6 @@ func (p *planShare) retryOf(r []time.Duration) []time.Duration {
 	return r
 }
 
-// channelOf is the one copy of a channel's name.
-func channelOf(name string) string { return unique.Make(name).Value() }
+// nameOf is the one copy of a name that many records carry: a channel's,
+// a rule's. A million pending tasks of one rule then hold one string.
+func nameOf(name string) string { return unique.Make(name).Value() }

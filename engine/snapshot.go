@@ -329,7 +329,10 @@ func readVersion1(r io.Reader, st *state) error {
 // that a record omits (zero values) as they were.
 var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 	"runs": func(dec *gob.Decoder, st *state) error {
-		return readRecord(dec, func(r *Run) { st.Runs.Set(r.Key, r) })
+		return readRecord(dec, func(r *Run) {
+			r.Rule = nameOf(r.Rule)
+			st.Runs.Set(r.Key, r)
+		})
 	},
 	"deliveries": func(dec *gob.Decoder, st *state) error {
 		return readRecord(dec, func(d *Delivery) {
@@ -337,7 +340,7 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 			if c := d.Claim; c != nil && *c == (Claim{Seq: c.Seq}) {
 				d.Claim = settledClaim(c.Seq)
 			}
-			d.Channel = channelOf(d.Channel)
+			d.Channel = nameOf(d.Channel)
 			if p, ok := st.payloads[string(d.Payload)]; ok {
 				d.Payload = p
 			} else {
@@ -364,7 +367,10 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 		})
 	},
 	"tasks": func(dec *gob.Decoder, st *state) error {
-		return readRecord(dec, func(t *Task) { st.Tasks.Set(t.Key, t) })
+		return readRecord(dec, func(t *Task) {
+			t.Rule = nameOf(t.Rule)
+			st.Tasks.Set(t.Key, t)
+		})
 	},
 	"ledger": func(dec *gob.Decoder, st *state) error {
 		return readRecord(dec, func(e *timeEntry) { st.Ledger.Set(e.Key, e.At) })
@@ -441,6 +447,16 @@ func readVersion2(r io.Reader, st *state) error {
 			return fmt.Errorf("section %q twice", sec.Name)
 		}
 		seen[sec.Name] = true
+		if n := min(sec.Count, 1<<24); n > 0 { // sized for what comes, within reason
+			switch sec.Name {
+			case "runs":
+				st.Runs.reserve(n)
+			case "deliveries":
+				st.Deliveries.reserve(n)
+			case "tasks":
+				st.Tasks.reserve(n)
+			}
+		}
 		for i := range sec.Count {
 			if err := read(dec, st); err != nil {
 				if errors.Is(err, io.EOF) {

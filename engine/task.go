@@ -195,7 +195,7 @@ func (a applier) submitTask(c SubmitTask) any {
 		// could never fire.
 		return fmt.Errorf("%w: run %s exists; choose a new key", ErrTaskKeyUsed, TaskRunKey(c.Key))
 	}
-	t := &Task{Key: c.Key, Rule: c.Rule, DueAt: c.DueAt, Data: c.Data, State: TaskPending, SubmittedAt: c.Now}
+	t := &Task{Key: c.Key, Rule: nameOf(c.Rule), DueAt: c.DueAt, Data: c.Data, State: TaskPending, SubmittedAt: c.Now}
 	a.st.putTask(t)
 	a.signalTasks()
 	return SubmitResult{Task: t, Created: true}
