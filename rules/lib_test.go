@@ -212,3 +212,26 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestMessageErrorNamesRecipient: one person's data that breaks message()
+// fails the run for everybody; the error said where in the file, not for
+// whom, so the operator could not find the row to fix.
+func TestMessageErrorNamesRecipient(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{
+		"people.csv": "userid,name\nann,Ann\nbob,\n",
+		"hello.lua": `return rule {
+  name = "hello", channel = "mock",
+  recipients = function(run) return people.all() end,
+  message = function(run, to)
+    return { content = "hi " .. to.name }
+  end,
+}
+`}))
+	_, err := plan(t, s, "hello", "")
+	var re *RuleError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, 5, re.Line)
+	require.Contains(t, re.Msg, `message for "bob"`)
+	require.Contains(t, re.Msg, "concat")
+}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -237,6 +238,10 @@ func (sb *sandbox) plan(ctx context.Context, c *compiled, run engine.RunContext,
 		r.to.RawSetString(fieldMissed, missed)
 		out, err := sb.call(ctx, timeout, c.file, msgFn, 1, runTbl, r.to)
 		if err != nil {
+			var re *RuleError
+			if errors.As(err, &re) {
+				re.Msg = fmt.Sprintf("message for %q: %s", r.userid, re.Msg) // whose data to look at
+			}
 			return nil, err
 		}
 		if out[0] == lua.LNil {

@@ -3,10 +3,15 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/heraldhq/herald/cluster"
 )
 
 // commands holds the constructors of the top-level subcommands. Each file in
@@ -31,9 +36,31 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
-func main() {
-	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "herald:", err)
-		os.Exit(1)
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run executes one command line and returns the exit code. An error is
+// printed as "herald: REASON" on stderr; for a command asked for --json,
+// also as {"error": REASON, "status": HTTP status when a node answered} on
+// stdout, so a script that reads stdout always reads JSON.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
 	}
+	fmt.Fprintln(stderr, "herald:", err)
+	if f := cmd.Flag("json"); f != nil && f.Value.String() == "true" {
+		body := map[string]any{"error": err.Error()}
+		var ae *cluster.APIError
+		if errors.As(err, &ae) {
+			body["status"] = ae.Status
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(body)
+	}
+	return 1
 }
