@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	rtmetrics "runtime/metrics"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +46,7 @@ func BenchmarkDailyReport100k(b *testing.B) {
 		b.Fatal(err)
 	}
 	run := engine.RunContext{Key: "k", Slot: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)}
+	peak := watchLiveHeap(b)
 	b.ResetTimer()
 	for b.Loop() {
 		out, err := s.Plan(context.Background(), "daily_report", run)
@@ -51,6 +55,43 @@ func BenchmarkDailyReport100k(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(benchPeople)*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(peak())/(1<<20), "peak-live-MiB")
+}
+
+// watchLiveHeap samples the live heap (as of each GC) until the benchmark
+// ends and returns a function giving the highest figure seen above the heap
+// live at the start (the loaded rules and directory): what a plan holds at
+// its peak, which is what decides the leader's RSS.
+func watchLiveHeap(b *testing.B) func() uint64 {
+	b.Helper()
+	sample := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	runtime.GC()
+	rtmetrics.Read(sample)
+	base := sample[0].Value.Uint64()
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			rtmetrics.Read(sample)
+			if v := sample[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		<-stopped
+		return max(peak.Load(), base) - base
+	}
 }
 
 // BenchmarkPreview100k is `herald rules preview daily_report` for that

@@ -130,7 +130,7 @@ func mergeDirectory(file *Directory, snap *DirectorySnapshot) *Directory {
 		if inFile[foldID(sp.UserID)] {
 			continue
 		}
-		p := &Person{UserID: sp.UserID, Name: sp.Name, Manager: sp.Manager, Extra: map[string]any{},
+		p := &Person{UserID: sp.UserID, Name: sp.Name, Manager: sp.Manager,
 			Departments: slices.Clone(sp.Departments), Tags: slices.Clone(sp.Tags)}
 		if len(p.Departments) > 0 {
 			p.Department = p.Departments[0]

@@ -27,12 +27,22 @@ func (sb *sandbox) openPeople() {
 // fields (absent when empty), roles as a list, extra columns as given.
 func (sb *sandbox) personTable(p *Person) *lua.LTable {
 	L := sb.L
-	t := L.CreateTable(0, 8+len(p.Extra))
-	t.RawSetString(fieldUserID, lua.LString(p.UserID))
-	for _, kv := range [...]struct{ k, v string }{
+	fields := [...]struct{ k, v string }{
 		{fieldName, p.Name}, {fieldDepartment, p.Department}, {fieldManager, p.Manager},
 		{fieldBirthday, p.Birthday}, {fieldLunarBirthday, p.LunarBirthday}, {fieldTimezone, p.Timezone},
-	} {
+	}
+	// Sized exactly (userid, the fields set, three lists, the extras, and
+	// `missed`, which a run adds), so a person with many fields does not
+	// grow and copy its map while it is built: a run builds one per recipient.
+	size := 1 + 3 + len(p.extraKeys) + 1
+	for _, kv := range fields {
+		if kv.v != "" {
+			size++
+		}
+	}
+	t := L.CreateTable(0, size)
+	t.RawSetString(fieldUserID, lua.LString(p.UserID))
+	for _, kv := range fields {
 		if kv.v != "" {
 			t.RawSetString(kv.k, lua.LString(kv.v))
 		}

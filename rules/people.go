@@ -64,7 +64,7 @@ type Person struct {
 	// Tags are the person's tags (WeCom tags, or a people file's tags
 	// column): people.in_tag and people.where { tag = … } read them.
 	Tags  []string
-	Extra map[string]any // other columns: strings, numbers, bools, lists
+	Extra map[string]any // other columns: strings, numbers, bools, lists; nil when there are none
 	// Quiet is the person's own quiet hours (the quiet_hours column,
 	// "22:00-08:00" or "off"); nil: the rule's.
 	Quiet *engine.QuietHours
@@ -383,7 +383,7 @@ func newPerson(f map[string]any) (*Person, error) {
 		}
 		return "", fmt.Errorf("%s: want text, got %T", k, f[k])
 	}
-	p := &Person{Extra: map[string]any{}}
+	p := &Person{} // Extra is made for the first other column: most people have none
 	var err error
 	for _, x := range []struct {
 		key string
@@ -447,6 +447,9 @@ func newPerson(f map[string]any) (*Person, error) {
 		case string, float64, bool, []any:
 		default:
 			return nil, fmt.Errorf("%s: want text, a number, true/false or a list", k)
+		}
+		if p.Extra == nil {
+			p.Extra = map[string]any{}
 		}
 		p.Extra[k] = v
 		p.extraKeys = append(p.extraKeys, k)

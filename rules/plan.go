@@ -33,6 +33,9 @@ func (s *Set) Plan(ctx context.Context, rule string, run engine.RunContext) ([]e
 		sb.nextPeople = people
 		defer func() { sb.nextPeople = nil }()
 		msgs, err := sb.plan(ctx, c, run, s.cfg.CallTimeout)
+		if len(msgs) > 0 {
+			out = make([]engine.Planned, 0, len(msgs))
+		}
 		for _, m := range msgs {
 			out = append(out, engine.Planned{Recipient: m.userid, Payload: m.payload, Zone: m.zone, Quiet: m.quiet})
 		}
@@ -223,7 +226,12 @@ func (sb *sandbox) plan(ctx context.Context, c *compiled, run engine.RunContext,
 	// edited to one zone for everybody (or the other way) keeps the shape
 	// it was started with, so nobody gets the day twice or not at all.
 	zoneRun := run.Zone != "" && run.Key == engine.ZoneRunKey(c.rule.Name, run.Zone, run.Slot)
-	for _, r := range recips {
+	for i, r := range recips {
+		// Ours is the last reference to a recipient's table once its
+		// message is built (unless the rule kept one): dropping it lets the
+		// collector free the people already planned while the rest are
+		// planned, so a run holds its people or its messages, not both.
+		recips[i].to = nil
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
