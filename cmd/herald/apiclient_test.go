@@ -30,6 +30,8 @@ func TestAPICmdsTimeout(t *testing.T) {
 		_, err = runHerald(t, append(args, "--addr", addr, "--timeout", "0s")...)
 		require.ErrorContains(t, err, "--timeout 0s: want a positive duration", args)
 	}
+	_, err := runHerald(t, "cluster", "status", "--addr", addr, "--timeout", "0s")
+	require.ErrorContains(t, err, "--timeout 0s: want a positive duration")
 }
 
 // TestCAWithPlainHTTPRefused: --ca says the nodes speak TLS, so an explicit
