@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,6 +67,11 @@ func newAPIClient(addr, ca string, timeout time.Duration) (*cluster.Client, erro
 	c := &cluster.Client{Addr: addr, HTTP: &http.Client{Timeout: timeout}, MaxResponse: cliMaxResponse}
 	if ca == "" {
 		return c, nil
+	}
+	if strings.HasPrefix(strings.ToLower(addr), "http://") {
+		// A CA says the nodes speak TLS; an explicit http:// would send the
+		// token in clear to whoever answers.
+		return nil, fmt.Errorf("--addr %s with --ca: http:// is plain text (the token would go in clear); use https:// or host:port", addr)
 	}
 	pem, err := os.ReadFile(ca)
 	if err != nil {

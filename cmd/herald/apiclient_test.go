@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,4 +30,20 @@ func TestAPICmdsTimeout(t *testing.T) {
 		_, err = runHerald(t, append(args, "--addr", addr, "--timeout", "0s")...)
 		require.ErrorContains(t, err, "--timeout 0s: want a positive duration", args)
 	}
+	_, err := runHerald(t, "cluster", "status", "--addr", addr, "--timeout", "0s")
+	require.ErrorContains(t, err, "--timeout 0s: want a positive duration")
+}
+
+// TestCAWithPlainHTTPRefused: --ca says the nodes speak TLS, so an explicit
+// http:// address is a mistake that would send the token in clear; the
+// CLI refuses before it connects (the server here would record a request).
+func TestCAWithPlainHTTPRefused(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { asked.Store(true) }))
+	t.Cleanup(srv.Close)
+	_, err := runHerald(t, "task", "list", "--addr", srv.URL, "--ca", "ca.pem", "--token", "s3cret-token-value")
+	require.ErrorContains(t, err, "http:// is plain text")
+	require.NotContains(t, err.Error(), "s3cret")
+	require.False(t, asked.Load())
 }
