@@ -239,6 +239,9 @@ func (sb *sandbox) plan(ctx context.Context, c *compiled, run engine.RunContext,
 		if zoneRun && zone != runZone {
 			continue // this run is for the people of another zone
 		}
+		if r.to == nil {
+			r.to = sb.recipientTable(r)
+		}
 		missed := sb.L.CreateTable(len(run.Missed[r.userid]), 0)
 		for _, m := range run.Missed[r.userid] {
 			missed.Append(lua.LString(m))
@@ -267,7 +270,23 @@ func (sb *sandbox) plan(ctx context.Context, c *compiled, run engine.RunContext,
 
 type recipient struct {
 	userid string
+	// to is the table the rule returned; nil for a userid, whose table is
+	// built just before its message (from person, the directory's entry,
+	// if any), so a run returning 100,000 userids holds one such table at a
+	// time, not all of them.
 	to     *lua.LTable
+	person *Person
+}
+
+// recipientTable is `to` for a recipient the rule gave as a userid: the
+// directory's fields, or the userid alone for someone not in it.
+func (sb *sandbox) recipientTable(r recipient) *lua.LTable {
+	if r.person != nil {
+		return sb.personTable(r.person)
+	}
+	t := sb.L.CreateTable(0, 2)
+	t.RawSetString(fieldUserID, lua.LString(r.userid))
+	return t
 }
 
 // readRecipients reads what recipients(run) returned: a list of people
@@ -293,10 +312,7 @@ func (sb *sandbox) readRecipients(c *compiled, v lua.LValue) ([]recipient, error
 		case lua.LString:
 			r.userid = string(x)
 			if p, ok := sb.dir().Get(r.userid); ok {
-				r.userid, r.to = p.UserID, sb.personTable(p) // as the directory writes it
-			} else {
-				r.to = sb.L.CreateTable(0, 2)
-				r.to.RawSetString(fieldUserID, x)
+				r.userid, r.person = p.UserID, p // as the directory writes it
 			}
 		case *lua.LTable:
 			id, ok := x.RawGetString(fieldUserID).(lua.LString)
