@@ -18,7 +18,8 @@ return rule {
       msgtype = "text",
       content = text.render("你好 {{name}}，这是 Herald 的演示消息（{{at}}）。", {
         name = to.name or to.userid,
-        at = time.format(time.now(), "15:04:05"),
+        -- a time a person reads says its zone
+        at = time.format(time.now(), "15:04:05") .. " " .. run.zone,
       }),
     }
   end,
