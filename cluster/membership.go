@@ -151,10 +151,7 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 		// recordVersions: until it is known the member counts as FSM
 		// version 1, and every newer command (the join's own audit record
 		// among them) would be refused for a few seconds.
-		rctx, cancel := context.WithTimeout(ctx, n.cfg.ReconcileInterval)
-		st, err := n.clientFor(req.HTTPAddr).Status(rctx)
-		cancel()
-		if err == nil && st.NodeID == req.ID {
+		if st, ok := n.statusOf(ctx, req.HTTPAddr); ok && st.NodeID == req.ID {
 			m.FSMVersion, m.Build = st.FSMVersion, memberBuild(st.Build)
 		}
 	}

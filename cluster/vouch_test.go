@@ -79,7 +79,8 @@ func TestForwardVouchesForTheCaller(t *testing.T) {
 	t.Parallel()
 	nodes := newCluster(t, 3, nil, func(c *Config) { c.ClusterSecret = "a-cluster-secret-of-32-bytes-xx" })
 	serveVouched(nodes)
-	for {
+	for try := 0; ; try++ {
+		require.Less(t, try, 20, "leadership kept moving under the request")
 		leader := leaderOf(t, nodes)
 		f := followersOf(nodes, leader)[0]
 		got, hdr := postWho(t, f.httpAddr(), `{"key":"k"}`, nil)

@@ -132,9 +132,7 @@ func (a applier) dayStats(date, rule string, f func(*DayStats)) {
 	n := old.copy()
 	f(n)
 	m[rule] = n
-	if a.fresh != nil {
-		a.fresh[n] = true
-	}
+	a.fresh[n] = true
 }
 
 // runDate is the aggregate date of a delivery's run.

@@ -178,12 +178,16 @@ func (l *Leader) reportLateRuns(ctx context.Context, now time.Time) time.Time {
 }
 
 // pruneOnce proposes a Prune for now's retention horizon, and a
-// PruneAudit for the audit trail's.
+// PruneAudit for the audit trail's when it holds records (an empty trail
+// needs no log entry, and while a member still runs a build without the
+// trail the proposal would only be refused).
 func (l *Leader) pruneOnce(ctx context.Context, now time.Time) {
-	if res, err := l.propose(ctx, CmdPruneAudit, PruneAudit{Before: now.Add(-l.cfg.AuditRetention), Now: now}); err != nil {
-		l.log.Warn("cannot prune the audit trail", "err", err)
-	} else if n := res.(int); n > 0 {
-		l.log.Info("pruned audit records past retention", "records", n, "retention", l.cfg.AuditRetention)
+	if l.cfg.FSM.AuditLen() > 0 {
+		if res, err := l.propose(ctx, CmdPruneAudit, PruneAudit{Before: now.Add(-l.cfg.AuditRetention), Now: now}); err != nil {
+			l.log.Warn("cannot prune the audit trail", "err", err)
+		} else if n := res.(int); n > 0 {
+			l.log.Info("pruned audit records past retention", "records", n, "retention", l.cfg.AuditRetention)
+		}
 	}
 	res, err := l.propose(ctx, CmdPrune, Prune{Before: now.Add(-l.cfg.Retention), LedgerBefore: now.Add(-l.cfg.LedgerRetention), Now: now})
 	if err != nil {

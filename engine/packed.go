@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/heraldhq/herald/engine/heraldtype"
@@ -238,7 +239,7 @@ func unpackRecordResults(b []byte) (RecordResults, error) {
 		res.ID = r.id()
 		res.Seq = int(r.small(math.MaxInt32))
 		res.Status = heraldtype.Status(r.byte())
-		if r.err == nil && (res.Status < heraldtype.StatusSent || res.Status > heraldtype.StatusConfig) {
+		if r.err == nil && !res.Status.Known() {
 			r.fail(fmt.Errorf("result %d: unknown status %d", i, res.Status))
 		}
 		flags := r.byte()
@@ -278,16 +279,9 @@ func boolFlag(b bool, f uint8) uint8 {
 // sameInstant: the packed form keeps the instant (UTC), not the zone.
 func sameInstant(a, b time.Time) bool { return a.Equal(b) }
 
+// sameRetries: nil (the default) and empty (no retry) differ.
 func sameRetries(a, b []time.Duration) bool {
-	if (a == nil) != (b == nil) || len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return (a == nil) == (b == nil) && slices.Equal(a, b)
 }
 
 // packPayload writes a payload; none is written as JSON writes it, null.

@@ -175,8 +175,6 @@ type auditHead struct {
 	Seq, Capped uint64
 }
 
-// writeAudit writes the audit sections only once a record was ever made,
-// for the same reason as writeDirectory.
 // writePaused writes the paused section, only when a rule is paused: an
 // FSM version 1 build (which a member may still run during a rolling
 // upgrade, with nothing paused, pausing being version 2) refuses a section
@@ -188,6 +186,8 @@ func writePaused(enc *gob.Encoder, st *state) error {
 	return writeSection(enc, "paused", sortedValues(st.Paused))
 }
 
+// writeAudit writes the audit sections only once a record was ever made,
+// for the same reason as writeDirectory.
 func writeAudit(enc *gob.Encoder, st *state) error {
 	if st.Audit.Seq == 0 {
 		return nil

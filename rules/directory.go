@@ -116,19 +116,17 @@ func mergeDirectory(file *Directory, snap *DirectorySnapshot) *Directory {
 	for i := range snap.People {
 		fromSnap[foldID(snap.People[i].UserID)] = &snap.People[i]
 	}
-	inFile := make(map[string]bool, len(file.people))
 	for _, p := range file.people {
 		if sp, ok := fromSnap[foldID(p.UserID)]; ok {
 			p = fillFromSnapshot(p, sp)
 		}
 		out.people = append(out.people, p)
 		out.byID[foldID(p.UserID)] = p
-		inFile[foldID(p.UserID)] = true
 	}
 	for i := range snap.People {
 		sp := &snap.People[i]
-		if inFile[foldID(sp.UserID)] {
-			continue
+		if _, ok := out.byID[foldID(sp.UserID)]; ok {
+			continue // in the file, or twice in the snapshot
 		}
 		p := &Person{UserID: sp.UserID, Name: sp.Name, Manager: sp.Manager,
 			Departments: slices.Clone(sp.Departments), Tags: slices.Clone(sp.Tags)}

@@ -64,6 +64,9 @@ const cliMaxResponse = 64 << 20
 // a CA it trusts only certificates that CA signed (host names checked) and
 // an address without a scheme is https.
 func newAPIClient(addr, ca string, timeout time.Duration) (*cluster.Client, error) {
+	if timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %s: want a positive duration such as 30s", timeout)
+	}
 	c := &cluster.Client{Addr: addr, HTTP: &http.Client{Timeout: timeout}, MaxResponse: cliMaxResponse}
 	if ca == "" {
 		return c, nil
@@ -103,15 +106,12 @@ func (f *apiFlags) callOnce(cmd *cobra.Command, method, path string, in, out any
 }
 
 func (f *apiFlags) send(cmd *cobra.Command, method, path string, in, out any, retry bool) error {
-	if f.timeout <= 0 {
-		return fmt.Errorf("--timeout %s: want a positive duration such as 30s", f.timeout)
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-	defer cancel()
 	c, err := newAPIClient(f.addr, f.ca, f.timeout)
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	defer cancel()
 	c.Token = apiToken(f.token)
 	do := func() error { return c.Do(ctx, method, path, in, out) }
 	if retry {

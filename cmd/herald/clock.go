@@ -48,8 +48,10 @@ func zoneFlag(cmd *cobra.Command) (*time.Location, error) {
 	}
 	if name == "" {
 		// The machine's zone by its IANA name, as a node names it, so every
-		// header that says the zone says "Asia/Shanghai", never Go's "Local".
-		name = machineZoneName()
+		// header that says the zone says "Asia/Shanghai", never Go's "Local";
+		// Go's Local when the machine does not say its zone's name (a copied
+		// /etc/localtime), so typed times still mean the machine's clock.
+		name, _ = machineZone()
 	}
 	loc, err := engine.LoadZone(name)
 	if err != nil {
@@ -91,19 +93,28 @@ func parseTime(cmd *cobra.Command, flag, s string) (time.Time, error) {
 // told must be a name a browser knows, never Go's "Local". TZ first, then
 // the target of /etc/localtime; UTC when neither says.
 func machineZoneName() string {
+	if name, ok := machineZone(); ok {
+		return name
+	}
+	return "UTC"
+}
+
+// machineZone is the IANA name of the machine's zone, when TZ or the
+// target of /etc/localtime says it.
+func machineZone() (string, bool) {
 	if tz := strings.TrimPrefix(os.Getenv("TZ"), ":"); tz != "" {
 		if _, err := time.LoadLocation(tz); err == nil {
-			return tz
+			return tz, true
 		}
 	}
 	if target, err := os.Readlink("/etc/localtime"); err == nil {
 		if _, name, ok := strings.Cut(target, "zoneinfo/"); ok {
 			if _, err := time.LoadLocation(name); err == nil {
-				return name
+				return name, true
 			}
 		}
 	}
-	return "UTC"
+	return "", false
 }
 
 // displayZoneName is a node's display zone: display_timezone, else the

@@ -151,6 +151,10 @@ func TestDefaultZoneHasAName(t *testing.T) {
 	t.Setenv("TZ", "")
 	loc, err = zoneFlag(root)
 	require.NoError(t, err)
-	require.NotEqual(t, "Local", loc.String())
-	require.Equal(t, machineZoneName(), loc.String())
+	if name, ok := machineZone(); ok {
+		require.NotEqual(t, "Local", loc.String())
+		require.Equal(t, name, loc.String())
+	} else { // /etc/localtime is a copy, not a link: its name is unknown
+		require.Equal(t, time.Local, loc)
+	}
 }

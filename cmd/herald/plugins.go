@@ -70,9 +70,13 @@ func newPluginsCmd() *cobra.Command {
 				}
 				version, limits := p.Version, describeLimits(p)
 				switch {
-				case !p.Allowed && p.SHA256 != "":
+				case !p.Allowed && p.SHA256 != "" && allowed[p.Name] == "":
 					version, limits = "not run", "not allowed: its sha256 is not listed in plugin_sha256"
 					unlisted = append(unlisted, p)
+				case !p.Allowed && p.SHA256 != "":
+					// listed with another sum: the host says which, and
+					// adding a second entry for the name is no answer
+					version, limits = "not run", "not allowed: "+p.Error
 				case p.Error != "":
 					version, limits = "?", "error: "+p.Error
 				}

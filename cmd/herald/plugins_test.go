@@ -35,6 +35,9 @@ func TestPluginsListNeverRunsUnlisted(t *testing.T) {
 	out, err = runHerald(t, "plugins", "list", "--dir", dir, "--config", cfg)
 	require.NoError(t, err)
 	require.Contains(t, out, "not run")
+	// …and says the listed sum differs, not that the name is unlisted.
+	require.Contains(t, out, "the file changed?")
+	require.NotContains(t, out, "add to every node's config")
 	_, err = os.Stat(marker)
 	require.True(t, os.IsNotExist(err), "the plugin was run")
 

@@ -173,6 +173,39 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 // reach the real writer.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
+// heldWriter holds a write's answer (a small JSON document) until release
+// sends it whole, with its Content-Length, and flushes it.
+type heldWriter struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (h *heldWriter) WriteHeader(code int) {
+	if h.status == 0 {
+		h.status = code
+	}
+}
+
+func (h *heldWriter) Write(b []byte) (int, error) {
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	return h.body.Write(b)
+}
+
+func (h *heldWriter) release() {
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	if h.body.Len() > 0 {
+		h.Header().Set("Content-Length", strconv.Itoa(h.body.Len()))
+	}
+	h.ResponseWriter.WriteHeader(h.status)
+	_, _ = h.ResponseWriter.Write(h.body.Bytes())
+	_ = http.NewResponseController(h.ResponseWriter).Flush()
+}
+
 // middleware records every write next accepts. It sits inside the auth
 // middleware (it needs the identity) and outside forwarding (it sees the
 // leader's answer to a forwarded write, and leaves it to the leader).
@@ -186,8 +219,13 @@ func (a *auditor) middleware(next http.Handler) http.Handler {
 		if action, ok := clusterActions[r.URL.Path]; ok && r.Method == http.MethodPost {
 			note.action, note.target = action, clusterTarget(r, a.s.cfg.NodeID)
 		}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &heldWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, note)))
+		// The answer goes out whole, with its length, before the record is
+		// proposed: a client reading to the end has all of it now, not
+		// after one more commit (a flushed answer without a length would be
+		// chunked, and end only when this handler returns).
+		sw.release()
 		if sw.status < 200 || sw.status > 299 {
 			return
 		}
@@ -204,10 +242,8 @@ func (a *auditor) middleware(next http.Handler) http.Handler {
 			At: a.s.now(), Actor: id.Actor, Role: id.Role.String(), Remote: id.Remote, Via: id.Via,
 			Action: note.action, Target: clip(note.target, maxAuditTarget), Status: sw.status, Node: a.s.cfg.NodeID,
 		}
-		// The write is done whatever happens here: the client gets its
-		// answer now, not after one more commit, and the request's own
+		// The write is done whatever happens here, and the request's own
 		// context may end with the client.
-		_ = http.NewResponseController(w).Flush()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 		defer cancel()
 		if _, err := a.s.apply(ctx, engine.CmdRecordAudit, rec); err != nil {
@@ -307,6 +343,9 @@ const maxAuditLimit = 1000
 
 // audit is GET /v1/audit?limit=&cursor=&actor=&action=&since=.
 func (s *server) audit(w http.ResponseWriter, r *http.Request) {
+	if !onlyParams(w, r, "limit", "cursor", "actor", "action", "since") {
+		return
+	}
 	q := r.URL.Query()
 	limit, err := intParam(q.Get("limit"), 100, maxAuditLimit)
 	if err != nil {
@@ -322,7 +361,7 @@ func (s *server) audit(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := q.Get("since"); v != "" {
 		if aq.Since, err = s.queryTime(v); err != nil {
-			writeFieldError(w, &FieldError{"since", "want an RFC 3339 time with offset, or \"YYYY-MM-DD HH:MM\" in " + s.zone().String()})
+			writeFieldError(w, &FieldError{"since", typedTimeReason(err, "want an RFC 3339 time with offset, or \"YYYY-MM-DD HH:MM\" in "+s.zone().String())})
 			return
 		}
 	}

@@ -249,7 +249,7 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 			}
 			id.Actor, id.Role = t.name, t.role
 		}
-		if a.forwarding != nil {
+		if a.forwarding != nil && !isRead(r) { // only writes are forwarded
 			a.forwarding.Vouch(r, encodeCaller(id))
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))

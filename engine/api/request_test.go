@@ -448,6 +448,7 @@ func TestUnknownQueryParameterIs400(t *testing.T) {
 		"/v1/tasks?State=pending":                 "State",
 		"/v1/stats?day=2026-12-01":                "day",
 		"/v1/alerts?acked=false":                  "acked",
+		"/v1/audit?actr=root":                     "actr",
 	} {
 		code, out := b.do(t, http.MethodGet, target, "")
 		require.Equal(t, http.StatusBadRequest, code, "%s: %v", target, out)
@@ -458,7 +459,7 @@ func TestUnknownQueryParameterIs400(t *testing.T) {
 	for _, target := range []string{
 		"/v1/deliveries?rule=daily&run=r&state=failed&recipient=lina&date=2026-12-01&limit=5&pretty=1",
 		"/v1/runs?rule=daily&limit=5", "/v1/tasks?rule=r&state=pending&from=2026-12-01T00:00:00Z&to=2026-12-02T00:00:00Z&limit=5",
-		"/v1/stats?date=2026-12-01", "/v1/alerts",
+		"/v1/stats?date=2026-12-01", "/v1/alerts", "/v1/audit?actor=root&limit=5&pretty=1",
 	} {
 		code, out := b.do(t, http.MethodGet, target, "")
 		require.Equal(t, http.StatusOK, code, "%s: %v", target, out)
