@@ -58,6 +58,9 @@ type executor struct {
 	// plain holds deliveries of digest rules whose digest could not be
 	// built: they go one by one.
 	plain map[string]bool
+	// walkedDigests holds the instants (Unix ns) whose digest groups a
+	// pass completed from the due index and folded (completeDigestGroups).
+	walkedDigests map[int64]bool
 }
 
 func newExecutor(l *Leader) *executor {
@@ -66,8 +69,10 @@ func newExecutor(l *Leader) *executor {
 		inflight: map[string]bool{},
 		busyRuns: map[string]int{},
 		plain:    map[string]bool{},
-		lanes:    newLanes(&l.cfg),
-		done:     make(chan struct{}, 1),
+
+		walkedDigests: map[int64]bool{},
+		lanes:         newLanes(&l.cfg),
+		done:          make(chan struct{}, 1),
 	}
 }
 
@@ -118,8 +123,9 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 		// a slot that just came is among the newest Due adds to its oldest.
 		limit = x.l.cfg.ClaimBatch
 	}
-	due := append(x.l.cfg.FSM.Due(now, limit), resend...)
-	due, foldFailed := x.foldDigests(ctx, due, now, hold)
+	due := x.l.cfg.FSM.Due(now, limit)
+	cut := len(due) >= limit
+	due, foldFailed := x.foldDigests(ctx, append(due, resend...), now, hold, cut)
 
 	var expired []string
 	fairOrder(due)
