@@ -112,7 +112,7 @@ func (a applier) resumeRule(c ResumeRule) any {
 	delete(a.st.Paused, c.Rule)
 	for _, d := range a.st.Deliveries.All() {
 		if d.Rule == c.Rule && d.State == StatePending {
-			a.st.dueTree(d.Priority).ReplaceOrInsert(dueItem{d.dueAt(), d.ID})
+			a.st.indexDue(d)
 		}
 	}
 	return nil

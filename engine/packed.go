@@ -380,24 +380,17 @@ func (r *packReader) byte() uint8 {
 	return v
 }
 
-func (r *packReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail(errors.New("truncated or overlong varint"))
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *packReader) uvarint() uint64 { return readVarint(r, binary.Uvarint) }
 
-func (r *packReader) varint() int64 {
+func (r *packReader) varint() int64 { return readVarint(r, binary.Varint) }
+
+// readVarint reads one varint with decode (binary.Uvarint or Varint), so
+// that both say alike what a bad varint is.
+func readVarint[T uint64 | int64](r *packReader, decode func([]byte) (T, int)) T {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(r.b)
+	v, n := decode(r.b)
 	if n <= 0 {
 		r.fail(errors.New("truncated or overlong varint"))
 		return 0

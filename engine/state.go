@@ -190,8 +190,14 @@ func (s *state) putDelivery(d *Delivery) {
 		s.byRun[d.RunKey] = append(s.byRun[d.RunKey], d.ID)
 	}
 	s.Deliveries.Set(d.ID, d)
-	// A paused rule's pending deliveries stay out of the index: the
-	// executor neither sends them nor wakes up for them until resume.
+	s.indexDue(d)
+}
+
+// indexDue puts d in the due index if it has a due time (a digest's
+// member has none: it goes with its digest) and is not held: a paused
+// rule's pending deliveries stay out, so the executor neither sends them
+// nor wakes up for them until resume.
+func (s *state) indexDue(d *Delivery) {
 	if at := d.dueAt(); !at.IsZero() && !s.held(d) {
 		s.dueTree(d.Priority).ReplaceOrInsert(dueItem{at, d.ID})
 	}

@@ -26,13 +26,17 @@ var ErrValue = errors.New("value has no JSON form")
 // table many times (t = {t, t} forty times over is 2^40 values built in
 // forty steps), so the conversion counts, as it goes, at least the bytes
 // each value will take, and stops once that passes limit.
-func toGo(v lua.LValue, limit int) (any, error) {
-	c := &jsonConv{left: limit, limit: limit}
+func (sb *sandbox) toGo(v lua.LValue, limit int) (any, error) {
+	c := &jsonConv{left: limit, limit: limit, filled: sb.filled}
 	return c.conv(v, 0)
 }
 
-// jsonConv is one conversion: the bytes of JSON it may still produce.
-type jsonConv struct{ left, limit int }
+// jsonConv is one conversion: the bytes of JSON it may still produce, and
+// the sandbox's filled, which fills a person stub before it is read.
+type jsonConv struct {
+	left, limit int
+	filled      func(*lua.LTable) *lua.LTable
+}
 
 // spend counts n bytes of output.
 func (c *jsonConv) spend(n int) error {
@@ -75,7 +79,7 @@ func (c *jsonConv) conv(v lua.LValue, depth int) (any, error) {
 		if err := c.spend(2); err != nil { // the brackets
 			return nil, err
 		}
-		return c.table(v, depth)
+		return c.table(c.filled(v), depth)
 	}
 	return nil, fmt.Errorf("%w: %s", ErrValue, v.Type())
 }

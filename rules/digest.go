@@ -62,7 +62,7 @@ func (s *Set) Digest(ctx context.Context, rule, recipient string, items []engine
 		if res[0] == lua.LNil {
 			return nil
 		}
-		if out, err = payloadJSON(res[0]); err != nil {
+		if out, err = sb.payloadJSON(res[0]); err != nil {
 			return &RuleError{File: c.file, Msg: fmt.Sprintf("digest for %s: %v", recipient, err)}
 		}
 		return nil

@@ -32,7 +32,7 @@ func (sb *sandbox) openJSON() {
 }
 
 func (sb *sandbox) jsonEncode(L *lua.LState) int {
-	v, err := toGo(L.CheckAny(1), maxStringLen)
+	v, err := sb.toGo(L.CheckAny(1), maxStringLen)
 	if err != nil {
 		sb.errorf("json.encode", "%v", err)
 	}

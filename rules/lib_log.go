@@ -54,7 +54,7 @@ func (sb *sandbox) log(level slog.Level) {
 	if t, ok := L.Get(2).(*lua.LTable); ok {
 		var keys []string
 		vals := map[string]string{}
-		eachPair(t, func(k, v lua.LValue) bool {
+		eachPair(sb.filled(t), func(k, v lua.LValue) bool {
 			ks := luaString(k)
 			keys = append(keys, ks)
 			s := luaString(v)

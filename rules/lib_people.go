@@ -23,51 +23,6 @@ func (sb *sandbox) openPeople() {
 	})
 }
 
-// personTable is a person as rules see them: userid and the directory's
-// fields (absent when empty), roles as a list, extra columns as given.
-func (sb *sandbox) personTable(p *Person) *lua.LTable {
-	L := sb.L
-	fields := [...]struct{ k, v string }{
-		{fieldName, p.Name}, {fieldDepartment, p.Department}, {fieldManager, p.Manager},
-		{fieldBirthday, p.Birthday}, {fieldLunarBirthday, p.LunarBirthday}, {fieldTimezone, p.Timezone},
-	}
-	// Sized exactly (userid, the fields set, three lists, the extras, and
-	// `missed`, which a run adds), so a person with many fields does not
-	// grow and copy its map while it is built: a run builds one per recipient.
-	size := 1 + 3 + len(p.extraKeys) + 1
-	for _, kv := range fields {
-		if kv.v != "" {
-			size++
-		}
-	}
-	t := L.CreateTable(0, size)
-	t.RawSetString(fieldUserID, lua.LString(p.UserID))
-	for _, kv := range fields {
-		if kv.v != "" {
-			t.RawSetString(kv.k, lua.LString(kv.v))
-		}
-	}
-	roles := L.CreateTable(len(p.Roles), 0)
-	for _, r := range p.Roles {
-		roles.Append(lua.LString(r))
-	}
-	t.RawSetString(fieldRoles, roles)
-	for _, l := range [...]struct {
-		k string
-		v []string
-	}{{fieldDepartments, p.Departments}, {fieldTags, p.Tags}} {
-		lt := L.CreateTable(len(l.v), 0)
-		for _, x := range l.v {
-			lt.Append(lua.LString(x))
-		}
-		t.RawSetString(l.k, lt)
-	}
-	for _, k := range p.extraKeys {
-		t.RawSetString(k, sb.fromGo(p.Extra[k], 1))
-	}
-	return t
-}
-
 // dir is the directory the call sees: the run's own (a run started with
 // an earlier directory snapshot), else the version's.
 func (sb *sandbox) dir() *Directory {
@@ -118,7 +73,7 @@ func (sb *sandbox) peopleManagerOf(L *lua.LState) int {
 	case lua.LString:
 		id = string(v)
 	case *lua.LTable:
-		id = luaString(v.RawGetString(fieldUserID))
+		id = sb.userid(v)
 	default:
 		sb.errorf("people.manager_of", "want a userid or a person, got %s", v.Type())
 	}
@@ -138,7 +93,7 @@ func (sb *sandbox) peopleManagerOf(L *lua.LState) int {
 // of them. An unknown field is an error rather than an empty result, so a
 // typo does not silently send to nobody.
 func (sb *sandbox) peopleWhere(L *lua.LState) int {
-	cond := L.CheckTable(1)
+	cond := sb.filled(L.CheckTable(1))
 	type clause struct {
 		field string
 		any   map[string]bool // a set: a long list costs one lookup per person
@@ -276,7 +231,7 @@ func (sb *sandbox) peopleBirthdaysOn(L *lua.LState) int {
 	t := L.NewTable()
 	for _, p := range sb.people() {
 		if kind, ok := birthdayOn(p, d, lun); ok {
-			pt := sb.personTable(p)
+			pt := sb.filled(sb.personTable(p))
 			pt.RawSetString(fieldBirthdayKind, lua.LString(kind))
 			t.Append(pt)
 		}

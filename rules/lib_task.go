@@ -67,7 +67,7 @@ func (sb *sandbox) taskSubmit(L *lua.LState) int {
 		L.RaiseError(errOnlyFailed)
 	}
 	sub := sb.run.submit
-	t, err := sb.taskArgs(L.CheckTable(1), sub)
+	t, err := sb.taskArgs(sb.filled(L.CheckTable(1)), sub)
 	if err != "" {
 		sb.errorf(fnTaskSubmit, "%s", err)
 	}
@@ -138,7 +138,7 @@ func (sb *sandbox) taskArgs(args *lua.LTable, sub *submitter) (engine.SubmitTask
 		if !ok {
 			return t, fmt.Sprintf("data: want a table, got %s", v.Type())
 		}
-		g, err := toGo(tbl, maxPayload)
+		g, err := sb.toGo(tbl, maxPayload)
 		if err != nil {
 			return t, "data: " + err.Error()
 		}

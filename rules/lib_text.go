@@ -38,7 +38,7 @@ func (sb *sandbox) textRender(L *lua.LState) int {
 			sb.errorf("text.render", "unclosed {{ at byte %d", len(tpl)-len(rest)+i)
 		}
 		b.WriteString(rest[:i])
-		b.WriteString(luaString(lookupPath(data, strings.TrimSpace(rest[i+2:i+2+j]))))
+		b.WriteString(luaString(sb.lookupPath(data, strings.TrimSpace(rest[i+2:i+2+j]))))
 		if b.Len() > maxStringLen {
 			sb.errorf("text.render", "result is over the %d byte limit", maxStringLen)
 		}
@@ -49,7 +49,7 @@ func (sb *sandbox) textRender(L *lua.LState) int {
 }
 
 // lookupPath follows a dotted path ("to.name", "items.1") through tables.
-func lookupPath(t *lua.LTable, path string) lua.LValue {
+func (sb *sandbox) lookupPath(t *lua.LTable, path string) lua.LValue {
 	var cur lua.LValue = lua.LNil
 	if t != nil {
 		cur = t
@@ -59,7 +59,7 @@ func lookupPath(t *lua.LTable, path string) lua.LValue {
 		if !ok {
 			return lua.LNil
 		}
-		cur = tbl.RawGetString(part)
+		cur = sb.filled(tbl).RawGetString(part)
 		if cur == lua.LNil {
 			if n, ok := atoiSmall(part); ok {
 				cur = tbl.RawGetInt(n)

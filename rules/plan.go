@@ -242,6 +242,7 @@ func (sb *sandbox) plan(ctx context.Context, c *compiled, run engine.RunContext,
 		if r.to == nil {
 			r.to = sb.recipientTable(r)
 		}
+		sb.filled(r.to) // in full for message, and ours alone to drop after
 		missed := sb.L.CreateTable(len(run.Missed[r.userid]), 0)
 		for _, m := range run.Missed[r.userid] {
 			missed.Append(lua.LString(m))
@@ -258,7 +259,7 @@ func (sb *sandbox) plan(ctx context.Context, c *compiled, run engine.RunContext,
 		if out[0] == lua.LNil {
 			continue
 		}
-		payload, err := payloadJSON(out[0])
+		payload, err := sb.payloadJSON(out[0])
 		if err != nil {
 			return nil, &RuleError{File: c.file, Msg: fmt.Sprintf("message for %s: %v", r.userid, err)}
 		}
@@ -315,11 +316,11 @@ func (sb *sandbox) readRecipients(c *compiled, v lua.LValue) ([]recipient, error
 				r.userid, r.person = p.UserID, p // as the directory writes it
 			}
 		case *lua.LTable:
-			id, ok := x.RawGetString(fieldUserID).(lua.LString)
-			if !ok || id == "" {
+			id := sb.userid(x)
+			if id == "" {
 				return nil, &RuleError{File: c.file, Msg: fmt.Sprintf("recipients[%d] has no userid", i)}
 			}
-			r.userid, r.to = string(id), x
+			r.userid, r.to = id, x
 		default:
 			return nil, &RuleError{File: c.file, Msg: fmt.Sprintf("recipients[%d]: want a person or a userid, got %s", i, x.Type())}
 		}
@@ -337,7 +338,7 @@ func (sb *sandbox) readRecipients(c *compiled, v lua.LValue) ([]recipient, error
 
 // payloadJSON turns what message returned into the channel's JSON body: a
 // table (written with sorted keys), or a string that is already JSON.
-func payloadJSON(v lua.LValue) (json.RawMessage, error) {
+func (sb *sandbox) payloadJSON(v lua.LValue) (json.RawMessage, error) {
 	var b []byte
 	switch v := v.(type) {
 	case lua.LString:
@@ -346,7 +347,7 @@ func payloadJSON(v lua.LValue) (json.RawMessage, error) {
 			return nil, fmt.Errorf("message returned a string that is not a JSON object; return a table like {msgtype = \"text\", content = \"…\"}")
 		}
 	case *lua.LTable:
-		g, err := toGo(v, maxPayload)
+		g, err := sb.toGo(v, maxPayload)
 		if err != nil {
 			return nil, err
 		}

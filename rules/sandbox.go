@@ -77,6 +77,11 @@ type sandbox struct {
 	run        *runState
 	null       lua.LValue // json.null
 
+	// personMeta and stubs are the person stubs' metatable and whose
+	// each stub is (see person_table.go).
+	personMeta *lua.LTable
+	stubs      map[*lua.LTable]*Person
+
 	// logLines counts the log lines of the current run (reset by
 	// evalFile, which starts every run and every load of a file).
 	logLines int
@@ -124,7 +129,8 @@ func newSandbox(e *env) *sandbox {
 	// functions, whose metatable is one per state for the whole type: a
 	// run could change tostring(42) for every later run. Lua 5.1 takes
 	// tables only.
-	sb.base.RawSetString("setmetatable", wrapGo(L, sb.base, "setmetatable", func(L *lua.LState) { L.CheckTable(1) }))
+	sb.base.RawSetString("setmetatable", wrapGo(L, sb.base, "setmetatable", func(L *lua.LState) { sb.filled(L.CheckTable(1)) }))
+	sb.openPersonStubs()
 	// Rules run on every leader and must plan the same messages: no
 	// randomness.
 	if m, ok := sb.base.RawGetString("math").(*lua.LTable); ok {

@@ -3,10 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,18 +28,10 @@ func newAuditCmd() *cobra.Command {
 			"(audit_retention). Times are shown in the display zone (--tz, HERALD_TZ).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := url.Values{"limit": {strconv.Itoa(limit)}}
-			for k, v := range map[string]string{"cursor": cursor, "actor": actor, "action": action} {
-				if v != "" {
-					q.Set(k, v)
-				}
-			}
-			if since != "" {
-				t, err := parseTime(cmd, "--since", since)
-				if err != nil {
-					return err
-				}
-				q.Set("since", t.Format(time.RFC3339))
+			q, err := listQuery(cmd, limit, map[string]string{"cursor": cursor, "actor": actor, "action": action},
+				map[string]string{"since": since})
+			if err != nil {
+				return err
 			}
 			var out api.AuditResponse
 			if err := f.call(cmd, http.MethodGet, "/v1/audit?"+q.Encode(), nil, &out); err != nil {

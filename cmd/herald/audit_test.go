@@ -51,6 +51,15 @@ func TestAuditCmd(t *testing.T) {
 	require.Len(t, page.Records, 1)
 	require.Equal(t, "rule.pause", page.Records[0].Action)
 
+	// A typed time keeps its fraction of a second: the record at 02:01:00
+	// is before 02:01:00.5 (sent as 02:01:00 it was listed).
+	out, err = runHerald(t, "audit", "--addr", addr, "--json", "--since", "2026-12-01T02:01:00.5Z")
+	require.NoError(t, err)
+	page = api.AuditResponse{}
+	require.NoError(t, json.Unmarshal([]byte(out), &page))
+	require.Len(t, page.Records, 1)
+	require.Equal(t, "cluster.remove", page.Records[0].Action)
+
 	_, err = runHerald(t, "audit", "--addr", addr, "--limit", "0")
 	require.ErrorContains(t, err, "limit")
 }

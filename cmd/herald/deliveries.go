@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -50,13 +49,10 @@ func newDeliveriesCmd() *cobra.Command {
 				day = time.Now().In(zoneOf(cmd)).Format(time.DateOnly)
 				today = " (today in " + zoneOf(cmd).String() + ")"
 			}
-			q := url.Values{}
-			for k, v := range map[string]string{"rule": rule, "state": state, "run": run, "recipient": recipient, "date": day} {
-				if v != "" {
-					q.Set(k, v)
-				}
+			q, err := listQuery(cmd, limit, map[string]string{"rule": rule, "state": state, "run": run, "recipient": recipient, "date": day}, nil)
+			if err != nil {
+				return err
 			}
-			q.Set("limit", strconv.Itoa(limit))
 			var out struct {
 				Total      int                 `json:"total"`
 				Date       string              `json:"date,omitempty"`

@@ -288,11 +288,13 @@ func (n *node) status() api.Status {
 		DisplayTimezone: n.zone.String(),
 		Members:         []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []heraldtype.ChannelStatus{},
 	}
-	for _, m := range cs.Members {
+	ctx, cancel := context.WithTimeout(context.Background(), statusPeersTimeout)
+	answers := n.peerRules(ctx, cs.Members)
+	cancel()
+	for i, m := range cs.Members {
 		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader,
-			FSMVersion: m.FSMVersion, Build: m.Build})
+			FSMVersion: m.FSMVersion, Build: m.Build, RulesHash: answers[i].Hash})
 	}
-	n.peerRulesHashes(st.Members)
 	st.Warnings = append(calendarWarnings(n.rules.Rules(), time.Now()), upgradeWarnings(st.Members)...)
 	st.Warnings = append(st.Warnings, directoryWarnings(n.fsm, n.rules.DirectoryHash())...)
 	for _, m := range st.Members {
@@ -369,31 +371,6 @@ func calendarWarnings(rules []engine.Rule, now time.Time) []string {
 	}
 	return []string{fmt.Sprintf("cn_workday knows statutory holidays up to %d only; after that it is Monday to Friday: "+
 		"upgrade github.com/6tail/lunar-go, or list the holidays in a company calendar file", last)}
-}
-
-// peerRulesHashes asks every member, at once and briefly, which rule set it
-// runs, so that status can flag nodes whose rules directories differ.
-func (n *node) peerRulesHashes(members []api.MemberStatus) {
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i := range members {
-		m := &members[i]
-		if m.ID == n.cfg.NodeID {
-			m.RulesHash = n.rules.Hash()
-			continue
-		}
-		if m.HTTPAddr == "" {
-			continue
-		}
-		wg.Go(func() {
-			var v api.RulesHashView
-			if err := n.peerClient(m.HTTPAddr).Do(ctx, http.MethodGet, "/v1/rules/hash", nil, &v); err == nil {
-				m.RulesHash = v.RulesHash
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // advertisedHTTPAddr is the HTTP address the member record carries: the

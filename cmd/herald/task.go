@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -140,23 +139,10 @@ func newTaskListCmd(f *apiFlags) *cobra.Command {
 		Short: "List tasks by due time",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := url.Values{}
-			for k, v := range map[string]string{"rule": rule, "state": state} {
-				if v != "" {
-					q.Set(k, v)
-				}
+			q, err := listQuery(cmd, limit, map[string]string{"rule": rule, "state": state}, map[string]string{"from": from, "to": to})
+			if err != nil {
+				return err
 			}
-			for k, v := range map[string]string{"from": from, "to": to} {
-				if v == "" {
-					continue
-				}
-				t, err := parseTime(cmd, "--"+k, v)
-				if err != nil {
-					return err
-				}
-				q.Set(k, t.Format(time.RFC3339Nano))
-			}
-			q.Set("limit", strconv.Itoa(limit))
 			tasks := []api.TaskView{} // [] in JSON when none, never null
 			for {
 				var page api.TaskList

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heraldhq/herald/cluster"
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/heraldtype"
@@ -222,7 +223,11 @@ func (n *node) startOpsWatch(ctx context.Context, reg prometheus.Registerer) {
 			}
 			return nil
 		},
-		peers:    n.peerRules,
+		peers: func(ctx context.Context) []peerRules {
+			ctx, cancel := context.WithTimeout(ctx, watchPeersTimeout)
+			defer cancel()
+			return n.peerRules(ctx, n.raft.Status().Members)
+		},
 		channels: n.host.Status,
 		now:      time.Now,
 		mismatch: gauge,
@@ -231,12 +236,19 @@ func (n *node) startOpsWatch(ctx context.Context, reg prometheus.Registerer) {
 	n.wg.Go(func() { w.run(ctx) })
 }
 
-// peerRules asks every member, at once and briefly, which rule set it runs
-// and which of its files are broken.
-func (n *node) peerRules(ctx context.Context) []peerRules {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	members := n.raft.Status().Members
+// How long the members may take to say which rule set they run: status
+// answers a person who is waiting; the watch runs in the background and
+// gives a slow member longer before counting it silent.
+const (
+	statusPeersTimeout = 500 * time.Millisecond
+	watchPeersTimeout  = 2 * time.Second
+)
+
+// peerRules asks the members, at once and until ctx ends, which rule set
+// each runs and which of its files are broken; this node answers from its
+// own rule set. Answer i is members[i]'s; one that did not answer has no
+// hash. Status and the ops watch both ask through here.
+func (n *node) peerRules(ctx context.Context, members []cluster.MemberStatus) []peerRules {
 	out := make([]peerRules, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {

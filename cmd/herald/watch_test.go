@@ -182,7 +182,9 @@ func TestWatchAsksPeersWithTheNodesToken(t *testing.T) {
 	n1 := start("n1", true, "")
 	n2 := start("n2", false, n1.cfg.HTTPAddr)
 	eventually(t, 30*time.Second, "n1 asks n2 for its rule set", func() bool {
-		for _, p := range n1.peerRules(context.Background()) {
+		ctx, cancel := context.WithTimeout(context.Background(), watchPeersTimeout)
+		defer cancel()
+		for _, p := range n1.peerRules(ctx, n1.raft.Status().Members) {
 			if p.ID == n2.cfg.NodeID {
 				return p.Hash != ""
 			}

@@ -1,0 +1,166 @@
+package rules
+
+import (
+	lua "github.com/yuin/gopher-lua"
+)
+
+// A person is handed to a rule as a stub: an empty table whose metatable
+// fills it in place, with the directory's fields, the first time anything
+// reads or writes it (an index, an assignment, pairs or next, rawget,
+// get/setmetatable, or Go code reading a table a rule gave, which calls
+// sb.filled). From then on it is an ordinary table without a metatable,
+// exactly what it would have been if built full; the only field a stub
+// answers without filling is userid.
+//
+// Why: gopher-lua keeps an insertion-order index beside each table's map,
+// so a full person costs about 1.7 KB and a stub about 0.1 KB with its
+// entry below. A rule whose recipients are `people.all()` for 100,000
+// people held 100,000 full tables at once; now it holds stubs, and Plan
+// fills each one just before its message and drops it after, so a run
+// holds its people as stubs and one person at a time in full.
+//
+// A stub's identity (whose fields fill it) is kept here, beside the Lua
+// state, because an empty table has nowhere to keep it that a rule could
+// not see. The registry lives for one use of the state (pool.put drops
+// it: nothing of a run outlives it). A run that makes more than maxStubs
+// stubs (people.all() in every message) fills them all and starts again,
+// which costs what building them full always cost.
+const maxStubs = 1 << 18
+
+// personTable is person p as a rule sees it (a stub; see above).
+func (sb *sandbox) personTable(p *Person) *lua.LTable {
+	if len(sb.stubs) >= maxStubs {
+		for t := range sb.stubs {
+			sb.filled(t)
+		}
+		sb.stubs = nil
+	}
+	if sb.stubs == nil {
+		sb.stubs = make(map[*lua.LTable]*Person)
+	}
+	t := sb.L.CreateTable(0, 0)
+	t.Metatable = sb.personMeta
+	sb.stubs[t] = p
+	return t
+}
+
+// filled fills t in place if it is a person stub, and returns it. Go code
+// that reads the fields of a table a rule gave calls it first.
+func (sb *sandbox) filled(t *lua.LTable) *lua.LTable {
+	p, ok := sb.stubs[t]
+	if !ok {
+		return t
+	}
+	delete(sb.stubs, t)
+	t.Metatable = lua.LNil
+	sb.fillPerson(t, p)
+	return t
+}
+
+// userid is the userid of a person table a rule gave ("" if it has none
+// that is a string).
+func (sb *sandbox) userid(t *lua.LTable) string {
+	if p, ok := sb.stubs[t]; ok {
+		return p.UserID
+	}
+	id, _ := t.RawGetString(fieldUserID).(lua.LString)
+	return string(id)
+}
+
+// fillPerson sets p's fields on t: userid and the directory's fields
+// (absent when empty), roles, departments and tags as lists, extra columns
+// as given. A key t already holds is kept.
+func (sb *sandbox) fillPerson(t *lua.LTable, p *Person) {
+	L := sb.L
+	fields := [...]struct{ k, v string }{
+		{fieldName, p.Name}, {fieldDepartment, p.Department}, {fieldManager, p.Manager},
+		{fieldBirthday, p.Birthday}, {fieldLunarBirthday, p.LunarBirthday}, {fieldTimezone, p.Timezone},
+	}
+	if k, _ := t.Next(lua.LNil); k == lua.LNil {
+		// An untouched stub (the usual case) takes the contents of a table
+		// sized for the person (userid, the fields set, three lists, the
+		// extras and `missed`, which a run adds), so its map is not grown
+		// and copied key by key: a run fills one per recipient. Copying
+		// an LTable is safe: it holds only references, and full is not
+		// used again.
+		size := 1 + 3 + len(p.extraKeys) + 1
+		for _, kv := range fields {
+			if kv.v != "" {
+				size++
+			}
+		}
+		full := L.CreateTable(0, size)
+		*t = *full
+	}
+	set := func(k string, v lua.LValue) {
+		if t.RawGetString(k) == lua.LNil {
+			t.RawSetString(k, v)
+		}
+	}
+	set(fieldUserID, lua.LString(p.UserID))
+	for _, kv := range fields {
+		if kv.v != "" {
+			set(kv.k, lua.LString(kv.v))
+		}
+	}
+	for _, l := range [...]struct {
+		k string
+		v []string
+	}{{fieldRoles, p.Roles}, {fieldDepartments, p.Departments}, {fieldTags, p.Tags}} {
+		lt := L.CreateTable(len(l.v), 0)
+		for _, x := range l.v {
+			lt.Append(lua.LString(x))
+		}
+		set(l.k, lt)
+	}
+	for _, k := range p.extraKeys {
+		set(k, sb.fromGo(p.Extra[k], 1))
+	}
+}
+
+// openPersonStubs makes the stubs' metatable and the base functions that
+// see a table's raw contents fill a stub first, so that no rule can tell
+// a stub from the table it stands for.
+func (sb *sandbox) openPersonStubs() {
+	L := sb.L
+	mt := L.NewTable()
+	mt.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		t, k := L.CheckTable(1), L.CheckAny(2)
+		if p, ok := sb.stubs[t]; ok && k == lua.LString(fieldUserID) {
+			L.Push(lua.LString(p.UserID))
+			return 1
+		}
+		L.Push(sb.filled(t).RawGet(k))
+		return 1
+	}))
+	mt.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
+		t := L.CheckTable(1)
+		L.RawSet(sb.filled(t), L.CheckAny(2), L.Get(3))
+		return 0
+	}))
+	sb.personMeta = mt
+
+	fillFirst := func(L *lua.LState) {
+		if t, ok := L.Get(1).(*lua.LTable); ok {
+			sb.filled(t)
+		}
+	}
+	for _, name := range []string{"next", "rawget", "getmetatable"} {
+		sb.base.RawSetString(name, wrapGo(L, sb.base, name, fillFirst))
+	}
+	// pairs returns the iterator from its upvalue, which a wrapper does not
+	// have: keep the iterator and return it ourselves.
+	L.Push(sb.base.RawGetString("pairs"))
+	L.Push(L.NewTable())
+	L.Call(1, 1)
+	iter := L.Get(-1)
+	L.Pop(1)
+	sb.base.RawSetString("pairs", L.NewFunction(func(L *lua.LState) int {
+		t := L.CheckTable(1)
+		sb.filled(t)
+		L.Push(iter)
+		L.Push(t)
+		L.Push(lua.LNil)
+		return 3
+	}))
+}

@@ -1,0 +1,109 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/calendar"
+)
+
+// TestPersonStubsLookFull: whatever a rule does first with a person (the
+// first thing is what fills a stub), it sees what a full table would show:
+// each observation runs on a fresh stub and on a person already read once,
+// and both must give the full person's answer.
+func TestPersonStubsLookFull(t *testing.T) {
+	t.Parallel()
+	obs := map[string]struct{ body, want string }{
+		"pairs": {`local ks = {} for k in pairs(p) do ks[#ks+1] = k end table.sort(ks) return table.concat(ks, ",")`,
+			"departments,manager,name,region,roles,tags,userid"},
+		"next":         {`local k = next(p) return tostring(k ~= nil)`, "true"},
+		"rawget":       {`return rawget(p, "name") .. "/" .. tostring(rawget(p, "userid"))`, "Ann/ann"},
+		"getmetatable": {`return tostring(getmetatable(p))`, "nil"},
+		"json":         {`return json.encode(p)`, `{"departments":{},"manager":"boss","name":"Ann","region":"east","roles":["sales"],"tags":{},"userid":"ann"}`},
+		"text":         {`return text.render("{{to.name}} {{to.roles.1}} {{to.region}}", { to = p })`, "Ann sales east"},
+		"assign":       {`p.name = "X" return p.name .. p.manager`, "Xboss"},
+		"assign_nil":   {`p.name = nil return json.encode(p)`, `{"departments":{},"manager":"boss","region":"east","roles":["sales"],"tags":{},"userid":"ann"}`},
+		"insert":       {`table.insert(p, "z") return #p .. p[1] .. p.name`, "1zAnn"},
+		"len":          {`return #p .. ""`, "0"},
+		"setmetatable": {`setmetatable(p, { __index = function() return "dflt" end }) return p.nothing .. p.name`, "dfltAnn"},
+		"userid":       {`return p.userid`, "ann"},
+		"manager_of":   {`return people.manager_of(p).name`, "Boss"},
+		"roles":        {`return #p.roles .. p.roles[1]`, "1sales"},
+		"fresh":        {`p.name = "X" return people.get("ann").name`, "Ann"},
+		"where_cond":   {`return #people.where(p) .. ""`, "0"},
+		"log":          {`log.info("seen", p) return "ok"`, "ok"},
+	}
+	files := map[string]string{
+		"people.csv": "userid,name,roles,manager,region\nboss,Boss,manager,,north\nann,Ann,sales,boss,east\n",
+	}
+	for name, o := range obs {
+		files[name+"_stub.lua"] = exprRule(name+"_stub", fmt.Sprintf(`(function(p) %s end)(people.get("ann"))`, o.body))
+		files[name+"_full.lua"] = exprRule(name+"_full", fmt.Sprintf(`(function(p) %s end)((function() local q = people.get("ann") local _ = q.name return q end)())`, o.body))
+	}
+	s := load(t, newDir(t, files))
+	for _, st := range s.Status() {
+		require.Empty(t, st.Error, st.File)
+	}
+	slot := mustTime(t, "2026-12-01T09:00:00+08:00")
+	for name, o := range obs {
+		for _, v := range []string{"_stub", "_full"} {
+			t.Run(name+v, func(t *testing.T) {
+				out, err := s.Plan(context.Background(), name+v, engine.RunContext{Key: "k", Slot: slot.UTC()})
+				require.NoError(t, err)
+				require.Len(t, out, 1)
+				require.Equal(t, o.want, content(t, out[0].Payload))
+			})
+		}
+	}
+}
+
+// TestPersonStubsPlan: recipients returned as people get their messages
+// with the directory's fields and `missed`, and the state goes back to
+// its pool holding no stub.
+func TestPersonStubsPlan(t *testing.T) {
+	t.Parallel()
+	s := load(t, newDir(t, map[string]string{
+		"people.csv": "userid,name,roles\nann,Ann,sales\nbob,Bob,sales\ncy,Cy,ops\n",
+		"r.lua": `return rule {
+  name = "r", channel = "mock",
+  recipients = function(run) return people.where { role = "sales" } end,
+  message = function(run, to) return { content = to.name .. #to.missed .. json.encode(to.roles) } end,
+}`,
+	}))
+	out, err := s.Plan(context.Background(), "r", engine.RunContext{Key: "k", Slot: mustTime(t, "2026-12-01T09:00:00Z"),
+		Missed: map[string][]string{"bob": {"r@earlier"}}})
+	require.NoError(t, err)
+	require.Len(t, out, 2)
+	require.Equal(t, `Ann0["sales"]`, content(t, out[0].Payload))
+	require.Equal(t, `Bob1["sales"]`, content(t, out[1].Payload))
+	v := s.cur.Load()
+	v.pool.mu.Lock()
+	defer v.pool.mu.Unlock()
+	require.NotEmpty(t, v.pool.idle)
+	for _, sb := range v.pool.idle {
+		require.Nil(t, sb.stubs, "a pooled state keeps the last run's stubs")
+	}
+}
+
+// TestPersonStubsOverflow: past maxStubs live stubs, the registry fills
+// the ones it holds (they become ordinary tables) and starts again.
+func TestPersonStubsOverflow(t *testing.T) {
+	t.Parallel()
+	sb := newSandbox(&env{calendars: calendar.NewRegistry(), logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer sb.L.Close()
+	p := &Person{UserID: "ann", Name: "Ann"}
+	first := sb.personTable(p)
+	for range maxStubs {
+		sb.personTable(p)
+	}
+	require.Len(t, sb.stubs, 1)
+	require.Equal(t, lua.LNil, first.Metatable)
+	require.Equal(t, lua.LString("Ann"), first.RawGetString(fieldName))
+}
