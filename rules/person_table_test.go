@@ -39,6 +39,8 @@ func TestPersonStubsLookFull(t *testing.T) {
 		"fresh":        {`p.name = "X" return people.get("ann").name`, "Ann"},
 		"where_cond":   {`return #people.where(p) .. ""`, "0"},
 		"log":          {`log.info("seen", p) return "ok"`, "ok"},
+		// pairs hands out its iterator: used on its own, it fills too.
+		"pairs_iter": {`local it = pairs({}) local n = 0 for _ in it, p do n = n + 1 end return n .. ""`, "7"},
 	}
 	files := map[string]string{
 		"people.csv": "userid,name,roles,manager,region\nboss,Boss,manager,,north\nann,Ann,sales,boss,east\n",
