@@ -155,23 +155,24 @@ type digestGroup struct {
 // what is due after the folds: the digests instead of their members.
 // A group whose digest cannot be built (the rule failed, or its message
 // returned nil) goes out as plain messages, once per leader and group.
-func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Time, hold *digestHold) (out []*Delivery, failed bool) {
+//
+// cut says that due is only part of what is due (the pass's limit): the
+// groups are then completed from the due index (completeDigestGroups).
+func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Time, hold *digestHold, cut bool) (out []*Delivery, failed bool) {
 	b, ok := x.l.cfg.Rules.(DigestBuilder)
 	if !ok || hold == nil {
 		return due, false
 	}
 	windows := hold.windows
-	groups := map[string]*digestGroup{}
-	var keys []string
-	out = due[:0:0]
-	for _, d := range due {
+	foldable := func(d *Delivery) bool {
 		w := windows[d.Rule]
-		foldable := w > 0 && d.State == StatePending && d.Attempts == 0 && d.Retries == 0 && d.Digest == "" && len(d.Members) == 0 &&
+		return w > 0 && d.State == StatePending && d.Attempts == 0 && d.Retries == 0 && d.Digest == "" && len(d.Members) == 0 &&
 			d.NotBefore.UnixNano()%int64(w) == 0 && (d.Deadline.IsZero() || now.Before(d.Deadline)) && !x.plain[d.ID]
-		if !foldable {
-			out = append(out, d)
-			continue
-		}
+	}
+	groups := map[string]*digestGroup{}
+	grouped := map[string]bool{}
+	var keys []string
+	add := func(d *Delivery) {
 		k := d.Rule + "\x00" + d.Recipient + "\x00" + d.Channel + "\x00" + d.NotBefore.UTC().Format(time.RFC3339Nano)
 		g := groups[k]
 		if g == nil {
@@ -180,12 +181,32 @@ func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Ti
 			keys = append(keys, k)
 		}
 		g.members = append(g.members, d)
+		grouped[d.ID] = true
+	}
+	out = due[:0:0]
+	for _, d := range due {
+		switch {
+		case grouped[d.ID]: // listed twice (resent): once is enough
+		case foldable(d):
+			add(d)
+		default:
+			out = append(out, d)
+		}
+	}
+	var walked map[int64]bool
+	if cut {
+		walked = x.completeDigestGroups(groups, hold, now, func(d *Delivery) {
+			if foldable(d) && !grouped[d.ID] {
+				add(d)
+			}
+		})
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
 		g := groups[k]
 		if hold.waits(g, now) {
 			failed = true // looked at again within a second, or when the plan lands
+			delete(walked, g.at.UnixNano())
 			continue
 		}
 		// Every leader orders and cuts a group the same way: by slot, run
@@ -204,6 +225,7 @@ func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Ti
 			case err != nil && ctx.Err() == nil:
 				x.l.log.Warn("cannot fold a digest; will try again", "rule", g.rule, "recipient", g.recipient, "err", err)
 				failed = true
+				delete(walked, g.at.UnixNano())
 			case dg == nil:
 				out = append(out, part...) // sent one by one
 			default:
@@ -211,7 +233,41 @@ func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Ti
 			}
 		}
 	}
+	for at := range walked {
+		x.walkedDigests[at] = true
+	}
 	return out, failed
+}
+
+// completeDigestGroups adds to groups, through add, the deliveries due at
+// each of their instants that a pass's limit left out. A window's members
+// are all due at its end, with whatever else is due then, and the due
+// index orders an instant by id: a pass that takes its first 2,000 would
+// otherwise split most people's digests, and each part would go on its own
+// (a part of one as a plain message). An instant is walked once: the
+// groups found there are folded in this pass, and what is alone there
+// goes plain. It returns the instants walked; foldDigests remembers those
+// whose groups all folded (walkedDigests), forgetting them after an hour.
+func (x *executor) completeDigestGroups(groups map[string]*digestGroup, hold *digestHold, now time.Time, add func(*Delivery)) map[int64]bool {
+	for at := range x.walkedDigests {
+		if at < now.Add(-time.Hour).UnixNano() {
+			delete(x.walkedDigests, at)
+		}
+	}
+	walk := map[int64]time.Time{}
+	for _, g := range groups {
+		if at := g.at.UnixNano(); !x.walkedDigests[at] && !hold.waits(g, now) {
+			walk[at] = g.at
+		}
+	}
+	walked := make(map[int64]bool, len(walk))
+	for n, at := range walk {
+		for _, d := range x.l.cfg.FSM.DueAt(at) {
+			add(d)
+		}
+		walked[n] = true
+	}
+	return walked
 }
 
 // digestSettle is how long past its window's end a digest waits for runs

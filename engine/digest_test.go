@@ -115,7 +115,7 @@ func TestDigestResentAfterLeaderChange(t *testing.T) {
 	s.sched.wg.Wait()
 	hold := s.exec.digestHold(s.clock.Now())
 	due := s.log.fsm.Due(s.clock.Now(), 100)
-	due, failed := s.exec.foldDigests(s.ctx, due, s.clock.Now(), hold)
+	due, failed := s.exec.foldDigests(s.ctx, due, s.clock.Now(), hold, false)
 	require.False(t, failed)
 	require.Len(t, due, 1)
 	res := s.apply(CmdClaim, ClaimDeliveries{IDs: []string{due[0].ID}, Leader: "n1", Now: s.clock.Now(), Timeout: 30 * time.Second})
@@ -314,4 +314,35 @@ func TestRetryFoldedByHand(t *testing.T) {
 	require.Len(t, s.sender.sentTo("wangfang"), 2, "each alone")
 	require.Equal(t, 2, s.log.fsm.DayStats("2026-12-01")["follow_up"].Sent)
 	require.Equal(t, 0, s.log.fsm.DayStats("2026-12-01")["follow_up"].Failed)
+}
+
+// TestDigestOfManyPeopleIsOneMessageEach: at a window's end the members of
+// many people's digests are due at once, more than a pass takes from the
+// due index (a few claim groups' worth). Each person still gets one
+// digest, not their members cut apart and sent as plain messages.
+func TestDigestOfManyPeopleIsOneMessageEach(t *testing.T) {
+	t.Parallel()
+	sh := mustZone(t, "Asia/Shanghai")
+	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, sh)
+	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Timezone: "Asia/Shanghai", Channel: "mock",
+		Deadline: time.Hour, Digest: 10 * time.Minute})
+	s.cfg.ClaimBatch = 10 // a pass then looks at 20 due deliveries: fewer than the 90 members
+	s.rules.plan["follow_up"] = ownerOf
+	const people = 30
+	for i := range people {
+		s.submitFollowUps("follow_up", fmt.Sprintf("p%02d", i), 3, nine, time.Minute)
+	}
+	s.lead("n1")
+	s.advance(nine.Add(20*time.Minute), time.Second)
+
+	all := s.sender.all()
+	per := map[string]int{}
+	for _, m := range all {
+		per[m.to]++
+	}
+	for i := range people {
+		who := fmt.Sprintf("p%02d", i)
+		require.Equal(t, 1, per[who], "%s: one digest, got %d messages", who, per[who])
+	}
+	require.Len(t, all, people)
 }

@@ -22,6 +22,9 @@ type fsmBundle struct {
 	fsm   *FSM
 	index uint64
 	term  uint64
+	// packed writes the commands that have a packed twin packed, as a
+	// leader does once every member reads them.
+	packed bool
 }
 
 func setupFSM(t *testing.T) *fsmBundle {
@@ -30,7 +33,11 @@ func setupFSM(t *testing.T) *fsmBundle {
 
 func (b *fsmBundle) apply(ct CommandType, body any) any {
 	b.t.Helper()
-	cmd, err := Encode(ct, body)
+	oldest := uint16(1)
+	if b.packed {
+		oldest = FSMVersion
+	}
+	cmd, err := EncodeFor(ct, body, oldest)
 	require.NoError(b.t, err)
 	b.index++
 	return b.fsm.Apply(b.index, b.term, cmd)

@@ -306,3 +306,40 @@ func decodeAny(cmd []byte) error {
 	}
 	return err
 }
+
+// TestPackedBusyLogAsJSON: the snapshot workload (every transition, alerts,
+// tasks, pruning) applied with packed bodies is the state it is with JSON
+// ones, byte for byte; and a snapshot of the packed state persisted while
+// Apply goes on is the state at its index (run with -race: the deliveries
+// of a packed chunk share their payload and retry list).
+func TestPackedBusyLogAsJSON(t *testing.T) {
+	t.Parallel()
+	js := setupFSM(t)
+	packed := setupFSM(t)
+	packed.packed = true
+	for r := range 12 {
+		busyLog(js, r)
+		busyLog(packed, r)
+	}
+	snap := func(b *fsmBundle) Snapshot {
+		s, err := b.fsm.Snapshot()
+		require.NoError(t, err)
+		return s
+	}
+	want := persist(t, snap(js))
+	during := snap(packed)
+	done := make(chan []byte)
+	go func() {
+		var buf bytes.Buffer
+		_ = during.Persist(&buf) // checked below
+		done <- buf.Bytes()
+	}()
+	for r := 12; r < 30; r++ {
+		busyLog(packed, r)
+	}
+	require.Equal(t, string(want), string(<-done), "packed, persisted while Apply went on")
+	for r := 12; r < 30; r++ {
+		busyLog(js, r)
+	}
+	require.Equal(t, string(persist(t, snap(js))), string(persist(t, snap(packed))))
+}

@@ -168,6 +168,23 @@ func (f *FSM) Due(now time.Time, limit int) []*Delivery {
 	return out
 }
 
+// DueAt returns the deliveries the due index holds at exactly at, of
+// every priority. The members of digests wait for the end of their window,
+// all at one instant: a pass that took only part of what is due completes
+// their groups from here (executor.completeDigestGroups).
+func (f *FSM) DueAt(at time.Time) []*Delivery {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []*Delivery
+	for p := heraldtype.PriorityHigh; p <= heraldtype.PriorityLow; p++ {
+		f.st.due[p].AscendRange(dueItem{at: at}, dueItem{at: at.Add(1)}, func(it dueItem) bool {
+			out = append(out, f.st.Deliveries.At(it.id))
+			return true
+		})
+	}
+	return out
+}
+
 // dueNewestShare: Due adds up to limit/dueNewestShare of the most recently
 // due deliveries of a priority whose oldest filled the limit.
 const dueNewestShare = 8
