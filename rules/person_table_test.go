@@ -41,7 +41,7 @@ func TestPersonStubsLookFull(t *testing.T) {
 		// A person as a condition's value is the list of its values (its
 		// userid among them), as any table there is.
 		"where_value": {`return #people.where { userid = p } .. ""`, "2"},
-		"log":          {`log.info("seen", p) return "ok"`, "ok"},
+		"log":         {`log.info("seen", p) return "ok"`, "ok"},
 		// pairs hands out its iterator: used on its own, it fills too.
 		"pairs_iter": {`local it = pairs({}) local n = 0 for _ in it, p do n = n + 1 end return n .. ""`, "7"},
 	}
