@@ -38,7 +38,12 @@ func TestPersonStubsLookFull(t *testing.T) {
 		"roles":        {`return #p.roles .. p.roles[1]`, "1sales"},
 		"fresh":        {`p.name = "X" return people.get("ann").name`, "Ann"},
 		"where_cond":   {`return #people.where(p) .. ""`, "0"},
-		"log":          {`log.info("seen", p) return "ok"`, "ok"},
+		// A person as a condition's value is the list of its values (its
+		// userid among them), as any table there is.
+		"where_value": {`return #people.where { userid = p } .. ""`, "2"},
+		"log":         {`log.info("seen", p) return "ok"`, "ok"},
+		// pairs hands out its iterator: used on its own, it fills too.
+		"pairs_iter": {`local it = pairs({}) local n = 0 for _ in it, p do n = n + 1 end return n .. ""`, "7"},
 	}
 	files := map[string]string{
 		"people.csv": "userid,name,roles,manager,region\nboss,Boss,manager,,north\nann,Ann,sales,boss,east\n",
