@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -111,4 +112,27 @@ func TestPersonStubsOverflow(t *testing.T) {
 	require.Len(t, sb.stubs, 1)
 	require.Equal(t, lua.LNil, first.Metatable)
 	require.Equal(t, lua.LString("Ann"), first.RawGetString(fieldName))
+}
+
+// TestPersonStubsDeepest: the deepest value a people file may hold (the
+// refused one is in TestPeopleErrors) fills a stub and becomes JSON, for
+// people returned as people and as userids.
+func TestPersonStubsDeepest(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat("[", maxDepth-1) + "1" + strings.Repeat("]", maxDepth-1)
+	msg := `message = function(run, to) return { content = json.encode(to.x):sub(1, 3) .. to.name } end }`
+	s := load(t, newDir(t, map[string]string{
+		"people.json": `[{"userid": "ann", "name": "Ann", "x": ` + deep + `}]`,
+		"a.lua":       `return rule { name = "a", channel = "mock", recipients = function() return people.all() end, ` + msg,
+		"b.lua":       `return rule { name = "b", channel = "mock", recipients = function() return { "ann" } end, ` + msg,
+	}))
+	for _, st := range s.Status() {
+		require.Empty(t, st.Error, st.File)
+	}
+	for _, r := range []string{"a", "b"} {
+		out, err := s.Plan(context.Background(), r, engine.RunContext{Key: "k", Slot: mustTime(t, "2026-12-01T09:00:00Z")})
+		require.NoError(t, err, r)
+		require.Len(t, out, 1)
+		require.Equal(t, "[[[Ann", content(t, out[0].Payload))
+	}
 }
