@@ -48,9 +48,6 @@ type executor struct {
 	lanes *lanes
 	done  chan struct{} // signalled when a group settles
 	wg    sync.WaitGroup
-	// backlogged is set by a pass that left due deliveries for lack of a
-	// free group slot: a group settling (done) wakes the next pass.
-	backlogged bool
 	// limited is set by a pass whose channels refused some of its
 	// messages (rate limits): the next pass looks at maxDuePerPass, so
 	// that a limited channel's backlog cannot hide another channel's work.
@@ -99,7 +96,6 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 		// (done) starts the next pass. A backlog's results change the state
 		// many times a second; each would otherwise cost a walk of the due
 		// index for nothing.
-		x.backlogged = true
 		return wake
 	}
 	resend := x.resend
@@ -147,7 +143,6 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 	open := map[laneKey]*claimGroup{}
 	var groups []*claimGroup
 	express := map[string]int{} // per run, the messages put in the express lane
-	x.backlogged = false
 	for _, d := range due {
 		if seen[d.ID] || x.isInflight(d.ID) {
 			continue
@@ -164,8 +159,7 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 		k := laneKey{d.Channel, express[d.RunKey] < x.lanes.expressShare && !x.runBusy(d.RunKey)}
 		g := open[k]
 		if (g == nil || len(g.ds) >= x.l.cfg.ClaimBatch) && !x.lanes.canOpen(k.express) {
-			x.backlogged = true
-			continue
+			continue // no free group slot: a group settling (done) starts the next pass
 		}
 		if wait := x.l.cfg.Sender.Admit(d.Channel, d.Recipient, d.Priority, now); wait > 0 {
 			refused[cp]++

@@ -206,3 +206,29 @@ func TestRateLimitedBacklogDoesNotHideAnotherChannel(t *testing.T) {
 	}
 	require.Len(t, s.sender.all(), 3, "the other channel's messages went")
 }
+
+// A pass that leaves due messages for lack of a free group slot does not
+// leave them until its next wake-up: the group settling signals done, and
+// the pass that starts takes the rest, at the same instant.
+func TestBacklogGoesOnAsGroupsSettle(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s := newSim(t, start)
+	s.cfg.ClaimBatch, s.cfg.MaxSends = 10, 1 // two group slots: a pass sends at most 11 of a run
+	key := RunKey("r", start)
+	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: start, Now: start})
+	var nds []NewDelivery
+	for i := range 50 {
+		who := fmt.Sprintf("u%d", i)
+		nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: "mock",
+			Priority: heraldtype.PriorityNormal, NotBefore: start, Deadline: start.Add(time.Hour)})
+	}
+	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds})
+	s.lead("n1")
+	s.step()
+	sends := s.sender.all()
+	require.Len(t, sends, 50, "every group that settled started the next pass")
+	for _, m := range sends {
+		require.Equal(t, start, m.at)
+	}
+}

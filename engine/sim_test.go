@@ -241,12 +241,24 @@ func (s *sim) step() time.Time {
 	s.sched.wg.Wait()
 	w2 := s.exec.runOnce(s.ctx)
 	s.exec.wg.Wait()
-	for s.exec.backlogged { // the groups it started have settled: go on
+	// As run does, a group settling (done) starts the next pass at once:
+	// it takes what the last one left for lack of a free group slot.
+	for s.groupSettled() {
 		w2 = s.exec.runOnce(s.ctx)
 		s.exec.wg.Wait()
 	}
 	w3 := s.house.runOnce(s.ctx)
 	return minTime(w1, w2, w3)
+}
+
+// groupSettled takes the executor's signal that a group settled, if any.
+func (s *sim) groupSettled() bool {
+	select {
+	case <-s.exec.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func minTime(ts ...time.Time) time.Time {

@@ -118,8 +118,8 @@ func (sb *sandbox) peopleWhere(L *lua.LState) int {
 		}
 		c := clause{field: f, any: map[string]bool{}}
 		switch v := v.(type) {
-		case *lua.LTable:
-			v.ForEach(func(_, x lua.LValue) { c.any[luaString(x)] = true })
+		case *lua.LTable: // a person given as a value is its values, stub or not
+			sb.filled(v).ForEach(func(_, x lua.LValue) { c.any[luaString(x)] = true })
 		default:
 			c.any[luaString(v)] = true
 		}

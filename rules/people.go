@@ -448,6 +448,9 @@ func newPerson(f map[string]any) (*Person, error) {
 		default:
 			return nil, fmt.Errorf("%s: want text, a number, true/false or a list", k)
 		}
+		if tooDeep(v, 1) {
+			return nil, fmt.Errorf("%s: lists nested more than %d deep", k, maxDepth-1)
+		}
 		if p.Extra == nil {
 			p.Extra = map[string]any{}
 		}
@@ -456,6 +459,25 @@ func newPerson(f map[string]any) (*Person, error) {
 	}
 	slices.Sort(p.extraKeys)
 	return p, nil
+}
+
+// tooDeep reports whether v, a person's field at depth (the person being
+// 0), holds a value deeper than a rule can be handed (fromGo stops at
+// maxDepth). Refused here it is a bad row; at run time it failed
+// whichever rule first touched the person, and outside a Lua call (a
+// recipient filled for its message) as a panic.
+func tooDeep(v any, depth int) bool {
+	if depth > maxDepth {
+		return true
+	}
+	if l, ok := v.([]any); ok {
+		for _, x := range l {
+			if tooDeep(x, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // numberValue turns the numbers of a people file (JSON's json.Number,

@@ -76,6 +76,11 @@ func TestPeopleErrors(t *testing.T) {
 		"empty_json": {"people.json", "\n", 1, "the file is empty"},
 		"empty_yaml": {"people.yaml", " \n", 1, "the file is empty"},
 		"empty_yml":  {"people.yml", "", 1, "the file is empty"},
+		// A value no rule can be handed (a person is built for a rule at
+		// most maxDepth deep): it failed whichever rule touched the person,
+		// and with people as stubs, only when it was touched.
+		"json_deep": {"people.json", "[{\"userid\": \"a\"},\n{\"userid\": \"b\", \"x\": " + strings.Repeat("[", maxDepth) + "1" + strings.Repeat("]", maxDepth) + "}]", 2, "x: lists nested more than"},
+		"yaml_deep": {"people.yaml", "- userid: a\n  x: " + strings.Repeat("[", maxDepth) + "1" + strings.Repeat("]", maxDepth) + "\n", 1, "x: lists nested more than"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

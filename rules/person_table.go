@@ -149,12 +149,21 @@ func (sb *sandbox) openPersonStubs() {
 		sb.base.RawSetString(name, wrapGo(L, sb.base, name, fillFirst))
 	}
 	// pairs returns the iterator from its upvalue, which a wrapper does not
-	// have: keep the iterator and return it ourselves.
+	// have: keep the iterator and return it ourselves. The iterator fills
+	// too: a rule can keep it (`local it = pairs({})`) and walk a stub
+	// with it, as it could with next.
 	L.Push(sb.base.RawGetString("pairs"))
 	L.Push(L.NewTable())
 	L.Call(1, 1)
-	iter := L.Get(-1)
+	aux, ok := L.Get(-1).(*lua.LFunction)
 	L.Pop(1)
+	if !ok || !aux.IsG {
+		panic("rules: pairs' iterator is not a Go function") // gopher-lua changed shape
+	}
+	iter := L.NewFunction(func(L *lua.LState) int {
+		fillFirst(L)
+		return aux.GFunction(L)
+	})
 	sb.base.RawSetString("pairs", L.NewFunction(func(L *lua.LState) int {
 		t := L.CheckTable(1)
 		sb.filled(t)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -38,7 +39,12 @@ func TestPersonStubsLookFull(t *testing.T) {
 		"roles":        {`return #p.roles .. p.roles[1]`, "1sales"},
 		"fresh":        {`p.name = "X" return people.get("ann").name`, "Ann"},
 		"where_cond":   {`return #people.where(p) .. ""`, "0"},
-		"log":          {`log.info("seen", p) return "ok"`, "ok"},
+		// A person as a condition's value is the list of its values (its
+		// userid among them), as any table there is.
+		"where_value": {`return #people.where { userid = p } .. ""`, "2"},
+		"log":         {`log.info("seen", p) return "ok"`, "ok"},
+		// pairs hands out its iterator: used on its own, it fills too.
+		"pairs_iter": {`local it = pairs({}) local n = 0 for _ in it, p do n = n + 1 end return n .. ""`, "7"},
 	}
 	files := map[string]string{
 		"people.csv": "userid,name,roles,manager,region\nboss,Boss,manager,,north\nann,Ann,sales,boss,east\n",
@@ -106,4 +112,27 @@ func TestPersonStubsOverflow(t *testing.T) {
 	require.Len(t, sb.stubs, 1)
 	require.Equal(t, lua.LNil, first.Metatable)
 	require.Equal(t, lua.LString("Ann"), first.RawGetString(fieldName))
+}
+
+// TestPersonStubsDeepest: the deepest value a people file may hold (the
+// refused one is in TestPeopleErrors) fills a stub and becomes JSON, for
+// people returned as people and as userids.
+func TestPersonStubsDeepest(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat("[", maxDepth-1) + "1" + strings.Repeat("]", maxDepth-1)
+	msg := `message = function(run, to) return { content = json.encode(to.x):sub(1, 3) .. to.name } end }`
+	s := load(t, newDir(t, map[string]string{
+		"people.json": `[{"userid": "ann", "name": "Ann", "x": ` + deep + `}]`,
+		"a.lua":       `return rule { name = "a", channel = "mock", recipients = function() return people.all() end, ` + msg,
+		"b.lua":       `return rule { name = "b", channel = "mock", recipients = function() return { "ann" } end, ` + msg,
+	}))
+	for _, st := range s.Status() {
+		require.Empty(t, st.Error, st.File)
+	}
+	for _, r := range []string{"a", "b"} {
+		out, err := s.Plan(context.Background(), r, engine.RunContext{Key: "k", Slot: mustTime(t, "2026-12-01T09:00:00Z")})
+		require.NoError(t, err, r)
+		require.Len(t, out, 1)
+		require.Equal(t, "[[[Ann", content(t, out[0].Payload))
+	}
 }

@@ -110,19 +110,26 @@ func (f *apiFlags) send(cmd *cobra.Command, method, path string, in, out any, re
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-	defer cancel()
 	c.Token = apiToken(f.token)
-	do := func() error { return c.Do(ctx, method, path, in, out) }
-	if retry {
-		err = whileElecting(ctx, do)
-	} else {
-		err = do()
-	}
+	return withTimeout(cmd, f.addr, f.timeout, func(ctx context.Context) error {
+		do := func() error { return c.Do(ctx, method, path, in, out) }
+		if retry {
+			return whileElecting(ctx, do)
+		}
+		return do()
+	})
+}
+
+// withTimeout runs do with --timeout's deadline. A node that does not
+// answer in time is named, with the timeout, rather than reported as a
+// bare "context deadline exceeded" (still wrapping the deadline: a write
+// given up on may yet apply).
+func withTimeout(cmd *cobra.Command, addr string, timeout time.Duration, do func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	defer cancel()
+	err := do(ctx)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		// Say who did not answer, and in how long (still wrapping the
-		// deadline: a write given up on may yet apply).
-		return fmt.Errorf("%s: no answer within --timeout %s: %w", f.addr, f.timeout, err)
+		return fmt.Errorf("%s: no answer within --timeout %s: %w", addr, timeout, err)
 	}
 	return err
 }

@@ -30,8 +30,12 @@ func TestAPICmdsTimeout(t *testing.T) {
 		_, err = runHerald(t, append(args, "--addr", addr, "--timeout", "0s")...)
 		require.ErrorContains(t, err, "--timeout 0s: want a positive duration", args)
 	}
-	_, err := runHerald(t, "cluster", "status", "--addr", addr, "--timeout", "0s")
-	require.ErrorContains(t, err, "--timeout 0s: want a positive duration")
+	for _, args := range [][]string{{"cluster", "status"}, {"cluster", "remove", "n3"}} {
+		_, err := runHerald(t, append(args, "--addr", addr, "--timeout", "200ms")...)
+		require.ErrorContains(t, err, addr+": no answer within --timeout 200ms", args)
+		_, err = runHerald(t, append(args, "--addr", addr, "--timeout", "0s")...)
+		require.ErrorContains(t, err, "--timeout 0s: want a positive duration", args)
+	}
 }
 
 // TestCAWithPlainHTTPRefused: --ca says the nodes speak TLS, so an explicit
@@ -46,4 +50,19 @@ func TestCAWithPlainHTTPRefused(t *testing.T) {
 	require.ErrorContains(t, err, "http:// is plain text")
 	require.NotContains(t, err.Error(), "s3cret")
 	require.False(t, asked.Load())
+}
+
+// TestClusterStatusJSON: cluster status --json prints as every other
+// command's --json does (emitJSON): a build or id with < > & reads as
+// written, not as \u003c escapes meant for HTML.
+func TestClusterStatusJSON(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "/v1/cluster/status", r.URL.Path)
+		_, _ = w.Write([]byte(`{"node_id":"n1","leader_id":"n1","state":"leader","build":"v1.2.3+<local>&x","members":[]}`))
+	}))
+	t.Cleanup(srv.Close)
+	out, err := runHerald(t, "cluster", "status", "--addr", srv.Listener.Addr().String(), "--json")
+	require.NoError(t, err)
+	require.Contains(t, out, `"build": "v1.2.3+<local>&x"`)
 }

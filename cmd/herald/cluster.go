@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -59,9 +58,13 @@ A new node usually joins on its own with "herald agent --join MEMBER".`,
 		c.Token = apiToken(token)
 		return c, nil
 	}
-	client := func() (*cluster.Client, error) { return clientFor(addr) }
-	withTimeout := func(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-		return context.WithTimeout(cmd.Context(), timeout)
+	// call runs f with a client of the node at --addr, within --timeout.
+	call := func(cmd *cobra.Command, f func(context.Context, *cluster.Client) error) error {
+		c, err := clientFor(addr)
+		if err != nil {
+			return err
+		}
+		return withTimeout(cmd, addr, timeout, func(ctx context.Context) error { return f(ctx, c) })
 	}
 
 	var asJSON bool
@@ -70,20 +73,15 @@ A new node usually joins on its own with "herald agent --join MEMBER".`,
 		Short: "Show the members, their addresses and the leader",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := withTimeout(cmd)
-			defer cancel()
-			c, err := client()
-			if err != nil {
+			var st cluster.Status
+			if err := call(cmd, func(ctx context.Context, c *cluster.Client) (err error) {
+				st, err = c.Status(ctx)
 				return err
-			}
-			st, err := c.Status(ctx)
-			if err != nil {
+			}); err != nil {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
+				return emitJSON(cmd, st)
 			}
 			return st.WriteTable(cmd.OutOrStdout())
 		},
@@ -100,8 +98,6 @@ Raft address are asked from it. The same id at a new address replaces the
 old entry; the same id at the same address changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := withTimeout(cmd)
-			defer cancel()
 			if req.HTTPAddr == "" {
 				return errors.New("--http-addr is required")
 			}
@@ -111,8 +107,11 @@ old entry; the same id at the same address changes nothing.`,
 				if err != nil {
 					return err
 				}
-				st, err := nc.Status(ctx)
-				if err != nil {
+				var st cluster.Status
+				if err := withTimeout(cmd, req.HTTPAddr, timeout, func(ctx context.Context) (err error) {
+					st, err = nc.Status(ctx)
+					return err
+				}); err != nil {
 					return fmt.Errorf("give --id and --raft-addr, or start the node first: %w", err)
 				}
 				if req.ID == "" {
@@ -125,11 +124,9 @@ old entry; the same id at the same address changes nothing.`,
 			if ca != "" && !strings.Contains(req.HTTPAddr, "://") {
 				req.HTTPAddr = "https://" + req.HTTPAddr // what the members will dial
 			}
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			if err := whileElecting(ctx, func() error { return c.Join(ctx, req) }); err != nil {
+			if err := call(cmd, func(ctx context.Context, c *cluster.Client) error {
+				return whileElecting(ctx, func() error { return c.Join(ctx, req) })
+			}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s (raft %s, http %s) is a member\n", req.ID, req.RaftAddr, req.HTTPAddr)
@@ -145,13 +142,9 @@ old entry; the same id at the same address changes nothing.`,
 		Short: "Make the node at --addr leave the cluster (a leader hands over first)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := withTimeout(cmd)
-			defer cancel()
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			if err := whileElecting(ctx, func() error { return c.Leave(ctx) }); err != nil {
+			if err := call(cmd, func(ctx context.Context, c *cluster.Client) error {
+				return whileElecting(ctx, func() error { return c.Leave(ctx) })
+			}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "the node at %s left the cluster; stop its agent now\n", addr)
@@ -164,13 +157,9 @@ old entry; the same id at the same address changes nothing.`,
 		Short: "Remove a member by id (through the node at --addr)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := withTimeout(cmd)
-			defer cancel()
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			if err := whileElecting(ctx, func() error { return c.Remove(ctx, args[0]) }); err != nil {
+			if err := call(cmd, func(ctx context.Context, c *cluster.Client) error {
+				return whileElecting(ctx, func() error { return c.Remove(ctx, args[0]) })
+			}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", args[0])
