@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
+)
+
+// chaosSeeds is how many histories TestPipePromisesUnderChaos runs (300
+// ran clean when it was written).
+const chaosSeeds = 8
+
+// TestPipePromisesUnderChaos drives the leader on the fake clock through
+// random leader changes, outages, pauses and resumes of a busy rule, a
+// digest rule, snapshots restored in place, and a channel that fails,
+// rate limits and refuses at random (each seed its own history), and checks the promises at the end: no
+// idempotency key was handed to the channel twice (the sim's sends finish
+// within a step, so no claim is ever ambiguous here), every delivery
+// ended, and nothing is left due.
+func TestPipePromisesUnderChaos(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(chaosSeeds) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(seed, 42))
+			start := time.Date(2026, 12, 1, 8, 58, 0, 0, time.UTC)
+			s := newSim(t, start,
+				Rule{Name: "busy", Schedule: "*/2 * * * *", Channel: "mock", Deadline: 5 * time.Minute,
+					Retry: []time.Duration{time.Minute, 2 * time.Minute}},
+				Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour, Digest: 5 * time.Minute})
+			s.cfg.ClaimBatch, s.cfg.BatchSize = 16, 4 // small groups: many passes, lanes busy
+			var who []string
+			for i := range 40 {
+				who = append(who, fmt.Sprintf("u%02d", i))
+			}
+			s.rules.plan["busy"] = to(who...)
+			s.rules.plan["follow_up"] = ownerOf
+			for i := range 8 {
+				s.submitFollowUps("follow_up", fmt.Sprintf("u%02d", i), 1+i%3, start.Add(time.Duration(i)*time.Minute), 40*time.Second)
+			}
+			s.sender.failFunc = func(m heraldtype.Message) (heraldtype.Status, bool) {
+				h := fnv.New32a()
+				fmt.Fprint(h, m.ID, m.Attempt, s.clock.Now().Unix())
+				switch v := h.Sum32() % 100; {
+				case v < 15:
+					return heraldtype.StatusRetryable, true
+				case v < 25:
+					return heraldtype.StatusRateLimited, true
+				case v < 27:
+					return heraldtype.StatusPermanent, true
+				}
+				return 0, false
+			}
+			node, paused := 0, map[string]bool{}
+			s.lead("n0")
+			now := start
+			for range 25 {
+				now = now.Add(time.Duration(rng.IntN(90)+5) * time.Second)
+				s.advance(now, time.Second)
+				switch rng.IntN(8) {
+				case 0:
+					node++
+					s.lead(fmt.Sprint("n", node))
+				case 1:
+					s.outage()
+					now = now.Add(time.Duration(rng.IntN(60)) * time.Second)
+					s.clock.Set(now)
+					node++
+					s.lead(fmt.Sprint("n", node))
+				case 2, 3:
+					rule := []string{"busy", "follow_up"}[rng.IntN(2)]
+					if paused[rule] {
+						s.apply(CmdResumeRule, ResumeRule{Rule: rule, By: "op", Now: now})
+					} else {
+						s.apply(CmdPauseRule, PauseRule{Rule: rule, By: "op", Now: now})
+					}
+					paused[rule] = !paused[rule]
+				case 4: // a node restores the state from a snapshot, then leads
+					snap, err := s.log.fsm.Snapshot()
+					require.NoError(t, err)
+					require.NoError(t, s.log.fsm.Restore(bytes.NewReader(persist(t, snap))))
+					node++
+					s.lead(fmt.Sprint("n", node))
+				}
+			}
+			for rule, p := range paused {
+				if p {
+					s.apply(CmdResumeRule, ResumeRule{Rule: rule, By: "op", Now: now})
+				}
+			}
+			s.sender.failFunc = nil
+			end := now.Add(3 * time.Hour)
+			s.advance(end, time.Second)
+
+			keys := map[string]int{}
+			for _, m := range s.sender.all() {
+				keys[m.key]++
+				require.Equal(t, 1, keys[m.key], "key %s (to %s) sent twice", m.key, m.to)
+			}
+			for _, d := range s.log.fsm.Deliveries(func(*Delivery) bool { return true }) {
+				if !(d.State.Final() || d.Digest != "") && d.Slot.Before(end.Add(-time.Hour)) { // the last slots' are still going
+					run, _ := s.log.fsm.Run(d.RunKey)
+					p, _ := s.log.fsm.Paused(d.Rule)
+					t.Fatalf("delivery %s to %s is %s at the end %s: %+v (run %+v) paused %v due %v", d.ID, d.Recipient, d.State, end, *d, *run, p, s.log.fsm.Due(end.Add(time.Hour), 10))
+				}
+				if d.State == StateSent && d.Digest == "" { // a member goes in its digest
+					require.Equal(t, 1, keys[d.ID], "sent %s once", d.ID)
+				}
+			}
+			st := map[DeliveryState]int{}
+			digests := 0
+			for _, d := range s.log.fsm.Deliveries(func(*Delivery) bool { return true }) {
+				st[d.State]++
+				if len(d.Members) > 0 {
+					digests++
+				}
+			}
+			t.Logf("sends %d, states %v, digests %d, runs %d, alerts %d", len(s.sender.all()), st, digests, len(s.runs("busy")), len(s.log.fsm.Alerts()))
+			for _, d := range s.log.fsm.Due(end.Add(-time.Hour), 1000) {
+				require.Fail(t, "left due", "%s %s", d.ID, d.State)
+			}
+		})
+	}
+}
