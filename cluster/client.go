@@ -30,6 +30,14 @@ type Client struct {
 	// OnBehalf, with Secret, makes the request a forward by node Via that
 	// vouches for this caller (engine/api's encoding; see VouchHeader).
 	OnBehalf, Via string
+	// ClusterID is the cluster the caller belongs to, if it knows: signed
+	// requests are made for it. Empty (a node's first join, the CLI): for
+	// the cluster the node at Addr reports.
+	ClusterID string
+	// to is whom signed requests are for, when the caller knows (a node
+	// calling its leader); nil: Do asks the node at Addr (GET
+	// /v1/cluster/status) for its id and proof format first.
+	to *peerTarget
 	// MaxResponse bounds the answer read into memory; a longer one is an
 	// error. Zero means DefaultMaxResponse, enough for the node-to-node
 	// calls; the CLI, which reads lists, sets more.
@@ -121,6 +129,29 @@ func baseURLScheme(addr, scheme string) string {
 	return scheme + "://" + addr
 }
 
+// target is whom a signed request to Addr is for: c.to, or what the node
+// at Addr says it is. A build that reports no peer_auth reads only the
+// proof format of builds before PeerAuthVersion 2 (a rolling upgrade).
+func (c *Client) target(ctx context.Context) (peerTarget, error) {
+	if c.to != nil {
+		return *c.to, nil
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		return peerTarget{}, err
+	}
+	return targetOf(st, c.ClusterID), nil
+}
+
+// targetOf is whom to sign for at the node that answered st: cluster is
+// the caller's own cluster id when it has one, else the node's.
+func targetOf(st Status, cluster string) peerTarget {
+	if cluster == "" {
+		cluster = st.ClusterID
+	}
+	return peerTarget{node: st.NodeID, cluster: cluster, version: min(max(st.PeerAuth, legacyProof), PeerAuthVersion)}
+}
+
 // Status fetches the node's view of the cluster.
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var st Status
@@ -169,22 +200,31 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	if c.OnBehalf != "" {
-		req.Header.Set(HopHeader, c.Via)
-		req.Header.Set(CallerHeader, c.OnBehalf)
-		if v := newPeerAuth(c.Secret).vouch(req, c.Via); v != "" {
-			req.Header.Set(VouchHeader, v)
-		}
-	}
 	var (
 		pa    *peerAuth
 		nonce string
+		to    peerTarget
 	)
-	if c.Secret != "" && method == http.MethodPost && peerEndpoints[path] {
-		pa = newPeerAuth(c.Secret)
-		if nonce, err = pa.sign(req, raw); err != nil {
+	peerWrite := c.Secret != "" && method == http.MethodPost && peerEndpoints[path]
+	if c.Secret != "" && (c.OnBehalf != "" || peerWrite) {
+		if to, err = c.target(ctx); err != nil {
 			return err
 		}
+	}
+	if c.OnBehalf != "" {
+		req.Header.Set(HopHeader, c.Via)
+		req.Header.Set(CallerHeader, c.OnBehalf)
+		if v := newPeerAuth(c.Secret).vouch(req, c.Via, to); v != "" {
+			req.Header.Set(VouchHeader, v)
+		}
+	}
+	if peerWrite {
+		pa = newPeerAuth(c.Secret)
+		var header string
+		if header, nonce, err = pa.sign(requestMsg(method, path, raw), to); err != nil {
+			return err
+		}
+		req.Header.Set(PeerAuthHeader, header)
 	}
 	hc := c.HTTP
 	if hc == nil {

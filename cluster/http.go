@@ -51,7 +51,7 @@ func (n *Node) Handler() http.Handler {
 // none, a request claiming one is refused (the nodes are misconfigured).
 func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		nonce, err := n.peer.verify(r, 1<<20)
+		nonce, err := n.peer.verify(r, 1<<20, n.self())
 		if err != nil {
 			// The reason goes back to the requesting node; the log says who
 			// tried. Neither holds the secret or the proof.
@@ -150,7 +150,11 @@ func (n *Node) leave(ctx context.Context, r *http.Request) error {
 // clientForLeader calls the leader on behalf of the caller of r, with the
 // caller's token (never this node's own), vouching for the caller.
 func (n *Node) clientForLeader(r *http.Request) *Client {
-	c := n.clientFor(n.LeaderHTTPAddr())
+	_, leader := n.raft.LeaderWithID()
+	addr := n.memberHTTP(string(leader))
+	c := n.clientFor(addr)
+	to := n.targetForLeader(r.Context(), string(leader), addr)
+	c.to = &to
 	c.Token = callerToken(r)
 	c.OnBehalf, c.Via = r.Header.Get(CallerHeader), n.cfg.NodeID
 	return c
@@ -204,19 +208,42 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, fmt.Sprintf("leader %s has a bad HTTP address %q", leaderID, addr))
 		return
 	}
-	// Vouch for the caller (with the cluster secret), and say who answers:
-	// the leader performs the write and records it, this node does not.
-	vouch := n.peer.vouch(r, n.cfg.NodeID)
-	w.Header().Set(ForwardedToHeader, string(leaderID))
+	// Vouch for the caller (with the cluster secret). A node-to-node write
+	// (a join) was checked here against a proof made for this node: it is
+	// signed again, for the leader. Proofs are made for one node, so a
+	// client's or a member's own never goes on.
+	to := n.targetForLeader(r.Context(), string(leaderID), addr)
+	vouch := n.peer.vouch(r, n.cfg.NodeID, to)
+	var proof string
+	if n.peer.enabled() && r.Header.Get(PeerAuthHeader) != "" {
+		if body, ok := peekBody(r); ok {
+			proof, _, _ = n.peer.sign(requestMsg(r.Method, r.URL.Path, body), to)
+		}
+	}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
 			pr.Out.Header.Set(HopHeader, n.cfg.NodeID)
-			pr.Out.Header.Del(VouchHeader) // only this node's own, never a client's
+			pr.Out.Header.Del(VouchHeader)
+			pr.Out.Header.Del(PeerAuthHeader)
 			if vouch != "" {
 				pr.Out.Header.Set(VouchHeader, vouch)
 			}
+			if proof != "" {
+				pr.Out.Header.Set(PeerAuthHeader, proof)
+			}
+		},
+		// Say who answered only when the leader did: it performed the
+		// write and recorded it (a leader that handed the write on names
+		// the one that did). A forward that fails (502 below) performed
+		// nothing, and this node's API must not take it for a write done
+		// elsewhere.
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.Header.Get(ForwardedToHeader) == "" {
+				resp.Header.Set(ForwardedToHeader, string(leaderID))
+			}
+			return nil
 		},
 		Transport: n.client.Transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

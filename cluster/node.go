@@ -69,6 +69,9 @@ type Node struct {
 	idMu      sync.Mutex
 	clusterID string // see ClusterID
 
+	leaderMu  sync.Mutex
+	leaderFor leaderTarget // see targetForLeader
+
 	leadership *leadership
 	metrics    *metrics
 
@@ -292,7 +295,8 @@ func (n *Node) start(ctx context.Context) error {
 // clientFor is a client for another node's API with this node's HTTP
 // client, scheme and cluster secret.
 func (n *Node) clientFor(addr string) *Client {
-	return &Client{Addr: addr, HTTP: n.client, Scheme: n.cfg.HTTPScheme, Secret: n.cfg.ClusterSecret, Token: n.cfg.Token}
+	return &Client{Addr: addr, HTTP: n.client, Scheme: n.cfg.HTTPScheme, Secret: n.cfg.ClusterSecret, Token: n.cfg.Token,
+		ClusterID: n.ClusterID()}
 }
 
 // waitLeader waits until some leader is known.
@@ -459,9 +463,13 @@ type Status struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	// FSMVersion and Build are this node's build (see engine.FSMVersion):
 	// the leader reads them to know what every member can apply.
-	FSMVersion uint16         `json:"fsm_version"`
-	Build      string         `json:"build"`
-	Members    []MemberStatus `json:"members"`
+	FSMVersion uint16 `json:"fsm_version"`
+	Build      string `json:"build"`
+	// PeerAuth is the node-to-node proof format this node reads
+	// (PeerAuthVersion); builds before it report none (0): they read only
+	// the older format, which a sender then uses for them.
+	PeerAuth int            `json:"peer_auth"`
+	Members  []MemberStatus `json:"members"`
 }
 
 // MemberStatus is one server of the Raft configuration. GET /v1/status
@@ -494,6 +502,7 @@ func (n *Node) Status() Status {
 		AppliedIndex: n.raft.AppliedIndex(),
 		FSMVersion:   engine.FSMVersion,
 		Build:        engine.Build,
+		PeerAuth:     PeerAuthVersion,
 		Members:      []MemberStatus{},
 	}
 	f := n.raft.GetConfiguration()

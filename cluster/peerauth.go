@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -17,13 +18,19 @@ import (
 )
 
 // Node-to-node requests (join, and any other write one node makes on
-// another's /v1/cluster/) prove that the sender holds the cluster secret
-// without sending it: an HMAC-SHA256, keyed by the secret, over the method,
-// path, a timestamp, a random nonce and the body's SHA-256. The answer
-// carries an HMAC over the same nonce and its own body, so the sender
-// knows the cluster holds the secret too before it trusts what it says.
+// another's /v1/cluster/) and forwarded writes (vouch.go) prove that the
+// sender holds the cluster secret without sending it: an HMAC-SHA256, keyed
+// by the secret, over what the request is (method, path, body's SHA-256),
+// when (a timestamp), a random nonce, and whom it is for: the cluster id and
+// the receiving node's id. A proof is good once, at one node of one
+// cluster: captured on plain HTTP, it cannot be replayed to another member
+// (which has not seen its nonce), nor to another cluster that happens to
+// share the secret. The answer carries an HMAC over the same nonce and its
+// own body, so the sender knows the cluster holds the secret too before it
+// trusts what it says.
 const (
-	// PeerAuthHeader carries "v1 ts=UNIX nonce=HEX mac=HEX" on a request.
+	// PeerAuthHeader carries a request's proof:
+	// "v2 ts=UNIX nonce=HEX cluster=ID node=ID mac=HEX".
 	PeerAuthHeader = "X-Herald-Cluster-Auth"
 	// PeerReplyHeader carries the answer's HMAC (hex).
 	PeerReplyHeader = "X-Herald-Cluster-Reply"
@@ -33,10 +40,20 @@ const (
 	// MinSecretLen is the shortest cluster secret accepted: a guessable
 	// secret proves nothing.
 	MinSecretLen = 16
+	// PeerAuthVersion is the proof format this build signs and checks. GET
+	// /v1/cluster/status reports it (peer_auth), so that a sender signs in
+	// the format its receiver reads: builds before it report none and check
+	// only format 1, which names neither the cluster nor the node (see
+	// "Rolling upgrades" in DESIGN.md).
+	PeerAuthVersion = 2
+	// legacyProof is the format of builds before PeerAuthVersion 2. This
+	// build signs it for such a receiver only, and refuses it.
+	legacyProof = 1
 )
 
 // ErrPeerAuth is wrapped by every refusal of a node-to-node request (HTTP
-// 403): no proof of the secret, a wrong one, or a stale or replayed one.
+// 403): no proof of the secret, a wrong one, a stale or replayed one, or
+// one made for another node or cluster.
 var ErrPeerAuth = errors.New("cluster secret check failed")
 
 // peerAuth signs and checks node-to-node requests. The zero secret (none
@@ -64,33 +81,112 @@ func bodyDigest(body []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func (pa *peerAuth) requestMAC(method, path, ts, nonce string, body []byte) string {
-	m := hmac.New(sha256.New, pa.secret)
-	fmt.Fprintf(m, "herald-cluster-request-v1\n%s\n%s\n%s\n%s\n%s", method, path, ts, nonce, bodyDigest(body))
-	return hex.EncodeToString(m.Sum(nil))
+// peerTarget is whom a proof is for: a node of a cluster, and the proof
+// format that node's build reads (PeerAuthVersion, or legacyProof).
+type peerTarget struct {
+	node, cluster string
+	version       int
+}
+
+// Kinds of signed statement: each is its own HMAC label, so that one can
+// never stand for the other.
+const (
+	kindRequest = "cluster-request" // a node-to-node write (PeerAuthHeader)
+	kindVouch   = "vouch"           // a forwarded write (VouchHeader)
+)
+
+// signedMsg is what a proof covers besides whom it is for and when.
+type signedMsg struct {
+	kind   string
+	method string
+	target string // the path (requests) or the request URI (vouches)
+	body   []byte
+	extra  []string // vouches: the caller and the forwarding node
+}
+
+// proof is a parsed PeerAuthHeader or VouchHeader.
+type proof struct {
+	version        int
+	ts, nonce, mac string
+	cluster, node  string // version 2 only
+}
+
+// mac is the one way a proof's HMAC is made, in the format of version.
+func (pa *peerAuth) mac(m signedMsg, p proof) string {
+	h := hmac.New(sha256.New, pa.secret)
+	if p.version == legacyProof {
+		fmt.Fprintf(h, "herald-%s-v1\n%s\n%s\n%s\n%s\n%s", m.kind, m.method, m.target, p.ts, p.nonce, bodyDigest(m.body))
+	} else {
+		fmt.Fprintf(h, "herald-%s-v2\n%s\n%s\n%s\n%s\n%s\n%s\n%s", m.kind, p.cluster, p.node, m.method, m.target, p.ts, p.nonce, bodyDigest(m.body))
+	}
+	for _, e := range m.extra {
+		fmt.Fprintf(h, "\n%s", e)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// sign makes the proof of m for node to, in the format to's build reads:
+// the header value and its nonce.
+func (pa *peerAuth) sign(m signedMsg, to peerTarget) (header, nonce string, err error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", err
+	}
+	p := proof{version: PeerAuthVersion, ts: strconv.FormatInt(pa.nowFunc().Unix(), 10), nonce: hex.EncodeToString(b),
+		cluster: to.cluster, node: to.node}
+	if to.version == legacyProof {
+		p.version = legacyProof
+		return "v1 ts=" + p.ts + " nonce=" + p.nonce + " mac=" + pa.mac(m, p), p.nonce, nil
+	}
+	return "v2 ts=" + p.ts + " nonce=" + p.nonce + " cluster=" + p.cluster + " node=" + p.node + " mac=" + pa.mac(m, p), p.nonce, nil
+}
+
+// check verifies header as the proof of m received by self (this node's
+// id and cluster id): the HMAC, then whom it is for, the time and the
+// nonce. It returns the nonce (for the reply), or why it is refused.
+func (pa *peerAuth) check(header string, m signedMsg, self peerTarget) (string, error) {
+	p, ok := parseProof(header)
+	switch {
+	case !ok:
+		return "", fmt.Errorf("%w: malformed proof header", ErrPeerAuth)
+	case p.version == legacyProof:
+		return "", fmt.Errorf("%w: the sending node runs an older build, whose proof names neither the cluster nor the node it is for "+
+			"(it could be replayed to another member): this build refuses it; upgrade the sending node", ErrPeerAuth)
+	}
+	if !hmac.Equal([]byte(p.mac), []byte(pa.mac(m, p))) {
+		return "", fmt.Errorf("%w: the requesting node's cluster_secret differs from this cluster's", ErrPeerAuth)
+	}
+	if p.cluster != self.cluster {
+		return "", fmt.Errorf("%w: the request was made for cluster %s, and this node is in cluster %s "+
+			"(two clusters that share a cluster_secret are still two clusters)", ErrPeerAuth, orNone(p.cluster), orNone(self.cluster))
+	}
+	if p.node != self.node {
+		return "", fmt.Errorf("%w: the request was made for node %s, and this is node %s (a proof is good at the node it was made for only)",
+			ErrPeerAuth, p.node, self.node)
+	}
+	sec, _ := strconv.ParseInt(p.ts, 10, 64) // parseProof checked it
+	now := pa.nowFunc()
+	if skew := now.Sub(time.Unix(sec, 0)); skew > PeerAuthWindow || skew < -PeerAuthWindow {
+		return "", fmt.Errorf("%w: the request was signed at %s, %s away from this node's clock %s (allowed: %s): check both clocks",
+			ErrPeerAuth, time.Unix(sec, 0).UTC().Format(time.RFC3339), skew.Round(time.Second), now.UTC().Format(time.RFC3339), PeerAuthWindow)
+	}
+	if !pa.remember(p.nonce, now) {
+		return "", fmt.Errorf("%w: this request was already received once (a replay)", ErrPeerAuth)
+	}
+	return p.nonce, nil
+}
+
+func orNone(id string) string {
+	if id == "" {
+		return "(none yet)"
+	}
+	return id
 }
 
 func (pa *peerAuth) replyMAC(nonce string, status int, body []byte) string {
 	m := hmac.New(sha256.New, pa.secret)
 	fmt.Fprintf(m, "herald-cluster-reply-v1\n%s\n%d\n%s", nonce, status, bodyDigest(body))
 	return hex.EncodeToString(m.Sum(nil))
-}
-
-// sign sets the request's auth header and returns its nonce ("" when no
-// secret is configured).
-func (pa *peerAuth) sign(req *http.Request, body []byte) (string, error) {
-	if !pa.enabled() {
-		return "", nil
-	}
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	nonce := hex.EncodeToString(b)
-	ts := strconv.FormatInt(pa.nowFunc().Unix(), 10)
-	mac := pa.requestMAC(req.Method, req.URL.Path, ts, nonce, body)
-	req.Header.Set(PeerAuthHeader, "v1 ts="+ts+" nonce="+nonce+" mac="+mac)
-	return nonce, nil
 }
 
 // checkReply verifies that an answer to a signed request comes from a node
@@ -109,10 +205,10 @@ func (pa *peerAuth) checkReply(nonce string, resp *http.Response, body []byte) e
 	return nil
 }
 
-// verify checks a request's proof and returns its nonce (for the reply),
-// or an error saying why it is refused. It reads the body (up to limit)
-// and puts it back for the handler.
-func (pa *peerAuth) verify(r *http.Request, limit int64) (string, error) {
+// verify checks a node-to-node request's proof as received by self and
+// returns its nonce (for the reply), or an error saying why it is refused.
+// It reads the body (up to limit) and puts it back for the handler.
+func (pa *peerAuth) verify(r *http.Request, limit int64, self peerTarget) (string, error) {
 	header := r.Header.Get(PeerAuthHeader)
 	if !pa.enabled() {
 		if header != "" {
@@ -123,10 +219,6 @@ func (pa *peerAuth) verify(r *http.Request, limit int64) (string, error) {
 	if header == "" {
 		return "", fmt.Errorf("%w: this cluster requires cluster_secret and the request carries no proof of it: give the joining node the same cluster_secret as the members", ErrPeerAuth)
 	}
-	ts, nonce, mac, ok := parseAuthHeader(header)
-	if !ok {
-		return "", fmt.Errorf("%w: malformed %s header", ErrPeerAuth, PeerAuthHeader)
-	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return "", fmt.Errorf("%w: reading the body: %v", ErrBadRequest, err)
@@ -135,19 +227,12 @@ func (pa *peerAuth) verify(r *http.Request, limit int64) (string, error) {
 		return "", fmt.Errorf("%w: body over %d bytes", ErrBadRequest, limit)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if !hmac.Equal([]byte(mac), []byte(pa.requestMAC(r.Method, r.URL.Path, ts, nonce, body))) {
-		return "", fmt.Errorf("%w: the requesting node's cluster_secret differs from this cluster's", ErrPeerAuth)
-	}
-	sec, _ := strconv.ParseInt(ts, 10, 64) // parseAuthHeader checked it
-	now := pa.nowFunc()
-	if skew := now.Sub(time.Unix(sec, 0)); skew > PeerAuthWindow || skew < -PeerAuthWindow {
-		return "", fmt.Errorf("%w: the request was signed at %s, %s away from this node's clock %s (allowed: %s): check both clocks",
-			ErrPeerAuth, time.Unix(sec, 0).UTC().Format(time.RFC3339), skew.Round(time.Second), now.UTC().Format(time.RFC3339), PeerAuthWindow)
-	}
-	if !pa.remember(nonce, now) {
-		return "", fmt.Errorf("%w: this request was already received once (a replay)", ErrPeerAuth)
-	}
-	return nonce, nil
+	return pa.check(header, requestMsg(r.Method, r.URL.Path, body), self)
+}
+
+// requestMsg is what a node-to-node request's proof covers.
+func requestMsg(method, path string, body []byte) signedMsg {
+	return signedMsg{kind: kindRequest, method: method, target: path, body: body}
 }
 
 // remember records a nonce; false if it was seen inside the window. Only
@@ -169,31 +254,41 @@ func (pa *peerAuth) remember(nonce string, now time.Time) bool {
 	return true
 }
 
-func parseAuthHeader(h string) (ts, nonce, mac string, ok bool) {
+// parseProof reads "v1 ts= nonce= mac=" (older builds) or "v2 ts= nonce=
+// cluster= node= mac=". Only the cluster may be empty (a cluster from
+// before cluster ids, or a node that has not learnt its id yet).
+func parseProof(h string) (proof, bool) {
 	fields := strings.Fields(h)
-	if len(fields) != 4 || fields[0] != "v1" {
-		return "", "", "", false
+	if len(fields) == 0 {
+		return proof{}, false
+	}
+	var p proof
+	want := map[string]*string{"ts": &p.ts, "nonce": &p.nonce, "mac": &p.mac}
+	switch fields[0] {
+	case "v1":
+		p.version = legacyProof
+	case "v2":
+		p.version = 2
+		want["cluster"], want["node"] = &p.cluster, &p.node
+	default:
+		return proof{}, false
+	}
+	if len(fields)-1 != len(want) {
+		return proof{}, false
 	}
 	for _, f := range fields[1:] {
 		k, v, found := strings.Cut(f, "=")
-		if !found || v == "" {
-			return "", "", "", false
+		dst, known := want[k]
+		if !found || !known || len(v) > 64 || (v == "" && k != "cluster") {
+			return proof{}, false
 		}
-		switch k {
-		case "ts":
-			ts = v
-		case "nonce":
-			nonce = v
-		case "mac":
-			mac = v
-		default:
-			return "", "", "", false
-		}
+		delete(want, k) // each key once
+		*dst = v
 	}
-	if _, err := strconv.ParseInt(ts, 10, 64); err != nil || nonce == "" || mac == "" || len(nonce) > 64 {
-		return "", "", "", false
+	if _, err := strconv.ParseInt(p.ts, 10, 64); err != nil || len(p.mac) > 64 {
+		return proof{}, false
 	}
-	return ts, nonce, mac, true
+	return p, true
 }
 
 // signedReply wraps a ResponseWriter so that the answer to a verified
@@ -237,4 +332,45 @@ func (s *signedReply) flush() {
 // past its loopback rule; the handler then refuses a wrong proof with 403.
 func (n *Node) PeerSigned(r *http.Request) bool {
 	return n.peer.enabled() && r.Method == http.MethodPost && peerEndpoints[r.URL.Path] && r.Header.Get(PeerAuthHeader) != ""
+}
+
+// self is whom a proof received here must have been made for.
+func (n *Node) self() peerTarget {
+	return peerTarget{node: n.cfg.NodeID, cluster: n.ClusterID(), version: PeerAuthVersion}
+}
+
+// leaderTarget is what a follower learnt of a leader to sign its forwards:
+// valid for one leader at one address in one term (a leader's build
+// changes only with a restart, and so a new term).
+type leaderTarget struct {
+	id, addr string
+	term     uint64
+	to       peerTarget
+}
+
+// targetForLeader is whom a write this node forwards to leader id at addr
+// is signed for. The leader's proof format is asked once per term (GET
+// /v1/cluster/status): during a rolling upgrade an older leader reads only
+// the older format. If it does not answer, the forward is signed in this
+// build's format, and asked again next time. Without a secret nothing is
+// signed, and nothing asked.
+func (n *Node) targetForLeader(ctx context.Context, id, addr string) peerTarget {
+	if !n.peer.enabled() {
+		return peerTarget{}
+	}
+	term := n.raft.CurrentTerm()
+	n.leaderMu.Lock()
+	c := n.leaderFor
+	n.leaderMu.Unlock()
+	if c.id == id && c.addr == addr && c.term == term {
+		return c.to
+	}
+	to := peerTarget{node: id, cluster: n.ClusterID(), version: PeerAuthVersion}
+	if st, ok := n.statusOf(ctx, addr); ok && st.NodeID == id {
+		to = targetOf(st, n.ClusterID())
+		n.leaderMu.Lock()
+		n.leaderFor = leaderTarget{id: id, addr: addr, term: term, to: to}
+		n.leaderMu.Unlock()
+	}
+	return to
 }

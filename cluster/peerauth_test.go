@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,9 @@ func TestClusterSecretOnlyOnJoiner(t *testing.T) {
 func TestClusterSecretChecksTheAnswer(t *testing.T) {
 	t.Parallel()
 	fake := http.NewServeMux()
+	fake.HandleFunc("GET /v1/cluster/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, Status{NodeID: "fake", ClusterID: "feedface", PeerAuth: PeerAuthVersion})
+	})
 	fake.HandleFunc("POST /v1/cluster/join", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, JoinResponse{ID: "x", LeaderID: "fake", ClusterID: "feedface"})
 	})
@@ -74,58 +78,67 @@ func TestClusterSecretChecksTheAnswer(t *testing.T) {
 	require.Contains(t, err.Error(), "did not prove")
 }
 
-// A signed request is accepted once: replayed, or signed too long ago, or
-// altered, it is refused.
+// A signed request is accepted once, at the node and in the cluster it was
+// made for: replayed, signed too long ago, altered, made for another node
+// or cluster or endpoint, or in the older format, it is refused.
 func TestPeerAuthReplayStaleAltered(t *testing.T) {
 	t.Parallel()
 	signer := newPeerAuth(testSecret)
 	checker := newPeerAuth(testSecret)
-	body, err := json.Marshal(JoinRequest{ID: "n2", RaftAddr: "127.0.0.1:7102", HTTPAddr: "127.0.0.1:8102"})
+	n2 := peerTarget{node: "n2", cluster: "c1", version: PeerAuthVersion}
+	body, err := json.Marshal(JoinRequest{ID: "n4", RaftAddr: "127.0.0.1:7104", HTTPAddr: "127.0.0.1:8104"})
 	require.NoError(t, err)
-	req := func(b []byte) *http.Request {
+	req := func(b []byte, header string) *http.Request {
 		r, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://x/v1/cluster/join", bytes.NewReader(b))
 		require.NoError(t, err)
+		r.Header.Set(PeerAuthHeader, header)
 		return r
 	}
-	r := req(body)
-	_, err = signer.sign(r, body)
-	require.NoError(t, err)
-	header := r.Header.Get(PeerAuthHeader)
+	sign := func(pa *peerAuth, path string, to peerTarget) string {
+		h, nonce, err := pa.sign(requestMsg(http.MethodPost, path, body), to)
+		require.NoError(t, err)
+		require.NotEmpty(t, nonce)
+		return h
+	}
+	header := sign(signer, "/v1/cluster/join", n2)
 	require.NotContains(t, header, testSecret)
+	require.True(t, strings.HasPrefix(header, "v2 "), header)
 
-	_, err = checker.verify(r, 1<<20)
+	_, err = checker.verify(req(body, header), 1<<20, n2)
 	require.NoError(t, err)
 
-	replay := req(body)
-	replay.Header.Set(PeerAuthHeader, header)
-	_, err = checker.verify(replay, 1<<20)
+	refused := func(r *http.Request, self peerTarget, why string) {
+		t.Helper()
+		_, err := newPeerAuth(testSecret).verify(r, 1<<20, self)
+		require.ErrorIs(t, err, ErrPeerAuth)
+		require.Contains(t, err.Error(), why)
+	}
+	_, err = checker.verify(req(body, header), 1<<20, n2)
 	require.ErrorIs(t, err, ErrPeerAuth)
 	require.Contains(t, err.Error(), "replay")
 
-	altered := req(bytes.Replace(body, []byte("7102"), []byte("7666"), 1))
-	altered.Header.Set(PeerAuthHeader, header)
-	_, err = newPeerAuth(testSecret).verify(altered, 1<<20)
-	require.ErrorIs(t, err, ErrPeerAuth)
-	require.Contains(t, err.Error(), "differs")
+	refused(req(bytes.Replace(body, []byte("7104"), []byte("7666"), 1), header), n2, "differs")
+	refused(req(body, header), peerTarget{node: "n3", cluster: "c1"}, "made for node n2, and this is node n3")
+	refused(req(body, header), peerTarget{node: "n2", cluster: "c2"}, "made for cluster c1, and this node is in cluster c2")
+	refused(req(body, header), peerTarget{node: "n2"}, "this node is in cluster (none yet)")
+	refused(req(body, strings.Replace(header, "node=n2", "node=n3", 1)), peerTarget{node: "n3", cluster: "c1"}, "differs")
 
 	old := newPeerAuth(testSecret)
 	old.nowFunc = func() time.Time { return time.Now().Add(-PeerAuthWindow - time.Minute) }
-	stale := req(body)
-	_, err = old.sign(stale, body)
-	require.NoError(t, err)
-	_, err = newPeerAuth(testSecret).verify(stale, 1<<20)
-	require.ErrorIs(t, err, ErrPeerAuth)
-	require.Contains(t, err.Error(), "check both clocks")
+	refused(req(body, sign(old, "/v1/cluster/join", n2)), n2, "check both clocks")
 
-	// Signed for another endpoint: refused here.
-	other, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://x/v1/cluster/announce", bytes.NewReader(body))
-	require.NoError(t, err)
-	_, err = signer.sign(other, body)
-	require.NoError(t, err)
-	moved := req(body)
-	moved.Header.Set(PeerAuthHeader, other.Header.Get(PeerAuthHeader))
-	_, err = newPeerAuth(testSecret).verify(moved, 1<<20)
-	require.ErrorIs(t, err, ErrPeerAuth)
+	refused(req(body, sign(signer, "/v1/cluster/announce", n2)), n2, "differs")
+
+	// For a receiver on an older build: the older format, which this
+	// build refuses.
+	legacy := sign(signer, "/v1/cluster/join", peerTarget{node: "n2", cluster: "c1", version: legacyProof})
+	require.True(t, strings.HasPrefix(legacy, "v1 "), legacy)
+	refused(req(body, legacy), n2, "older build")
+
+	for _, bad := range []string{"", "v2", "v3 ts=1 nonce=a cluster=c node=n mac=m", "v2 ts=1 nonce=a cluster=c node= mac=m",
+		"v2 ts=1 nonce=a nonce=b node=n mac=m", "v2 ts=x nonce=a cluster=c node=n mac=m", "v1 ts=1 nonce=a cluster=c mac=m"} {
+		refused(req(body, bad), n2, "")
+	}
 }
 
 func TestClusterSecretTooShort(t *testing.T) {

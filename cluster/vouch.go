@@ -2,14 +2,8 @@ package cluster
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 )
 
 // A write a follower forwards reaches the leader from the follower's
@@ -24,9 +18,11 @@ const (
 	// CallerHeader carries who the forwarding node established the caller
 	// to be (engine/api encodes it; opaque here).
 	CallerHeader = "X-Herald-Caller"
-	// VouchHeader carries "v1 ts=UNIX nonce=HEX mac=HEX": an HMAC keyed by
-	// the cluster secret over the method, the request URI, the time, the
-	// nonce, the body's SHA-256, the caller and the forwarding node.
+	// VouchHeader carries "v2 ts=UNIX nonce=HEX cluster=ID node=ID
+	// mac=HEX": an HMAC keyed by the cluster secret over the cluster and the
+	// node (the leader) it is for, the method, the request URI, the time,
+	// the nonce, the body's SHA-256, the caller and the forwarding node
+	// (peerauth.go: the same proof as a node-to-node request's).
 	VouchHeader = "X-Herald-Vouch"
 	// ForwardedToHeader, on an answer, names the leader that performed the
 	// write this node forwarded (and recorded it in the audit trail).
@@ -38,16 +34,16 @@ const (
 	maxVouchedBody = 4 << 20
 )
 
-func (pa *peerAuth) vouchMAC(method, uri, ts, nonce, caller, via string, body []byte) string {
-	m := hmac.New(sha256.New, pa.secret)
-	fmt.Fprintf(m, "herald-vouch-v1\n%s\n%s\n%s\n%s\n%s\n%s\n%s", method, uri, ts, nonce, bodyDigest(body), caller, via)
-	return hex.EncodeToString(m.Sum(nil))
+// vouchMsg is what a forward's voucher covers: the request, the caller it
+// names and the node that forwards it.
+func vouchMsg(r *http.Request, body []byte, caller, via string) signedMsg {
+	return signedMsg{kind: kindVouch, method: r.Method, target: r.URL.RequestURI(), body: body, extra: []string{caller, via}}
 }
 
-// vouch signs a forward of r by node via: it returns the VouchHeader
-// value, or "" when there is nothing to vouch for (no secret, no caller, a
-// body too large). r's body is read and put back.
-func (pa *peerAuth) vouch(r *http.Request, via string) string {
+// vouch signs a forward of r by node via to node to: it returns the
+// VouchHeader value, or "" when there is nothing to vouch for (no secret,
+// no caller, a body too large). r's body is read and put back.
+func (pa *peerAuth) vouch(r *http.Request, via string, to peerTarget) string {
 	caller := r.Header.Get(CallerHeader)
 	if !pa.enabled() || caller == "" {
 		return ""
@@ -56,13 +52,11 @@ func (pa *peerAuth) vouch(r *http.Request, via string) string {
 	if !ok {
 		return ""
 	}
-	nb := make([]byte, 16)
-	if _, err := rand.Read(nb); err != nil {
+	header, _, err := pa.sign(vouchMsg(r, body, caller, via), to)
+	if err != nil {
 		return ""
 	}
-	nonce := hex.EncodeToString(nb)
-	ts := strconv.FormatInt(pa.nowFunc().Unix(), 10)
-	return "v1 ts=" + ts + " nonce=" + nonce + " mac=" + pa.vouchMAC(r.Method, r.URL.RequestURI(), ts, nonce, caller, via, body)
+	return header
 }
 
 // peekBody reads r's body, up to maxVouchedBody, and puts back all of it
@@ -103,25 +97,13 @@ func (n *Node) Vouched(r *http.Request) (caller, via string, ok bool) {
 		n.log.Warn("a forwarded write's voucher does not check; its caller is not taken", "via", via, "remote", r.RemoteAddr, "path", r.URL.Path, "why", why)
 		return "", via, false
 	}
-	ts, nonce, mac, good := parseAuthHeader(header)
-	if !good {
-		return refuse("malformed " + VouchHeader)
-	}
 	b, ok := peekBody(r)
 	if !ok {
 		return refuse("body unreadable or too large")
 	}
 	caller = r.Header.Get(CallerHeader)
-	if !hmac.Equal([]byte(mac), []byte(n.peer.vouchMAC(r.Method, r.URL.RequestURI(), ts, nonce, caller, via, b))) {
-		return refuse("signed with another cluster_secret, or altered on the way")
-	}
-	sec, _ := strconv.ParseInt(ts, 10, 64) // parseAuthHeader checked it
-	now := n.peer.nowFunc()
-	if skew := now.Unix() - sec; skew > int64(PeerAuthWindow.Seconds()) || -skew > int64(PeerAuthWindow.Seconds()) {
-		return refuse("signed " + strconv.FormatInt(skew, 10) + "s away from this node's clock")
-	}
-	if !n.peer.remember(nonce, now) {
-		return refuse("a replay")
+	if _, err := n.peer.check(header, vouchMsg(r, b, caller, via), n.self()); err != nil {
+		return refuse(err.Error())
 	}
 	return caller, via, true
 }

@@ -119,16 +119,20 @@ func TestForwardWithoutSecretVouchesForNothing(t *testing.T) {
 // path, a replay, another secret or a stale time are refused.
 func TestVoucherCoversTheRequest(t *testing.T) {
 	t.Parallel()
-	n := &Node{peer: newPeerAuth("a-cluster-secret-of-32-bytes-xx"), log: testLogger()}
+	n := &Node{peer: newPeerAuth("a-cluster-secret-of-32-bytes-xx"), log: testLogger(), cfg: Config{NodeID: "n1"}, clusterID: "c1"}
+	leader := peerTarget{node: "n1", cluster: "c1", version: PeerAuthVersion}
 	now := time.Unix(1_800_000_000, 0)
 	n.peer.nowFunc = func() time.Time { return now }
-	signed := func(body string, secret string, at time.Time) *http.Request {
+	signed := func(body string, secret string, at time.Time, to ...peerTarget) *http.Request {
+		if len(to) == 0 {
+			to = []peerTarget{leader}
+		}
 		r := httptest.NewRequest(http.MethodPost, "/v1/tasks?pretty=1", strings.NewReader(body))
 		r.Header.Set(CallerHeader, "actor=ops")
 		r.Header.Set(HopHeader, "n2")
 		pa := newPeerAuth(secret)
 		pa.nowFunc = func() time.Time { return at }
-		r.Header.Set(VouchHeader, pa.vouch(r, "n2"))
+		r.Header.Set(VouchHeader, pa.vouch(r, "n2", to[0]))
 		got, err := io.ReadAll(r.Body)
 		require.NoError(t, err)
 		require.Equal(t, body, string(got), "the body is read and put back whole")
@@ -165,4 +169,13 @@ func TestVoucherCoversTheRequest(t *testing.T) {
 
 	_, _, ok = n.Vouched(signed(`{}`, "a-cluster-secret-of-32-bytes-xx", now.Add(-2*PeerAuthWindow)))
 	require.False(t, ok, "signed too long ago")
+
+	_, _, ok = n.Vouched(signed(`{}`, "a-cluster-secret-of-32-bytes-xx", now, peerTarget{node: "n3", cluster: "c1", version: PeerAuthVersion}))
+	require.False(t, ok, "made for another leader")
+
+	_, _, ok = n.Vouched(signed(`{}`, "a-cluster-secret-of-32-bytes-xx", now, peerTarget{node: "n1", cluster: "c2", version: PeerAuthVersion}))
+	require.False(t, ok, "made for another cluster")
+
+	_, _, ok = n.Vouched(signed(`{}`, "a-cluster-secret-of-32-bytes-xx", now, peerTarget{node: "n1", cluster: "c1", version: legacyProof}))
+	require.False(t, ok, "the older format")
 }

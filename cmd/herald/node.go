@@ -428,7 +428,7 @@ func warnInsecure(cfg nodeConfig, log *slog.Logger) {
 	if cfg.devTimeouts {
 		return // herald dev: loopback by construction
 	}
-	loopback := isLoopback(cfg.RaftAddr)
+	loopback := api.IsLoopbackAddr(cfg.RaftAddr)
 	switch {
 	case cfg.TLSCert == "" && !loopback:
 		log.Warn("Raft and the HTTP API run without TLS on a non-loopback address: anyone on the network can read the traffic "+
@@ -439,18 +439,6 @@ func warnInsecure(cfg nodeConfig, log *slog.Logger) {
 	if cfg.clusterSecret != "" && cfg.TLSCert == "" {
 		log.Warn("cluster_secret guards joins, but without TLS the Raft transport accepts any peer: set tls_cert, tls_key and tls_ca too")
 	}
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // unwrapInUse turns "bind: address already in use" into a plainer message.

@@ -300,7 +300,8 @@ func isLoopback(remoteAddr string) bool {
 
 // IsLoopbackAddr reports whether a listen address (host:port) can be
 // reached from this machine only: the agent warns at start when its HTTP
-// address is not, and no tokens are configured.
+// address is not and no tokens are configured, or when its Raft address is
+// not and TLS or a cluster secret is missing.
 func IsLoopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
