@@ -165,3 +165,41 @@ func TestPersonStubsDeepest(t *testing.T) {
 		require.Equal(t, "[[[Ann", content(t, out[0].Payload))
 	}
 }
+
+// TestPersonStubsAsRuleFields: a person where the rule table expects a
+// table of its own (the rule itself, stagger, quiet_hours, digest) is read
+// as the full person: the same error whether or not the rule read it first.
+func TestPersonStubsAsRuleFields(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"people.csv": "userid,name\nann,Ann\n"}
+	want := map[string]string{
+		"whole":   `unknown field "userid"`,
+		"stagger": `stagger: unknown field "userid"`,
+		"quiet":   `quiet_hours: unknown field "userid"`,
+		"digest":  `digest: unknown field "userid"`,
+	}
+	field := map[string]string{"stagger": "stagger", "quiet": "quiet_hours", "digest": "digest"}
+	for name := range want {
+		for v, p := range map[string]string{
+			"_stub": `people.get("ann")`,
+			"_full": `(function() local q = people.get("ann") local _ = q.name return q end)()`,
+		} {
+			src := `return rule(` + p + `)`
+			if name != "whole" {
+				src = `return rule { name = "` + name + v + `", channel = "mock", recipients = function() return {} end,
+  message = function() return { content = "x" } end, ` + field[name] + ` = ` + p + ` }`
+			}
+			files[name+v+".lua"] = src
+		}
+	}
+	s := load(t, newDir(t, files))
+	got := map[string]string{}
+	for _, st := range s.Status() {
+		got[st.File] = st.Error
+	}
+	for name, w := range want {
+		for _, v := range []string{"_stub", "_full"} {
+			require.Contains(t, got[name+v+".lua"], w, name+v)
+		}
+	}
+}
