@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -143,6 +144,12 @@ func (a applier) settleDigest(d *Delivery) {
 // more in one window gets several digests (a message has a size limit).
 const maxDigestItems = 100
 
+// maxFoldsPerPass bounds the digests one executor pass folds (each a rule
+// call and a proposal): at a window's end with many people's digests, the
+// pass then claims what else is due after a few rounds, not after all the
+// folds; the next pass folds on.
+const maxFoldsPerPass = 64
+
 // digestGroup is the deliveries of one rule to one person due together.
 type digestGroup struct {
 	rule, recipient, channel string
@@ -202,6 +209,7 @@ func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Ti
 		})
 	}
 	slices.Sort(keys)
+	var jobs []foldJob
 	for _, k := range keys {
 		g := groups[k]
 		if hold.waits(g, now) {
@@ -216,21 +224,34 @@ func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Ti
 		})
 		for start := 0; start < len(g.members); start += maxDigestItems {
 			part := g.members[start:min(start+maxDigestItems, len(g.members))]
-			if len(part) < 2 {
-				out = append(out, part...) // alone in its window: the plain message
-				continue
-			}
-			dg, err := x.fold(ctx, b, g, part)
 			switch {
-			case err != nil && ctx.Err() == nil:
-				x.l.log.Warn("cannot fold a digest; will try again", "rule", g.rule, "recipient", g.recipient, "err", err)
+			case len(part) < 2:
+				out = append(out, part...) // alone in its window: the plain message
+			case len(jobs) == maxFoldsPerPass:
+				// The next pass (woken by these folds) folds it; its
+				// members wait, and its instant is walked again.
 				failed = true
 				delete(walked, g.at.UnixNano())
-			case dg == nil:
-				out = append(out, part...) // sent one by one
 			default:
-				out = append(out, dg)
+				jobs = append(jobs, foldJob{g: g, part: part})
 			}
+		}
+	}
+	x.foldAll(ctx, b, jobs)
+	for _, j := range jobs {
+		switch {
+		case j.err != nil && ctx.Err() == nil:
+			x.l.log.Warn("cannot fold a digest; will try again", "rule", j.g.rule, "recipient", j.g.recipient, "err", j.err)
+			failed = true
+			delete(walked, j.g.at.UnixNano())
+		case j.err != nil:
+		case j.dg == nil: // sent one by one, by this leader from now on
+			for _, m := range j.part {
+				x.plain[m.ID] = true
+			}
+			out = append(out, j.part...)
+		default:
+			out = append(out, j.dg)
 		}
 	}
 	for at := range walked {
@@ -333,8 +354,37 @@ func (h *digestHold) waits(g *digestGroup, now time.Time) bool {
 	return false
 }
 
+// foldJob is one digest a pass folds, and what came of it.
+type foldJob struct {
+	g    *digestGroup
+	part []*Delivery
+	dg   *Delivery
+	err  error
+}
+
+// foldPipeline is how many folds of a pass are in flight at once: their
+// rule calls run side by side (the rules keep a pool of states) and Raft
+// appends the proposals waiting together as one batch.
+const foldPipeline = 8
+
+// foldAll folds the jobs, up to foldPipeline at once.
+func (x *executor) foldAll(ctx context.Context, b DigestBuilder, jobs []foldJob) {
+	slots := make(chan struct{}, foldPipeline)
+	var wg sync.WaitGroup
+	for i := range jobs {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			j := &jobs[i]
+			j.dg, j.err = x.fold(ctx, b, j.g, j.part)
+		})
+	}
+	wg.Wait()
+}
+
 // fold builds and proposes one digest. It returns nil and no error when
-// the group is to go as plain messages.
+// the group is to go as plain messages (the caller marks them plain). It
+// runs beside other folds: it touches no executor state.
 func (x *executor) fold(ctx context.Context, b DigestBuilder, g *digestGroup, part []*Delivery) (*Delivery, error) {
 	ids := make([]string, len(part))
 	items := make([]DigestItem, len(part))
@@ -350,9 +400,6 @@ func (x *executor) fold(ctx context.Context, b DigestBuilder, g *digestGroup, pa
 		if d.State.Final() {
 			// The same deliveries ended once as this digest and were
 			// retried by hand since: they go alone.
-			for _, m := range part {
-				x.plain[m.ID] = true
-			}
 			return nil, nil
 		}
 		return d, nil // folded by an earlier pass whose answer was lost
@@ -364,9 +411,6 @@ func (x *executor) fold(ctx context.Context, b DigestBuilder, g *digestGroup, pa
 		return nil, ctx.Err()
 	}
 	if err != nil || payload == nil {
-		for _, d := range part {
-			x.plain[d.ID] = true
-		}
 		if err != nil {
 			x.l.raise(ctx, NewRaiseAlert(AlertCause{AlertDigestError, g.rule}, g.rule,
 				AlertParams{Recipient: g.recipient, Count: len(part), Error: err.Error()}, fmt.Sprintf(
@@ -379,9 +423,6 @@ func (x *executor) fold(ctx context.Context, b DigestBuilder, g *digestGroup, pa
 			// A rolling upgrade: a member could not apply the fold. The
 			// messages go one by one rather than wait for it.
 			x.l.log.Warn("digest not folded: a member runs an older build; sending one by one", "rule", g.rule, "recipient", g.recipient, "err", err)
-			for _, d := range part {
-				x.plain[d.ID] = true
-			}
 			return nil, nil
 		}
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -326,9 +327,9 @@ func TestDigestOfManyPeopleIsOneMessageEach(t *testing.T) {
 	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, sh)
 	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Timezone: "Asia/Shanghai", Channel: "mock",
 		Deadline: time.Hour, Digest: 10 * time.Minute})
-	s.cfg.ClaimBatch = 10 // a pass then looks at 20 due deliveries: fewer than the 90 members
+	s.cfg.ClaimBatch = 10 // a pass then looks at 20 due deliveries: far fewer than the members
 	s.rules.plan["follow_up"] = ownerOf
-	const people = 30
+	const people = maxFoldsPerPass + 36 // and more digests than a pass folds
 	for i := range people {
 		s.submitFollowUps("follow_up", fmt.Sprintf("p%02d", i), 3, nine, time.Minute)
 	}
@@ -345,4 +346,65 @@ func TestDigestOfManyPeopleIsOneMessageEach(t *testing.T) {
 		require.Equal(t, 1, per[who], "%s: one digest, got %d messages", who, per[who])
 	}
 	require.Len(t, all, people)
+}
+
+// typeLog records the type of every command proposed, in order.
+type typeLog struct {
+	*localLog
+	mu    sync.Mutex
+	types []CommandType
+	ids   [][]string // a Claim's ids, beside its type
+}
+
+func (r *typeLog) Apply(ctx context.Context, cmd []byte) (any, error) {
+	t := CommandType(cmd[0])
+	var ids []string
+	if t == CmdClaimPacked {
+		c, err := unpackClaim(cmd[2:])
+		if err != nil {
+			return nil, err
+		}
+		ids = c.IDs
+	}
+	r.mu.Lock()
+	r.types, r.ids = append(r.types, t), append(r.ids, ids)
+	r.mu.Unlock()
+	return r.localLog.Apply(ctx, cmd)
+}
+
+// TestDigestFoldsLetOtherWorkThrough: at a window's end with many people's
+// digests to fold (each a rule call and a proposal), another rule's
+// message due at the same instant is claimed after a bounded number of
+// folds, not after all of them: a pass folds at most maxFoldsPerPass.
+func TestDigestFoldsLetOtherWorkThrough(t *testing.T) {
+	t.Parallel()
+	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s := newSim(t, nine.Add(-time.Minute),
+		Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute},
+		Rule{Name: "daily", Schedule: "10 9 * * *", Channel: "mock"})
+	tl := &typeLog{localLog: s.log}
+	s.cfg.Replicator = tl
+	s.rules.plan["follow_up"] = ownerOf
+	s.rules.plan["daily"] = to("boss")
+	const people = 3 * maxFoldsPerPass
+	for i := range people {
+		s.submitFollowUps("follow_up", fmt.Sprintf("p%03d", i), 2, nine, time.Minute)
+	}
+	s.lead("n1")
+	s.advance(nine.Add(20*time.Minute), time.Second)
+
+	boss := DeliveryID(RunKey("daily", nine.Add(10*time.Minute)), "boss")
+	folds, foldsBefore := 0, -1
+	for i, typ := range tl.types {
+		if typ == CmdFoldDigest {
+			folds++
+		}
+		if typ == CmdClaimPacked && slices.Contains(tl.ids[i], boss) {
+			foldsBefore = folds
+		}
+	}
+	require.Equal(t, people, folds, "one digest each")
+	require.GreaterOrEqual(t, foldsBefore, 0, "the daily message was claimed")
+	require.LessOrEqual(t, foldsBefore, maxFoldsPerPass, "claimed after %d folds", foldsBefore)
+	require.Len(t, s.sender.all(), people+1)
 }

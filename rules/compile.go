@@ -270,6 +270,15 @@ func (c *compiled) readFields(t *lua.LTable, sb *sandbox, lines map[string]int, 
 		}
 		return &RuleError{File: c.file, Line: line, Msg: fmt.Sprintf(format, args...)}
 	}
+	// A person given as the rule, or as one of its tables, is read as the
+	// full person it stands for (its fields are then unknown fields).
+	sb.filled(t)
+	eachPair(t, func(_, v lua.LValue) bool {
+		if vt, ok := v.(*lua.LTable); ok {
+			sb.filled(vt)
+		}
+		return true
+	})
 	var err error
 	eachPair(t, func(k, _ lua.LValue) bool {
 		ks, ok := k.(lua.LString)

@@ -1,6 +1,9 @@
 package rules
 
 import (
+	"runtime"
+	"weak"
+
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -22,18 +25,17 @@ import (
 // A stub's identity (whose fields fill it) is kept here, beside the Lua
 // state, because an empty table has nowhere to keep it that a rule could
 // not see. The registry lives for one use of the state (pool.put drops
-// it: nothing of a run outlives it). A run that makes more than maxStubs
-// stubs (people.all() in every message) fills them all and starts again,
-// which costs what building them full always cost.
+// it: nothing of a run outlives it). It holds its stubs, so a run that
+// makes many and drops them (people.all() in every message) would keep
+// them all alive: at maxStubs it forgets those the run no longer holds
+// (sweepStubs), and only if most are still held fills them all and starts
+// again, which costs what building them full always cost.
 const maxStubs = 1 << 18
 
 // personTable is person p as a rule sees it (a stub; see above).
 func (sb *sandbox) personTable(p *Person) *lua.LTable {
 	if len(sb.stubs) >= maxStubs {
-		for t := range sb.stubs {
-			sb.filled(t)
-		}
-		sb.stubs = nil
+		sb.sweepStubs()
 	}
 	if sb.stubs == nil {
 		sb.stubs = make(map[*lua.LTable]*Person)
@@ -42,6 +44,38 @@ func (sb *sandbox) personTable(p *Person) *lua.LTable {
 	t.Metatable = sb.personMeta
 	sb.stubs[t] = p
 	return t
+}
+
+// sweepStubs drops from the registry the stubs nothing else holds: it
+// holds the rest weakly while a collection runs, then strongly again.
+// Which stubs survive is invisible to rules (a stub and its filled table
+// look alike), so leaders that collect differently still plan the same.
+// The forced collection runs once per maxStubs stubs made, where filling
+// them all cost about as much as building as many full tables.
+func (sb *sandbox) sweepStubs() {
+	type held struct {
+		t weak.Pointer[lua.LTable]
+		p *Person
+	}
+	all := make([]held, 0, len(sb.stubs))
+	for t, p := range sb.stubs {
+		all = append(all, held{weak.Make(t), p})
+	}
+	sb.stubs = nil
+	runtime.GC() // clears the weak pointers of the stubs the run dropped
+	live := make(map[*lua.LTable]*Person)
+	for _, h := range all {
+		if t := h.t.Value(); t != nil {
+			live[t] = h.p
+		}
+	}
+	sb.stubs = live
+	if len(live) >= maxStubs/2 {
+		for t := range live {
+			sb.filled(t)
+		}
+		sb.stubs = nil
+	}
 }
 
 // filled fills t in place if it is a person stub, and returns it. Go code

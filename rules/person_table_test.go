@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"weak"
 
 	"github.com/stretchr/testify/require"
 	lua "github.com/yuin/gopher-lua"
@@ -98,20 +99,48 @@ func TestPersonStubsPlan(t *testing.T) {
 	}
 }
 
-// TestPersonStubsOverflow: past maxStubs live stubs, the registry fills
-// the ones it holds (they become ordinary tables) and starts again.
+// TestPersonStubsOverflow: past maxStubs, the registry forgets the stubs
+// the run has dropped (they were kept alive, and filled, only for being
+// registered: people.all() in every message of a run of 600 held 360,000
+// and filled 262,144 of them), and keeps the few it still holds as stubs
+// that fill as before.
 func TestPersonStubsOverflow(t *testing.T) {
 	t.Parallel()
 	sb := newSandbox(&env{calendars: calendar.NewRegistry(), logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer sb.L.Close()
 	p := &Person{UserID: "ann", Name: "Ann"}
-	first := sb.personTable(p)
-	for range maxStubs {
+	kept := sb.personTable(p)
+	dropped := weak.Make(sb.personTable(p))
+	for range maxStubs - 2 {
 		sb.personTable(p)
 	}
+	last := sb.personTable(p) // the registry is full: this one sweeps it
+	require.Nil(t, dropped.Value(), "a dropped stub is still held")
+	require.Len(t, sb.stubs, 2, "the registry holds dropped stubs")
+	for _, st := range []*lua.LTable{kept, last} {
+		require.Equal(t, sb.personMeta, st.Metatable, "a held stub was filled")
+		require.Equal(t, lua.LString("Ann"), sb.filled(st).RawGetString(fieldName))
+	}
+}
+
+// TestPersonStubsOverflowHeld: when most of the registry's stubs are still
+// held, they are filled (each costs what a full table always cost) and the
+// registry starts again.
+func TestPersonStubsOverflowHeld(t *testing.T) {
+	t.Parallel()
+	sb := newSandbox(&env{calendars: calendar.NewRegistry(), logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer sb.L.Close()
+	p := &Person{UserID: "ann", Name: "Ann"}
+	held := make([]*lua.LTable, 0, maxStubs)
+	for range maxStubs {
+		held = append(held, sb.personTable(p))
+	}
+	sb.personTable(p)
 	require.Len(t, sb.stubs, 1)
-	require.Equal(t, lua.LNil, first.Metatable)
-	require.Equal(t, lua.LString("Ann"), first.RawGetString(fieldName))
+	for _, st := range []*lua.LTable{held[0], held[maxStubs-1]} {
+		require.Equal(t, lua.LNil, st.Metatable)
+		require.Equal(t, lua.LString("Ann"), st.RawGetString(fieldName))
+	}
 }
 
 // TestPersonStubsDeepest: the deepest value a people file may hold (the
@@ -134,5 +163,66 @@ func TestPersonStubsDeepest(t *testing.T) {
 		require.NoError(t, err, r)
 		require.Len(t, out, 1)
 		require.Equal(t, "[[[Ann", content(t, out[0].Payload))
+	}
+}
+
+// TestPersonStubsAsRuleFields: a person where the rule table expects a
+// table of its own (the rule itself, stagger, quiet_hours, digest) is read
+// as the full person: the same error whether or not the rule read it first.
+func TestPersonStubsAsRuleFields(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"people.csv": "userid,name\nann,Ann\n"}
+	want := map[string]string{
+		"whole":   `unknown field "userid"`,
+		"stagger": `stagger: unknown field "userid"`,
+		"quiet":   `quiet_hours: unknown field "userid"`,
+		"digest":  `digest: unknown field "userid"`,
+	}
+	field := map[string]string{"stagger": "stagger", "quiet": "quiet_hours", "digest": "digest"}
+	for name := range want {
+		for v, p := range map[string]string{
+			"_stub": `people.get("ann")`,
+			"_full": `(function() local q = people.get("ann") local _ = q.name return q end)()`,
+		} {
+			src := `return rule(` + p + `)`
+			if name != "whole" {
+				src = `return rule { name = "` + name + v + `", channel = "mock", recipients = function() return {} end,
+  message = function() return { content = "x" } end, ` + field[name] + ` = ` + p + ` }`
+			}
+			files[name+v+".lua"] = src
+		}
+	}
+	s := load(t, newDir(t, files))
+	got := map[string]string{}
+	for _, st := range s.Status() {
+		got[st.File] = st.Error
+	}
+	for name, w := range want {
+		for _, v := range []string{"_stub", "_full"} {
+			require.Contains(t, got[name+v+".lua"], w, name+v)
+		}
+	}
+}
+
+// TestPersonStubsAsMetatable: a person used as another table's metatable
+// is read raw by the VM (metamethods are looked up without __index), so
+// it is filled when it is set: a people file's column named like a
+// metamethod acts as it would on the full person.
+func TestPersonStubsAsMetatable(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"people.csv": "userid,name,__index\nann,Ann,v\n"}
+	for v, p := range map[string]string{
+		"stub": `people.get("ann")`,
+		"full": `(function() local q = people.get("ann") local _ = q.name return q end)()`,
+	} {
+		// __index = "v" (a string) makes x.upper the string library's upper.
+		files[v+".lua"] = exprRule(v, `type(setmetatable({}, `+p+`).upper)`)
+	}
+	s := load(t, newDir(t, files))
+	for _, v := range []string{"stub", "full"} {
+		out, err := s.Plan(context.Background(), v, engine.RunContext{Key: "k", Slot: mustTime(t, "2026-12-01T09:00:00Z")})
+		require.NoError(t, err, v)
+		require.Len(t, out, 1)
+		require.Equal(t, "function", content(t, out[0].Payload), v)
 	}
 }
