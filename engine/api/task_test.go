@@ -197,3 +197,25 @@ func TestStatsAndMetrics(t *testing.T) {
 	require.True(t, bytes.Contains(rec.Body.Bytes(), []byte(`herald_runs_total{kind="all",rule="daily"} 1`)), rec.Body.String())
 	require.True(t, bytes.Contains(rec.Body.Bytes(), []byte(`herald_slot_to_sent_seconds_bucket{rule="daily",le="1"} 0`)))
 }
+
+// TestTypedTimeRefusedAlike: every time a person types (a task's due_at,
+// a fire's slot, the task list's from and to, the audit trail's since) is
+// read the same way, so a bad one is refused with the same reason: the
+// forms it takes, and the zone a time without an offset is read in.
+func TestTypedTimeRefusedAlike(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	want := `want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00, or "2026-12-01 09:00[:00]" in Asia/Shanghai`
+	for _, c := range []struct{ method, target, body, field string }{
+		{http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"tomorrow"}`, "due_at"},
+		{http.MethodPost, "/v1/rules/daily/fire", `{"slot":"tomorrow"}`, "slot"},
+		{http.MethodGet, "/v1/tasks?from=tomorrow", "", "from"},
+		{http.MethodGet, "/v1/tasks?to=tomorrow", "", "to"},
+		{http.MethodGet, "/v1/audit?since=tomorrow", "", "since"},
+	} {
+		code, out := b.do(t, c.method, c.target, c.body)
+		require.Equal(t, http.StatusBadRequest, code, c.target)
+		require.Equal(t, c.field, out["field"], c.target)
+		require.Equal(t, want, out["reason"], c.target)
+	}
+}
