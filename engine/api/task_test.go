@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -18,18 +17,9 @@ import (
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
-type taskRules struct{}
-
-func (taskRules) Rules() []engine.Rule {
-	return []engine.Rule{{Name: "enquiry_timeout"}, {Name: "daily", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai"}}
-}
-func (taskRules) Hash() string { return "h" }
-func (taskRules) Plan(context.Context, string, engine.RunContext) ([]engine.Planned, error) {
-	return nil, nil
-}
-func (taskRules) OnFailed(context.Context, string, engine.RunContext, engine.FailedDelivery, engine.SubmitFunc) error {
-	return nil
-}
+// taskRules is the rule set of the API tests.
+var taskRules = enginetest.Rules{SetHash: "h", List: []engine.Rule{
+	{Name: "enquiry_timeout"}, {Name: "daily", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai"}}}
 
 var now0 = time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 
@@ -41,7 +31,7 @@ type apiBundle struct {
 func setupAPI(t *testing.T) *apiBundle {
 	n := enginetest.New()
 	return &apiBundle{node: n, h: api.New(api.Config{
-		FSM: n.FSM, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 	})}
 }
