@@ -120,6 +120,45 @@ func watchLiveHeap(b *testing.B) func() uint64 {
 	}
 }
 
+// BenchmarkTeamEachMessage plans a report for benchTeam people whose
+// message counts the recipient's team (people.where in every message):
+// benchTeam² person tables a run, each dropped once its message is built,
+// more than the stub registry's maxStubs.
+func BenchmarkTeamEachMessage(b *testing.B) {
+	const benchTeam = 600
+	dir := b.TempDir()
+	var sb strings.Builder
+	sb.WriteString("userid,name,department\n")
+	for i := range benchTeam {
+		fmt.Fprintf(&sb, "u%06d,销售%06d,sales\n", i, i)
+	}
+	files := map[string]string{
+		"people.csv": sb.String(),
+		"team.lua": `return rule { name = "team", channel = "mock",
+  recipients = function() return people.all() end,
+  message = function(run, to) return { content = to.name .. ": " .. #people.where { department = to.department } } end }`,
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err := Load(Config{Dir: dir, CallTimeout: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := engine.RunContext{Key: "k", Slot: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)}
+	peak := watchLiveHeap(b)
+	for b.Loop() {
+		out, err := s.Plan(context.Background(), "team", run)
+		if err != nil || len(out) != benchTeam {
+			b.Fatal(err, len(out))
+		}
+	}
+	b.ReportMetric(float64(benchTeam)*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(peak())/(1<<20), "peak-live-MiB")
+}
+
 // BenchmarkPreview100k is `herald rules preview daily_report` for that
 // directory, stagger offsets and delivery ids included (loading excluded).
 func BenchmarkPreview100k(b *testing.B) {

@@ -203,3 +203,26 @@ func TestPersonStubsAsRuleFields(t *testing.T) {
 		}
 	}
 }
+
+// TestPersonStubsAsMetatable: a person used as another table's metatable
+// is read raw by the VM (metamethods are looked up without __index), so
+// it is filled when it is set: a people file's column named like a
+// metamethod acts as it would on the full person.
+func TestPersonStubsAsMetatable(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"people.csv": "userid,name,__index\nann,Ann,v\n"}
+	for v, p := range map[string]string{
+		"stub": `people.get("ann")`,
+		"full": `(function() local q = people.get("ann") local _ = q.name return q end)()`,
+	} {
+		// __index = "v" (a string) makes x.upper the string library's upper.
+		files[v+".lua"] = exprRule(v, `type(setmetatable({}, `+p+`).upper)`)
+	}
+	s := load(t, newDir(t, files))
+	for _, v := range []string{"stub", "full"} {
+		out, err := s.Plan(context.Background(), v, engine.RunContext{Key: "k", Slot: mustTime(t, "2026-12-01T09:00:00Z")})
+		require.NoError(t, err, v)
+		require.Len(t, out, 1)
+		require.Equal(t, "function", content(t, out[0].Payload), v)
+	}
+}

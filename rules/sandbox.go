@@ -129,7 +129,14 @@ func newSandbox(e *env) *sandbox {
 	// functions, whose metatable is one per state for the whole type: a
 	// run could change tostring(42) for every later run. Lua 5.1 takes
 	// tables only.
-	sb.base.RawSetString("setmetatable", wrapGo(L, sb.base, "setmetatable", func(L *lua.LState) { sb.filled(L.CheckTable(1)) }))
+	// Both tables are filled if they are person stubs: the VM reads a
+	// metatable raw, without its __index.
+	sb.base.RawSetString("setmetatable", wrapGo(L, sb.base, "setmetatable", func(L *lua.LState) {
+		sb.filled(L.CheckTable(1))
+		if mt, ok := L.Get(2).(*lua.LTable); ok {
+			sb.filled(mt)
+		}
+	}))
 	sb.openPersonStubs()
 	// Rules run on every leader and must plan the same messages: no
 	// randomness.
