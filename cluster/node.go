@@ -72,6 +72,9 @@ type Node struct {
 	leaderMu  sync.Mutex
 	leaderFor leaderTarget // see targetForLeader
 
+	refusedMu sync.Mutex
+	refusedAt map[string]time.Time // refusedRaftPeer: last log per certificate
+
 	leadership *leadership
 	metrics    *metrics
 
@@ -210,6 +213,14 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		}
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	if cfg.TLS != nil {
+		n.refusedAt = map[string]time.Time{}
+		n.stream.check.Store(&peerCheck{admit: n.admitRaftPeer, refused: n.refusedRaftPeer})
+		if own := ownCertificate(cfg.TLS); own == nil || !certNames(own, cfg.NodeID) {
+			n.log.Warn("raft peers are checked by CA alone: this node's certificate does not name its node id, so a removed member's certificate still opens raft connections (issue certificates named by node id: herald tls init --nodes)",
+				"node_id", cfg.NodeID)
+		}
+	}
 	n.metrics = newMetrics(n, rfsm, cfg.Registerer)
 	ok = true
 	return n, nil
@@ -241,6 +252,9 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	n.bg.Go(func() { n.watchClusterID(n.bgCtx) })
+	if n.cfg.TLS != nil {
+		n.bg.Go(func() { n.sweepRaftPeers(n.bgCtx) })
+	}
 	return nil
 }
 

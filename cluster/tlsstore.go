@@ -207,7 +207,8 @@ func (s *CertStore) verifyPeer(usage x509.ExtKeyUsage) func([][]byte, [][]*x509.
 // accept and to dial (cluster.Config.TLS): a node accepts only peers whose
 // client certificate the CA signed, and dials only peers whose server
 // certificate it signed. Peers are checked by CA, not by host name: the CA
-// is the cluster's own, every certificate it signs is a Herald node.
+// is the cluster's own, every certificate it signs is a Herald node. (The
+// node then checks that an inbound peer names a member: raftpeers.go.)
 func (s *CertStore) RaftConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,

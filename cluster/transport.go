@@ -3,10 +3,12 @@ package cluster
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,6 +55,17 @@ type streamLayer struct {
 	mu     sync.Mutex
 	conns  map[*trackedConn]struct{}
 	closed bool
+
+	// check, once set (TLS only), admits or refuses the peer of every
+	// inbound connection after its handshake (raftpeers.go).
+	check atomic.Pointer[peerCheck]
+}
+
+// peerCheck is who may connect: admit says why a peer may not (nil: it
+// may); refused reports one that was refused.
+type peerCheck struct {
+	admit   func(peer *x509.Certificate) error
+	refused func(peer *x509.Certificate, remote string, why error)
 }
 
 // trackedConn removes itself from its stream layer when closed.
@@ -60,6 +73,7 @@ type trackedConn struct {
 	net.Conn
 	s    *streamLayer
 	once sync.Once
+	peer atomic.Pointer[x509.Certificate] // an accepted TLS peer's certificate
 }
 
 func (c *trackedConn) Close() error {
@@ -139,16 +153,55 @@ func (s *streamLayer) acceptTLS() {
 func (s *streamLayer) handshake(c net.Conn) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), s.handshakeTimeout)
-	err := c.(*trackedConn).Conn.(*tls.Conn).HandshakeContext(ctx)
+	tc := c.(*trackedConn)
+	tlsConn := tc.Conn.(*tls.Conn)
+	err := tlsConn.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
 		c.Close()
 		return
 	}
+	if peers := tlsConn.ConnectionState().PeerCertificates; len(peers) > 0 {
+		if !s.admit(peers[0], c) {
+			return
+		}
+		tc.peer.Store(peers[0])
+	}
 	select {
 	case s.handshaken <- acceptResult{conn: c}:
 	case <-s.done:
 		c.Close()
+	}
+}
+
+// admit asks the peer check (if set) about c's peer, and closes c if it is
+// refused.
+func (s *streamLayer) admit(peer *x509.Certificate, c net.Conn) bool {
+	pc := s.check.Load()
+	if pc == nil {
+		return true
+	}
+	if err := pc.admit(peer); err != nil {
+		pc.refused(peer, c.RemoteAddr().String(), err)
+		c.Close()
+		return false
+	}
+	return true
+}
+
+// sweep closes the accepted connections whose peer the check no longer
+// admits (a member removed after it connected).
+func (s *streamLayer) sweep() {
+	s.mu.Lock()
+	conns := make([]*trackedConn, 0, len(s.conns))
+	for c := range s.conns {
+		if c.peer.Load() != nil {
+			conns = append(conns, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		s.admit(c.peer.Load(), c)
 	}
 }
 

@@ -39,7 +39,7 @@ func TestRulesFireNowIsNotRepeatedWhenUnconfirmed(t *testing.T) {
 	rep := &unconfirmed{Replicator: enginetest.New()}
 	var tick atomic.Int64
 	srv := httptest.NewServer(api.New(api.Config{
-		FSM: rep.FSM, Replicator: rep, Rules: cliRules{},
+		FSM: rep.FSM, Replicator: rep, Rules: cliRules,
 		// Every stamp a second later: a repeat is a new "now".
 		NowFunc:    func() time.Time { return cliNow.Add(time.Duration(tick.Add(1)) * time.Second) },
 		StatusFunc: func() api.Status { return api.Status{} },

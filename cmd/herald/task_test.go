@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net"
 	"net/http/httptest"
@@ -42,21 +41,10 @@ func (n *cliNode) apply(t *testing.T, ct engine.CommandType, body any) any {
 }
 
 // cliRules is a rule set with one rule of each trigger.
-type cliRules struct{}
-
-func (cliRules) Rules() []engine.Rule {
-	return []engine.Rule{
-		{Name: "enquiry_timeout", Timezone: "Asia/Shanghai"},
-		{Name: "daily_report", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai"},
-	}
-}
-func (cliRules) Hash() string { return "h" }
-func (cliRules) Plan(context.Context, string, engine.RunContext) ([]engine.Planned, error) {
-	return nil, nil
-}
-func (cliRules) OnFailed(context.Context, string, engine.RunContext, engine.FailedDelivery, engine.SubmitFunc) error {
-	return nil
-}
+var cliRules = enginetest.Rules{SetHash: "h", List: []engine.Rule{
+	{Name: "enquiry_timeout", Timezone: "Asia/Shanghai"},
+	{Name: "daily_report", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai"},
+}}
 
 // cliNow is the API's clock: writes are stamped with it, and a fire
 // without --slot fires it.
@@ -68,7 +56,7 @@ func startAPI(t *testing.T) (string, *cliNode) {
 	t.Helper()
 	n := &cliNode{enginetest.New()}
 	srv := httptest.NewServer(api.New(api.Config{
-		FSM: n.FSM, Replicator: n, Rules: cliRules{}, NowFunc: func() time.Time { return cliNow },
+		FSM: n.FSM, Replicator: n, Rules: cliRules, NowFunc: func() time.Time { return cliNow },
 		StatusFunc: func() api.Status { return api.Status{} },
 	}))
 	t.Cleanup(srv.Close)

@@ -361,7 +361,7 @@ func (s *server) audit(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := q.Get("since"); v != "" {
 		if aq.Since, err = s.queryTime(v); err != nil {
-			writeFieldError(w, &FieldError{"since", typedTimeReason(err, "want an RFC 3339 time with offset, or \"YYYY-MM-DD HH:MM\" in "+s.zone().String())})
+			writeFieldError(w, s.badTime("since", err))
 			return
 		}
 	}

@@ -36,7 +36,7 @@ func setupAuth(t *testing.T, tokens []api.Token) *apiBundle {
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	})
 	return &apiBundle{node: n, h: api.New(api.Config{
-		FSM: n.FSM, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{NodeID: "n1"} }, Cluster: cluster, Tokens: tokens,
 	})}
 }
@@ -210,7 +210,7 @@ func TestWithoutTokensASignedJoinPasses(t *testing.T) {
 	t.Parallel()
 	n := enginetest.New()
 	cluster := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) })
-	h := api.New(api.Config{FSM: n.FSM, Replicator: n, Rules: taskRules{}, Cluster: cluster,
+	h := api.New(api.Config{FSM: n.FSM, Replicator: n, Rules: taskRules, Cluster: cluster,
 		StatusFunc:     func() api.Status { return api.Status{} },
 		PeerSignedFunc: func(r *http.Request) bool { return r.URL.Path == "/v1/cluster/join" && r.Header.Get("X-Proof") != "" }})
 	send := func(path string, proof bool) int {

@@ -20,7 +20,7 @@ func TestDueAtInDisplayZone(t *testing.T) {
 	require.NoError(t, err)
 	n := enginetest.New()
 	b := &apiBundle{node: n, h: api.New(api.Config{
-		FSM: n.FSM, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} }, DisplayTimezone: sh.String(),
 	})}
 	code, out := b.do(t, http.MethodPost, "/v1/tasks", `{"key":"k1","rule":"enquiry_timeout","due_at":"2026-12-01 18:00"}`)
@@ -67,7 +67,7 @@ func TestTypedTimeAcrossDSTSaysWhy(t *testing.T) {
 	t.Parallel()
 	n := enginetest.New()
 	b := &apiBundle{node: n, h: api.New(api.Config{
-		FSM: n.FSM, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} }, DisplayTimezone: "America/New_York",
 	})}
 	const twice = "happens twice in America/New_York; give its offset: 2026-11-01T01:30:00-04:00 or 2026-11-01T01:30:00-05:00"

@@ -19,7 +19,7 @@ func TestDirectoryAPI(t *testing.T) {
 	n := enginetest.New()
 	nodeHash, refreshed := "", 0
 	b := &apiBundle{node: n, h: api.New(api.Config{
-		FSM: n.FSM, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 		Directory:  &api.DirectoryConfig{Configured: true, Hash: func() string { return nodeHash }, Refresh: func() { refreshed++ }},
 	})}
@@ -88,7 +88,7 @@ func TestDirectoryConfirmWhileMembersBehind(t *testing.T) {
 	t.Parallel()
 	n := enginetest.New()
 	b := &apiBundle{node: n, h: api.New(api.Config{
-		FSM: n.FSM, Replicator: behindLog{n}, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+		FSM: n.FSM, Replicator: behindLog{n}, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 	})}
 	code, out := b.do(t, http.MethodPost, "/v1/directory/confirm", `{"hash":"h2"}`)

@@ -64,7 +64,7 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 	if req.Slot != "" {
 		t, err := engine.ParseTime(req.Slot, s.zone())
 		if err != nil {
-			writeFieldError(w, &FieldError{"slot", typedTimeReason(err, "want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00, or \"2026-12-01 09:00\" in "+s.zone().String())})
+			writeFieldError(w, s.badTime("slot", err))
 			return
 		}
 		if t.After(now) {

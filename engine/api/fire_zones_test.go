@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -15,22 +14,14 @@ import (
 )
 
 // zoneRules has one rule that fires at 09:00 in each recipient's zone.
-type zoneRules struct{ taskRules }
-
-func (zoneRules) Rules() []engine.Rule {
-	return []engine.Rule{{Name: "local", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai", PerRecipient: true,
-		Zones: []string{"America/New_York", "Asia/Shanghai", "Europe/Berlin", "Europe/Paris"}}}
-}
-
-func (zoneRules) Plan(context.Context, string, engine.RunContext) ([]engine.Planned, error) {
-	return nil, nil
-}
+var zoneRules = enginetest.Rules{SetHash: "h", List: []engine.Rule{{Name: "local", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai", PerRecipient: true,
+	Zones: []string{"America/New_York", "Asia/Shanghai", "Europe/Berlin", "Europe/Paris"}}}}
 
 // setupZones is an API over zoneRules that builds schedules, at now0.
 func setupZones() *apiBundle {
 	n := enginetest.New()
 	return &apiBundle{node: n, h: api.New(api.Config{
-		FSM: n.FSM, Replicator: n, Rules: zoneRules{}, NowFunc: func() time.Time { return now0 },
+		FSM: n.FSM, Replicator: n, Rules: zoneRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone}, nil)

@@ -134,7 +134,7 @@ func TestStatsMissedSlotsTasksDueAndNextFires(t *testing.T) {
 	n := enginetest.New()
 	cals := calendar.NewRegistry()
 	now := time.Date(2026, 12, 1, 3, 30, 0, 0, time.UTC) // 11:30 in Shanghai
-	h := api.New(api.Config{FSM: n.FSM, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now },
+	h := api.New(api.Config{FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now },
 		StatusFunc: func() api.Status { return api.Status{} },
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone}, cals)
@@ -169,7 +169,7 @@ func TestStatsMissedSlotsTasksDueAndNextFires(t *testing.T) {
 	// it stands out.
 	n2 := enginetest.New()
 	n2.MustApply(t, engine.CmdInitCursor, engine.InitCursor{Rule: "daily", At: time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)})
-	h = api.New(api.Config{FSM: n2.FSM, Replicator: n2, Rules: taskRules{}, NowFunc: func() time.Time { return now },
+	h = api.New(api.Config{FSM: n2.FSM, Replicator: n2, Rules: taskRules, NowFunc: func() time.Time { return now },
 		StatusFunc: func() api.Status { return api.Status{} },
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone}, cals)

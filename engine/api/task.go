@@ -108,7 +108,7 @@ func (s *server) parseTask(w http.ResponseWriter, r *http.Request) (engine.Submi
 	}
 	due, err := engine.ParseTime(req.DueAt, s.zone())
 	if err != nil || due.IsZero() { // the state machine takes the zero instant for "missing"
-		return engine.SubmitTask{}, &FieldError{"due_at", typedTimeReason(err, "want an RFC 3339 time with offset, like 2026-12-01T15:00:00+08:00, or \"2026-12-01 15:00\" in "+s.zone().String())}
+		return engine.SubmitTask{}, s.badTime("due_at", err)
 	}
 	now := s.now()
 	if due.Sub(now) > maxTaskAhead {
@@ -222,7 +222,7 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
 	}{{"from", &flt.From}, {"to", &flt.To}} {
 		if v := q.Get(p.name); v != "" {
 			if *p.to, err = s.queryTime(v); err != nil {
-				writeFieldError(w, &FieldError{p.name, typedTimeReason(err, "want an RFC 3339 time with offset, or YYYY-MM-DD HH:MM[:SS] in "+s.zone().String())})
+				writeFieldError(w, s.badTime(p.name, err))
 				return
 			}
 		}
@@ -276,14 +276,15 @@ func (s *server) queryTime(v string) (time.Time, error) {
 	return engine.ParseTime(v, s.zone())
 }
 
-// typedTimeReason is the 400 reason for a typed time that was refused: the
-// forms wanted, or, for a well-formed local time that names no single
-// instant (a daylight saving change), which instants it could mean.
-func typedTimeReason(err error, want string) string {
+// badTime is the 400 for a typed time that was refused, alike for every
+// field a person types a time in: the forms wanted, or, for a well-formed
+// local time that names no single instant (a daylight saving change),
+// which instants it could mean.
+func (s *server) badTime(field string, err error) *FieldError {
 	if errors.Is(err, engine.ErrWallClock) {
-		return err.Error()
+		return &FieldError{field, err.Error()}
 	}
-	return want
+	return &FieldError{field, `want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00, or "2026-12-01 09:00[:00]" in ` + s.zone().String()}
 }
 
 // zone is the node's display zone: where a time typed without an offset

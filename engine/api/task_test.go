@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -18,18 +17,9 @@ import (
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
-type taskRules struct{}
-
-func (taskRules) Rules() []engine.Rule {
-	return []engine.Rule{{Name: "enquiry_timeout"}, {Name: "daily", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai"}}
-}
-func (taskRules) Hash() string { return "h" }
-func (taskRules) Plan(context.Context, string, engine.RunContext) ([]engine.Planned, error) {
-	return nil, nil
-}
-func (taskRules) OnFailed(context.Context, string, engine.RunContext, engine.FailedDelivery, engine.SubmitFunc) error {
-	return nil
-}
+// taskRules is the rule set of the API tests.
+var taskRules = enginetest.Rules{SetHash: "h", List: []engine.Rule{
+	{Name: "enquiry_timeout"}, {Name: "daily", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai"}}}
 
 var now0 = time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 
@@ -41,7 +31,7 @@ type apiBundle struct {
 func setupAPI(t *testing.T) *apiBundle {
 	n := enginetest.New()
 	return &apiBundle{node: n, h: api.New(api.Config{
-		FSM: n.FSM, Replicator: n, Rules: taskRules{}, NowFunc: func() time.Time { return now0 },
+		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 	})}
 }
@@ -196,4 +186,26 @@ func TestStatsAndMetrics(t *testing.T) {
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.True(t, bytes.Contains(rec.Body.Bytes(), []byte(`herald_runs_total{kind="all",rule="daily"} 1`)), rec.Body.String())
 	require.True(t, bytes.Contains(rec.Body.Bytes(), []byte(`herald_slot_to_sent_seconds_bucket{rule="daily",le="1"} 0`)))
+}
+
+// TestTypedTimeRefusedAlike: every time a person types (a task's due_at,
+// a fire's slot, the task list's from and to, the audit trail's since) is
+// read the same way, so a bad one is refused with the same reason: the
+// forms it takes, and the zone a time without an offset is read in.
+func TestTypedTimeRefusedAlike(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	want := `want an RFC 3339 time with offset, like 2026-12-01T09:00:00+08:00, or "2026-12-01 09:00[:00]" in Asia/Shanghai`
+	for _, c := range []struct{ method, target, body, field string }{
+		{http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"tomorrow"}`, "due_at"},
+		{http.MethodPost, "/v1/rules/daily/fire", `{"slot":"tomorrow"}`, "slot"},
+		{http.MethodGet, "/v1/tasks?from=tomorrow", "", "from"},
+		{http.MethodGet, "/v1/tasks?to=tomorrow", "", "to"},
+		{http.MethodGet, "/v1/audit?since=tomorrow", "", "since"},
+	} {
+		code, out := b.do(t, c.method, c.target, c.body)
+		require.Equal(t, http.StatusBadRequest, code, c.target)
+		require.Equal(t, c.field, out["field"], c.target)
+		require.Equal(t, want, out["reason"], c.target)
+	}
 }

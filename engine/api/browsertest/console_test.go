@@ -1,7 +1,6 @@
 package browsertest
 
 import (
-	"context"
 	"encoding/json"
 	"net/http/httptest"
 	"os"
@@ -17,24 +16,15 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/calendar"
+	"github.com/heraldhq/herald/engine/enginetest"
 	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/schedule"
 )
 
 // consoleRules is the rule set of the console test: one scheduled rule
 // that the page can fire by hand.
-type consoleRules struct{}
-
-func (consoleRules) Rules() []engine.Rule {
-	return []engine.Rule{{Name: "daily_report", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai", Channel: "wecom_sales"}}
-}
-func (consoleRules) Hash() string { return "9f2c51d0a4b7e3c8" }
-func (consoleRules) Plan(context.Context, string, engine.RunContext) ([]engine.Planned, error) {
-	return nil, nil
-}
-func (consoleRules) OnFailed(context.Context, string, engine.RunContext, engine.FailedDelivery, engine.SubmitFunc) error {
-	return nil
-}
+var consoleRules = enginetest.Rules{SetHash: "9f2c51d0a4b7e3c8", List: []engine.Rule{
+	{Name: "daily_report", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai", Channel: "wecom_sales"}}}
 
 // consolePeople is the people data of the console test.
 type consolePeople map[string]string
@@ -79,7 +69,7 @@ func consoleFixture(t *testing.T) (*fixture, *httptest.Server) {
 	f := setup(t)
 	cals := calendar.NewRegistry()
 	now := t0.Add(2*time.Hour + 30*time.Minute) // 11:30 in Shanghai
-	f.api = api.New(api.Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus, Rules: consoleRules{},
+	f.api = api.New(api.Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus, Rules: consoleRules,
 		NowFunc: func() time.Time { return now },
 		People:  consolePeople{"zhangsan": "张三", "lisi": "李四", "wangwu": "王五", "lina": "李娜"},
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {

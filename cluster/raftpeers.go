@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Who may open a Raft connection. The CA decides whether a peer is a
+// Herald node of this cluster's PKI; it cannot tell a member from a node
+// that was removed (`herald cluster remove`) and still holds a valid
+// certificate: through the Raft port such a node could ask for votes or
+// claim to lead with a higher term. So, with TLS, an inbound connection is
+// also checked against the Raft configuration: its certificate must name
+// (common name or DNS name) a server in it.
+//
+// The check applies only where it cannot lock a member out:
+//   - when this node's own certificate names its node id (`herald tls init`
+//     names each node so). A cluster whose certificates name hosts instead
+//     is checked by CA alone, as before: its peers' names say nothing of
+//     their ids.
+//   - when this node is in its own configuration and knows a live leader
+//     (or leads). A node that is not in a cluster yet (empty configuration:
+//     the leader that adds it connects first), or that has no leader (just
+//     restarted, or re-added with an old data dir whose configuration
+//     predates the current leader), takes any peer the CA signed: it must
+//     hear from a leader it may not know of yet.
+//
+// The configuration read is raft's latest, committed or not, so a node
+// being added is a member to the leader from the moment it is appended;
+// followers learn of it with the entry (a vote request from it before
+// that is refused, and retried). Connections accepted before a member was
+// removed are closed by sweepRaftPeers.
+
+// admitRaftPeer reports why the peer whose certificate is given may not
+// open a Raft connection to this node, or nil.
+func (n *Node) admitRaftPeer(peer *x509.Certificate) error {
+	if own := ownCertificate(n.cfg.TLS); own == nil || !certNames(own, n.cfg.NodeID) {
+		return nil
+	}
+	_, leader := n.raft.LeaderWithID()
+	if leader == "" {
+		return nil
+	}
+	servers := n.raft.GetConfiguration().Configuration().Servers
+	ids := make([]string, 0, len(servers))
+	self := false
+	for _, s := range servers {
+		if certNames(peer, string(s.ID)) {
+			return nil
+		}
+		self = self || string(s.ID) == n.cfg.NodeID
+		ids = append(ids, string(s.ID))
+	}
+	if !self {
+		return nil
+	}
+	return fmt.Errorf("its certificate (%s) names no member of this cluster (%s): a removed member, or a node not added yet",
+		certLabel(peer), strings.Join(ids, ", "))
+}
+
+// certNames reports whether c names node id as its common name or one of
+// its DNS names (`herald tls init` puts the node's name in both).
+func certNames(c *x509.Certificate, id string) bool {
+	return c.Subject.CommonName == id || slices.Contains(c.DNSNames, id)
+}
+
+func certLabel(c *x509.Certificate) string {
+	names := append([]string{c.Subject.CommonName}, c.DNSNames...)
+	return "names " + strings.Join(slices.Compact(names), ", ")
+}
+
+// ownCertificate is the certificate this node presents on the Raft port
+// now (a CertStore's current one), or nil if it cannot be told.
+func ownCertificate(c *tls.Config) *x509.Certificate {
+	if c == nil {
+		return nil
+	}
+	if c.GetConfigForClient != nil {
+		if conf, err := c.GetConfigForClient(&tls.ClientHelloInfo{}); err == nil && conf != nil {
+			c = conf
+		}
+	}
+	var cert *tls.Certificate
+	switch {
+	case len(c.Certificates) > 0:
+		cert = &c.Certificates[0]
+	case c.GetCertificate != nil:
+		cert, _ = c.GetCertificate(&tls.ClientHelloInfo{})
+	}
+	if cert == nil || len(cert.Certificate) == 0 {
+		return nil
+	}
+	if cert.Leaf != nil {
+		return cert.Leaf
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil
+	}
+	return leaf
+}
+
+// refusedRaftPeer logs a refused Raft connection, once a minute per
+// certificate: a removed node that still runs retries every election
+// timeout.
+func (n *Node) refusedRaftPeer(peer *x509.Certificate, remote string, why error) {
+	label := certLabel(peer)
+	now := time.Now()
+	n.refusedMu.Lock()
+	last, seen := n.refusedAt[label]
+	if !seen || now.Sub(last) >= time.Minute {
+		n.refusedAt[label] = now
+	}
+	n.refusedMu.Unlock()
+	if !seen || now.Sub(last) >= time.Minute {
+		n.log.Warn("refused a raft connection", "remote", remote, "why", why)
+	}
+}
+
+// sweepRaftPeers closes, every ReconcileInterval, the inbound Raft
+// connections whose peer is no longer admitted: a member removed after it
+// connected keeps no connection.
+func (n *Node) sweepRaftPeers(ctx context.Context) {
+	t := time.NewTicker(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.stream.sweep()
+	}
+}

@@ -1,0 +1,91 @@
+package cluster
+
+import (
+	"crypto/tls"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/require"
+)
+
+// raftCall sends one harmless Raft RPC (a vote request for term 0, which
+// every node turns down) to target with the given TLS config: nil when
+// the node answered, the error when it hung up.
+func raftCall(t *testing.T, conf *tls.Config, target string) error {
+	t.Helper()
+	st, err := listen("127.0.0.1:0", nil, conf, time.Second)
+	require.NoError(t, err)
+	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: st, MaxPool: 1, Timeout: 5 * time.Second, Logger: hclog.NewNullLogger()})
+	defer tr.Close()
+	var resp raft.RequestVoteResponse
+	return tr.RequestVote("probe", raft.ServerAddress(target),
+		&raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("probe"), Addr: []byte(st.Addr().String())}}, &resp)
+}
+
+// A member removed with `herald cluster remove` still holds a certificate
+// the cluster's CA signed. It can no longer open a Raft connection to any
+// member (it could ask for votes, or claim to lead with a higher term),
+// and a connection it opened before its removal is closed.
+func TestRemovedMemberCannotOpenRaftConnections(t *testing.T) {
+	t.Parallel()
+	_, stores := devTLS(t, "n1", "n2", "n3", "n4")
+	withTLS := func(c *Config) { c.TLS = stores[c.NodeID].RaftConfig() }
+	nodes := newCluster(t, 4, nil, withTLS) // joins, with the check on
+	leader := leaderOf(t, nodes)
+	victim := followersOf(nodes, leader)[0]
+	victimTLS := stores[victim.id].RaftConfig()
+
+	require.NoError(t, raftCall(t, victimTLS, leader.raftAddr), "a member is heard")
+	// A connection opened while it is a member, kept open.
+	held, err := tls.Dial("tcp", leader.raftAddr, victimTLS)
+	require.NoError(t, err)
+	defer held.Close()
+	closed := make(chan error, 1)
+	go func() {
+		_, err := held.Read(make([]byte, 1))
+		closed <- err
+	}()
+
+	require.NoError(t, leader.client().Remove(ctxT(t), victim.id))
+	victim.stop()
+	rest := followersOf(nodes, victim)
+	require.Eventually(t, func() bool {
+		for _, tn := range rest {
+			if _, in := servers(t, tn.node)[victim.id]; in || tn.node.leaderID() == "" {
+				return false
+			}
+		}
+		return true
+	}, waitTimeout, 10*time.Millisecond)
+
+	for _, tn := range rest {
+		err := raftCall(t, victimTLS, tn.raftAddr)
+		require.Error(t, err, "%s hears a removed member", tn.id)
+	}
+	select {
+	case err := <-closed:
+		require.Error(t, err)
+	case <-time.After(waitTimeout):
+		t.Fatal("the removed member's open connection was not closed")
+	}
+
+	// Members are still heard, and the cluster still commits.
+	member := followersOf(rest, leaderOf(t, rest))[0]
+	require.NoError(t, raftCall(t, stores[member.id].RaftConfig(), leaderOf(t, rest).raftAddr))
+	apply(t, rest, setCmd("after", "removal"))
+	waitValue(t, rest, "after", "removal")
+}
+
+// Certificates that do not name node ids (a PKI of the operator's own,
+// naming hosts) say nothing of membership: such a cluster is checked by
+// CA alone, as before, rather than locked out.
+func TestRaftPeerCheckNeedsCertificatesNamingNodes(t *testing.T) {
+	t.Parallel()
+	conf := testTLS(t) // one certificate, "herald-test", for every node
+	nodes := newCluster(t, 3, nil, func(c *Config) { c.TLS = conf })
+	leader := leaderOf(t, nodes)
+	require.NoError(t, raftCall(t, conf, leader.raftAddr))
+	require.Nil(t, nodes[0].node.admitRaftPeer(ownCertificate(conf)))
+}
