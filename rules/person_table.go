@@ -74,7 +74,8 @@ func (sb *sandbox) sweepStubs() {
 	for i, t := range stubs {
 		all[i] = held{weak.Make(t), sb.stubs[t]}
 	}
-	stubs, sb.stubs = nil, nil
+	clear(stubs) // held weakly from here on
+	sb.stubs = nil
 	runtime.GC() // clears the weak pointers of the stubs the run dropped
 	live := make(map[*lua.LTable]*Person)
 	for _, h := range all {
