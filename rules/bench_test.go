@@ -67,7 +67,14 @@ func BenchmarkDailyReportUserids100k(b *testing.B) {
 // people each turn, reporting messages a second and the peak live heap.
 func benchPlanDaily(b *testing.B, dir string) {
 	b.Helper()
-	s, err := Load(Config{Dir: dir})
+	benchPlan(b, Config{Dir: dir}, "daily_report", benchPeople)
+}
+
+// benchPlan loads cfg and plans rule, n messages, each turn, reporting
+// messages a second and the peak live heap.
+func benchPlan(b *testing.B, cfg Config, rule string, n int) {
+	b.Helper()
+	s, err := Load(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -75,12 +82,12 @@ func benchPlanDaily(b *testing.B, dir string) {
 	peak := watchLiveHeap(b)
 	b.ResetTimer()
 	for b.Loop() {
-		out, err := s.Plan(context.Background(), "daily_report", run)
-		if err != nil || len(out) != benchPeople {
+		out, err := s.Plan(context.Background(), rule, run)
+		if err != nil || len(out) != n {
 			b.Fatal(err, len(out))
 		}
 	}
-	b.ReportMetric(float64(benchPeople)*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(peak())/(1<<20), "peak-live-MiB")
 }
 
@@ -143,20 +150,7 @@ func BenchmarkTeamEachMessage(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	s, err := Load(Config{Dir: dir, CallTimeout: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	run := engine.RunContext{Key: "k", Slot: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)}
-	peak := watchLiveHeap(b)
-	for b.Loop() {
-		out, err := s.Plan(context.Background(), "team", run)
-		if err != nil || len(out) != benchTeam {
-			b.Fatal(err, len(out))
-		}
-	}
-	b.ReportMetric(float64(benchTeam)*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-	b.ReportMetric(float64(peak())/(1<<20), "peak-live-MiB")
+	benchPlan(b, Config{Dir: dir, CallTimeout: time.Minute}, "team", benchTeam)
 }
 
 // BenchmarkPreview100k is `herald rules preview daily_report` for that

@@ -1,7 +1,10 @@
 package rules
 
 import (
+	"cmp"
 	"runtime"
+	"slices"
+	"unsafe"
 	"weak"
 
 	lua "github.com/yuin/gopher-lua"
@@ -57,10 +60,21 @@ func (sb *sandbox) sweepStubs() {
 		t weak.Pointer[lua.LTable]
 		p *Person
 	}
-	all := make([]held, 0, len(sb.stubs))
-	for t, p := range sb.stubs {
-		all = append(all, held{weak.Make(t), p})
+	stubs := make([]*lua.LTable, 0, len(sb.stubs))
+	for t := range sb.stubs {
+		stubs = append(stubs, t)
 	}
+	// The runtime keeps a span's weak handles in a list sorted by address:
+	// made from the highest address down, each goes in at the head (made
+	// in map order, each walked half the list: most of a sweep's time).
+	slices.SortFunc(stubs, func(a, b *lua.LTable) int {
+		return cmp.Compare(uintptr(unsafe.Pointer(b)), uintptr(unsafe.Pointer(a)))
+	})
+	all := make([]held, len(stubs))
+	for i, t := range stubs {
+		all[i] = held{weak.Make(t), sb.stubs[t]}
+	}
+	clear(stubs) // held weakly from here on
 	sb.stubs = nil
 	runtime.GC() // clears the weak pointers of the stubs the run dropped
 	live := make(map[*lua.LTable]*Person)

@@ -179,6 +179,22 @@ func (e *benchEnv) close() {
 	_ = os.RemoveAll(e.dir)
 }
 
+// benchRule is the Lua of a bench rule: each recipient gets the run's key
+// as a text message, which is how the outbox tells runs apart. A rule
+// with no schedule fires only by API tasks.
+func benchRule(name, schedule, channel, deadline, recipients string) string {
+	trigger := ""
+	if schedule != "" {
+		trigger = fmt.Sprintf(" schedule = %q, timezone = \"UTC\",", schedule)
+	}
+	return fmt.Sprintf(`return rule {
+  name = %q,%s channel = %q, deadline = %q,
+  recipients = function(run) %s end,
+  message = function(run, to) return { msgtype = "text", content = run.key } end,
+}
+`, name, trigger, channel, deadline, recipients)
+}
+
 // generatedRecipients is Lua that returns n userids prefix000001…, for rules
 // that must not depend on a cluster's people file.
 func generatedRecipients(prefix string, n int) string {

@@ -119,12 +119,7 @@ func runBurst(ctx context.Context, o *benchOpts, n int, lead time.Duration, prof
 			return nil, err
 		}
 	}
-	if err := env.writeRule(benchBurstRule, fmt.Sprintf(`return rule {
-  name = %q, schedule = %q, timezone = "UTC", channel = %q, deadline = "2h",
-  recipients = function(run) %s end,
-  message = function(run, to) return { msgtype = "text", content = run.key } end,
-}
-`, benchBurstRule, cronAt(slot), env.channel, recipients)); err != nil {
+	if err := env.writeRule(benchBurstRule, benchRule(benchBurstRule, cronAt(slot), env.channel, "2h", recipients)); err != nil {
 		return nil, err
 	}
 

@@ -81,12 +81,7 @@ func runFailover(ctx context.Context, o *benchOpts, kills, rate int) (*failoverR
 		return nil, err
 	}
 	defer env.close()
-	if err := env.writeRule(benchSteadyRule, fmt.Sprintf(`return rule {
-  name = %q, schedule = "* * * * * *", timezone = "UTC", channel = %q, deadline = "1h",
-  recipients = function(run) %s end,
-  message = function(run, to) return { msgtype = "text", content = run.key } end,
-}
-`, benchSteadyRule, env.channel, generatedRecipients("steady", 2*rate))); err != nil {
+	if err := env.writeRule(benchSteadyRule, benchRule(benchSteadyRule, "* * * * * *", env.channel, "1h", generatedRecipients("steady", 2*rate))); err != nil {
 		return nil, err
 	}
 	c := env.local

@@ -94,22 +94,13 @@ func runPrecision(ctx context.Context, o *benchOpts, dur, every time.Duration, r
 		return nil, err
 	}
 	defer env.close()
-	if err := env.writeRule(benchTickRule, fmt.Sprintf(`return rule {
-  name = %q, schedule = "*/%d * * * * *", timezone = "UTC", channel = %q, deadline = "1h",
-  recipients = function(run) %s end,
-  message = function(run, to) return { msgtype = "text", content = run.key } end,
-}
-`, benchTickRule, int(every/time.Second), env.channel, generatedRecipients("tick", recipients))); err != nil {
+	if err := env.writeRule(benchTickRule, benchRule(benchTickRule, fmt.Sprintf("*/%d * * * * *", int(every/time.Second)), env.channel, "1h",
+		generatedRecipients("tick", recipients))); err != nil {
 		return nil, err
 	}
 	blastKey := ""
 	if burst > 0 {
-		if err := env.writeRule(benchBlastRule, fmt.Sprintf(`return rule {
-  name = %q, channel = %q, deadline = "2h",
-  recipients = function(run) %s end,
-  message = function(run, to) return { msgtype = "text", content = run.key } end,
-}
-`, benchBlastRule, env.channel, generatedRecipients("blast", burst))); err != nil {
+		if err := env.writeRule(benchBlastRule, benchRule(benchBlastRule, "", env.channel, "2h", generatedRecipients("blast", burst))); err != nil {
 			return nil, err
 		}
 	}

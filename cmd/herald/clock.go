@@ -88,6 +88,21 @@ func parseTime(cmd *cobra.Command, flag, s string) (time.Time, error) {
 	return t, nil
 }
 
+// wireTime is a time typed in a flag as a node is sent it: read in the
+// display zone, and written RFC 3339 with its offset and any fraction of a
+// second (cut to whole seconds, a typed 09:00:00.5 would say a moment
+// earlier). An empty flag stays empty.
+func wireTime(cmd *cobra.Command, flag, s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	t, err := parseTime(cmd, flag, s)
+	if err != nil {
+		return "", err
+	}
+	return t.Format(time.RFC3339Nano), nil
+}
+
 // machineZoneName is the IANA name of the machine's zone, for a node whose
 // display_timezone is not set: what the dashboard and the mock outbox are
 // told must be a name a browser knows, never Go's "Local". TZ first, then

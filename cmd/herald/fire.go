@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -30,12 +29,9 @@ once, whether the scheduler or a person fires it.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := api.FireRequest{By: whoAmI()}
-			if slot != "" {
-				t, err := parseTime(cmd, "--slot", slot)
-				if err != nil {
-					return err
-				}
-				req.Slot = t.Format(time.RFC3339Nano)
+			var err error
+			if req.Slot, err = wireTime(cmd, "--slot", slot); err != nil {
+				return err
 			}
 			var out api.FireResponse
 			path := "/v1/rules/" + url.PathEscape(args[0]) + "/fire"

@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -26,14 +25,13 @@ func listQuery(cmd *cobra.Command, limit int, filters, times map[string]string) 
 	}
 	// In key order, so that of two bad times the same one is named.
 	for _, k := range slices.Sorted(maps.Keys(times)) {
-		if times[k] == "" {
-			continue
-		}
-		t, err := parseTime(cmd, "--"+k, times[k])
+		v, err := wireTime(cmd, "--"+k, times[k])
 		if err != nil {
 			return nil, err
 		}
-		q.Set(k, t.Format(time.RFC3339Nano))
+		if v != "" {
+			q.Set(k, v)
+		}
 	}
 	return q, nil
 }

@@ -110,12 +110,9 @@ alone. IDs may be unique prefixes of 8 or more characters.`,
 			if deadline <= 0 {
 				return fmt.Errorf("--deadline: %s is not ahead; want a positive duration such as 2h (from now)", deadline)
 			}
-			if since != "" {
-				t, err := parseTime(cmd, "--since", since)
-				if err != nil {
-					return err
-				}
-				req.Since = t.Format(time.RFC3339Nano)
+			var err error
+			if req.Since, err = wireTime(cmd, "--since", since); err != nil {
+				return err
 			}
 			modes := 0
 			for _, set := range []bool{len(args) > 0, run != "", rule != ""} {

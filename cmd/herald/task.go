@@ -50,14 +50,11 @@ func newTaskSubmitCmd(f *apiFlags) *cobra.Command {
 			if (due == "") == !withIn {
 				return errors.New("give exactly one of --due TIME and --in DURATION")
 			}
+			var err error
 			if withIn {
 				due = time.Now().Add(in).Format(time.RFC3339Nano)
-			} else {
-				t, err := parseTime(cmd, "--due", due)
-				if err != nil {
-					return err
-				}
-				due = t.Format(time.RFC3339Nano)
+			} else if due, err = wireTime(cmd, "--due", due); err != nil {
+				return err
 			}
 			req := api.TaskRequest{Key: args[0], Rule: rule, DueAt: due}
 			if data != "" {
