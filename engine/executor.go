@@ -308,10 +308,6 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, b
 		}
 		return
 	}
-	claimed = x.holdPaused(ctx, channel, claimed, byID)
-	if len(claimed) == 0 {
-		return
-	}
 	// A send may not outlive its claim: past it, the deliveries are
 	// claimable again and would go twice at once.
 	sctx, cancel := context.WithTimeout(ctx, x.l.cfg.ClaimTimeout)
@@ -338,10 +334,18 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, b
 		}
 		wg.Go(func() {
 			defer func() { <-slot }()
-			rs, lost, late := x.sendBatch(sctx, channel, part, byID)
+			// Looked at as the batch goes, not when the group was
+			// claimed: a pause that committed while it waited for its
+			// slot holds it.
+			part, back := x.holdPaused(part, byID)
+			var rs []Settlement
+			var lost, late int
+			if len(part) > 0 {
+				rs, lost, late = x.sendBatch(sctx, channel, part, byID)
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			results = append(results, rs...)
+			results = append(append(results, back...), rs...)
 			stuckLost += lost
 			stuckAnswered += late
 		})
@@ -480,13 +484,12 @@ func fairOrder(due []*Delivery) {
 	})
 }
 
-// holdPaused hands back, unsent and spending no attempt, the claims of
-// rules paused after the batch was claimed (the pause committed between
-// the claim and the send), and returns the rest. Handed back, they are
-// pending and held: out of the due index until the rule is resumed.
-func (x *executor) holdPaused(ctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) []Claimed {
-	var send []Claimed
-	var back []Settlement
+// holdPaused splits a batch about to go into what goes and the hand-backs
+// (unsent, spending no attempt) of the claims of rules paused since they
+// were claimed: the pause committed between the claim and this batch's
+// turn. Recorded with the group's results, they are pending and held: out
+// of the due index until the rule is resumed.
+func (x *executor) holdPaused(claimed []Claimed, byID map[string]*Delivery) (send []Claimed, back []Settlement) {
 	for _, c := range claimed {
 		if _, paused := x.l.cfg.FSM.Paused(byID[c.ID].Rule); paused {
 			back = append(back, handBack(c, "rule paused"))
@@ -494,10 +497,5 @@ func (x *executor) holdPaused(ctx context.Context, channel string, claimed []Cla
 		}
 		send = append(send, c)
 	}
-	if len(back) > 0 {
-		if err := x.record(ctx, back); err != nil {
-			x.l.log.Warn("cannot hand back the claims of a paused rule; they time out and are held then", "channel", channel, "err", err)
-		}
-	}
-	return send
+	return send, back
 }

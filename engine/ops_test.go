@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
@@ -290,4 +291,64 @@ func TestResumeIndexesAsApplyDoes(t *testing.T) {
 	require.Empty(t, dueIDs(b.fsm))
 	_, ok := b.fsm.NextDue()
 	require.False(t, ok, "nothing left to wake for")
+}
+
+// gatedSender holds every batch until the test opens the gate, saying
+// when each batch arrives.
+type gatedSender struct {
+	*simSender
+	arrived chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedSender) Send(ctx context.Context, ch string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
+	g.arrived <- struct{}{}
+	<-g.gate
+	return g.simSender.Send(ctx, ch, batch)
+}
+
+// TestPauseHoldsBatchesNotYetHandedToTheChannel: a pause that commits
+// while a claimed group is being sent stops the batches still waiting for
+// a send slot (handed back unsent, no attempt spent, held until resume);
+// only the batches already with the channel go.
+func TestPauseHoldsBatchesNotYetHandedToTheChannel(t *testing.T) {
+	t.Parallel()
+	slot := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
+	s := newSim(t, slot)
+	s.cfg.BatchSize, s.cfg.SendConcurrency = 1, 2 // two batches in flight, the rest wait
+	g := &gatedSender{simSender: s.sender, arrived: make(chan struct{}, 8), gate: make(chan struct{})}
+	s.cfg.Sender = g
+	key := RunKey("r", slot)
+	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: slot, Now: slot})
+	var nds []NewDelivery
+	for _, who := range []string{"a", "b", "c", "d", "e"} {
+		nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: "mock", Priority: heraldtype.PriorityNormal,
+			NotBefore: slot, Deadline: slot.Add(time.Hour)})
+	}
+	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds})
+	s.lead("n1")
+
+	s.exec.runOnce(s.ctx) // claims the five; the sends go on in the background
+	for range 2 {
+		select {
+		case <-g.arrived:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no batch reached the channel")
+		}
+	}
+	s.apply(CmdPauseRule, PauseRule{Rule: "r", By: "op", Reason: "wrong text", Now: slot})
+	close(g.gate)
+	s.exec.wg.Wait()
+
+	require.Len(t, s.sender.all(), 2, "only the batches already with the channel")
+	held := 0
+	for _, nd := range nds {
+		d, _ := s.log.fsm.Delivery(nd.ID)
+		if d.State == StatePending {
+			held++
+			require.Zero(t, d.Attempts, "no attempt spent")
+		}
+	}
+	require.Equal(t, 3, held, "handed back and held")
+	require.Empty(t, s.log.fsm.Due(slot.Add(time.Minute), 10), "held: out of the due index")
 }
