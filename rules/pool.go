@@ -44,7 +44,7 @@ func (p *pool) put(sb *sandbox) {
 	keep := !sb.broken && !p.closed && len(p.idle) < p.max
 	if keep {
 		sb.run = nil
-		sb.stubs = nil // nothing of the run can reach its stubs any more
+		sb.stubs, sb.sweepAt = nil, 0 // nothing of the run can reach its stubs any more
 		sb.L.SetTop(0)
 		p.idle = append(p.idle, sb)
 	}

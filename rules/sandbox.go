@@ -81,6 +81,7 @@ type sandbox struct {
 	// each stub is (see person_table.go).
 	personMeta *lua.LTable
 	stubs      map[*lua.LTable]*Person
+	sweepAt    int // registry size of the next sweep (0: maxStubs)
 
 	// logLines counts the log lines of the current run (reset by
 	// evalFile, which starts every run and every load of a file).
