@@ -152,8 +152,8 @@ func requireIndexesAsRestored(t *testing.T, f *FSM, now time.Time) {
 		return out
 	}
 	require.Equal(t, ids(r), ids(f), "due index")
-	next, ok := f.NextDue()
-	rnext, rok := r.NextDue()
+	next, ok := f.NextDue(now)
+	rnext, rok := r.NextDue(now)
 	require.Equal(t, rok, ok)
 	require.True(t, rnext.Equal(next), "next due %s, restored %s", next, rnext)
 	require.Equal(t, r.PlanningRuns(), f.PlanningRuns())
