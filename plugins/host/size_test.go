@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -81,4 +82,32 @@ func TestBatchOverTheWireLimitIsSplitNotFailed(t *testing.T) {
 			require.Equal(t, []byte(m.Payload), byKey[m.IdempotencyKey], "message %d arrived whole", i)
 		}
 	}
+}
+
+// A plugin's texts go into the replicated log with every result (one
+// RecordResults holds a whole batch of up to 200). A plugin that quoted a
+// proxy's HTML error page in Error used to put all of it there, 200 times
+// over. The host keeps the start of each text, cut on a rune boundary,
+// and says how long it was; secrets are removed before the cut, so no
+// part of one survives it.
+func TestLongResultTextsAreCut(t *testing.T) {
+	t.Parallel()
+	const secret = "secret-xyz-0123456789"
+	in := &instance{name: "m", redact: newRedactor([]string{secret})}
+	page := strings.Repeat("汉", (MaxResultText-5)/3) + secret + strings.Repeat("<p>502 Bad Gateway</p>", 50_000)
+	out, err := in.checked([]sdk.Message{{ID: "a"}, {ID: "b"}}, []sdk.Result{
+		{ID: "a", Status: sdk.StatusRetryable, Code: strings.Repeat("9", 10_000), Error: page},
+		{ID: "b", Status: sdk.StatusPermanent, Code: "40003", Error: "short"},
+	})
+	require.NoError(t, err)
+	r := out[0]
+	for _, s := range []string{r.Error, r.Code} {
+		require.LessOrEqual(t, len(s), MaxResultText+64, "%.100s…", s)
+		require.True(t, utf8.ValidString(s))
+	}
+	require.NotContains(t, r.Error, secret[:5], "no piece of the secret survives the cut")
+	require.True(t, strings.HasPrefix(r.Error, strings.Repeat("汉", (MaxResultText-5)/3)))
+	require.Contains(t, r.Error, fmt.Sprintf("%d bytes in all", len(in.redact(page))))
+	require.Equal(t, "40003", out[1].Code)
+	require.Equal(t, "short", out[1].Error)
 }
