@@ -304,7 +304,8 @@ func (h *Host) Admit(channel, recipient string, p heraldtype.Priority, now time.
 
 // Send implements engine.Sender. A batch that fails because the plugin
 // died is sent once more, unchanged, on the restarted plugin before Send
-// gives up. Cancelling ctx cancels the send in the plugin too.
+// gives up. Cancelling ctx cancels the send in the plugin too. A batch
+// over the protocol's message limit goes in parts (see sendParts).
 func (h *Host) Send(ctx context.Context, channel string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	h.mu.Lock()
 	closed, started := h.closed, h.started
@@ -322,11 +323,7 @@ func (h *Host) Send(ctx context.Context, channel string, batch []heraldtype.Mess
 	if !started {
 		return nil, fmt.Errorf("%w: channel %s: the plugin host was not started", ErrUnavailable, channel)
 	}
-	results, err := in.send(ctx, batch)
-	if err != nil {
-		return nil, err
-	}
-	return in.checked(batch, results)
+	return in.sendParts(ctx, batch)
 }
 
 // checked checks a plugin's results against its batch and scrubs the
