@@ -47,6 +47,8 @@ func TestMain(m *testing.M) {
 		serveVersion2()
 	case "verbose":
 		sdk.Serve(verbose{})
+	case "cancels":
+		sdk.Serve(cancels{})
 	case "host":
 		runHost()
 	default:
