@@ -212,9 +212,10 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 		}
 	}
 	// What is due already but could not go (rate limited, in flight) is
-	// looked at again at the waits above or when the state changes; the
-	// index's minimum is due now and would make this loop spin.
-	if at, ok := x.l.cfg.FSM.NextDue(); ok && at.After(now) && at.Before(wake) {
+	// looked at again at the waits above or when the state changes (waking
+	// for it now would spin); what becomes due later, at its time, even
+	// behind a refused backlog that waits a minute.
+	if at, ok := x.l.cfg.FSM.NextDue(now); ok && at.Before(wake) {
 		wake = at
 	}
 	return wake

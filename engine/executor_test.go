@@ -232,3 +232,34 @@ func TestBacklogGoesOnAsGroupsSettle(t *testing.T) {
 		require.Equal(t, start, m.at)
 	}
 }
+
+// A channel that refuses what is due for the next minute does not make the
+// executor sleep through another channel's message due in five seconds:
+// the pass wakes at the first delivery due after now, not only at the
+// index's minimum (which is due already, and waits).
+func TestRefusedBacklogDoesNotDelayAMessageDueSoon(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s := newSim(t, start)
+	s.cfg.Sender = &refusingChannel{simSender: s.sender, channel: "slow"}
+	plan := func(rule, channel string, at time.Time) string {
+		key := RunKey(rule, at)
+		s.apply(CmdStartRun, StartRun{Key: key, Rule: rule, Slot: at, Now: at})
+		id := DeliveryID(key, "ann")
+		s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{{ID: id, Recipient: "ann", Channel: channel,
+			Priority: heraldtype.PriorityNormal, NotBefore: at, Deadline: at.Add(time.Hour)}}})
+		return id
+	}
+	plan("limited", "slow", start.Add(-time.Minute))
+	soon := plan("soon", "mock", start.Add(5*time.Second))
+	s.lead("n1")
+	wake := s.exec.runOnce(s.ctx)
+	s.exec.wg.Wait()
+	require.False(t, wake.After(start.Add(5*time.Second)), "wakes at %s", wake)
+
+	s.advance(start.Add(time.Minute), time.Second)
+	got := s.sender.all()
+	require.Len(t, got, 1)
+	require.Equal(t, soon, got[0].key)
+	require.Equal(t, start.Add(5*time.Second), got[0].at, "on time")
+}

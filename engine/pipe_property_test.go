@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
@@ -20,13 +21,14 @@ import (
 const chaosSeeds = 16
 
 // TestPipePromisesUnderChaos drives the leader on the fake clock through
-// random leader changes, outages, pauses and resumes of a busy rule, a
-// digest rule, snapshots restored in place, and a channel that fails,
-// rate limits and refuses at random (each seed its own history), and checks the promises at the end: no
-// idempotency key was handed to the channel twice (the sim's sends finish
-// within a step, so no claim is ever ambiguous here), every delivery
-// ended, and nothing is left due; and after every step, the derived
-// indexes are what a restore would rebuild.
+// random leader changes, outages, pauses and resumes of a busy rule and a
+// digest rule, operators' retries of what failed, snapshots restored in
+// place, a channel limit (odd seeds), and a channel that fails, rate
+// limits and refuses at random (each seed its own history), and checks
+// the promises at the end: no idempotency key was handed to the channel
+// twice (the sim's sends finish within a step, so no claim is ever
+// ambiguous here), every delivery ended, and nothing is left due; and
+// after every step, the derived indexes are what a restore would rebuild.
 func TestPipePromisesUnderChaos(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(chaosSeeds) {
@@ -48,6 +50,9 @@ func TestPipePromisesUnderChaos(t *testing.T) {
 			for i := range 24 {
 				s.submitFollowUps("follow_up", fmt.Sprintf("u%02d", i), 1+i%3, start.Add(time.Duration(i)*time.Minute), 40*time.Second)
 			}
+			if seed%2 == 1 { // the channel's own limit refuses part of each slot
+				s.sender.limiter = rate.NewLimiter(20, 20)
+			}
 			s.sender.failFunc = func(m heraldtype.Message) (heraldtype.Status, bool) {
 				h := fnv.New32a()
 				fmt.Fprint(h, m.ID, m.Attempt, s.clock.Now().Unix())
@@ -68,7 +73,7 @@ func TestPipePromisesUnderChaos(t *testing.T) {
 				now = now.Add(time.Duration(rng.IntN(90)+5) * time.Second)
 				s.advance(now, time.Second)
 				requireIndexesAsRestored(t, s.log.fsm, now)
-				switch rng.IntN(8) {
+				switch rng.IntN(9) {
 				case 0:
 					node++
 					s.lead(fmt.Sprint("n", node))
@@ -86,6 +91,14 @@ func TestPipePromisesUnderChaos(t *testing.T) {
 						s.apply(CmdPauseRule, PauseRule{Rule: rule, By: "op", Now: now})
 					}
 					paused[rule] = !paused[rule]
+				case 5: // an operator sends what failed or expired again
+					var ids []string
+					for _, d := range s.log.fsm.Deliveries(func(d *Delivery) bool { return d.State == StateFailed || d.State == StateExpired }) {
+						ids = append(ids, d.ID)
+					}
+					if len(ids) > 0 {
+						s.apply(CmdRetryDeliveries, RetryDeliveries{IDs: ids, By: "op", Deadline: now.Add(10 * time.Minute), Now: now})
+					}
 				case 4: // a node restores the state from a snapshot, then leads
 					snap, err := s.log.fsm.Snapshot()
 					require.NoError(t, err)
@@ -152,8 +165,8 @@ func requireIndexesAsRestored(t *testing.T, f *FSM, now time.Time) {
 		return out
 	}
 	require.Equal(t, ids(r), ids(f), "due index")
-	next, ok := f.NextDue()
-	rnext, rok := r.NextDue()
+	next, ok := f.NextDue(now)
+	rnext, rok := r.NextDue(now)
 	require.Equal(t, rok, ok)
 	require.True(t, rnext.Equal(next), "next due %s, restored %s", next, rnext)
 	require.Equal(t, r.PlanningRuns(), f.PlanningRuns())

@@ -192,16 +192,22 @@ const dueNewestShare = 8
 // maxID sorts after every delivery id (hex strings) at the same instant.
 const maxID = "\xff"
 
-// NextDue returns when the earliest delivery not yet due becomes due.
-func (f *FSM) NextDue() (time.Time, bool) {
+// NextDue returns the earliest instant after after at which a delivery
+// becomes due. The executor wakes then: what is due already and waits (a
+// channel's rate limit, a send in flight) must neither make it spin nor
+// hide a delivery due a few seconds later behind its own long wait.
+func (f *FSM) NextDue(after time.Time) (time.Time, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var at time.Time
 	found := false
 	for p := heraldtype.PriorityHigh; p <= heraldtype.PriorityLow; p++ {
-		if it, ok := f.st.due[p].Min(); ok && (!found || it.at.Before(at)) {
-			at, found = it.at, true
-		}
+		f.st.due[p].AscendGreaterOrEqual(dueItem{at: after.Add(1)}, func(it dueItem) bool {
+			if !found || it.at.Before(at) {
+				at, found = it.at, true
+			}
+			return false
+		})
 	}
 	return at, found
 }

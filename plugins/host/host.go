@@ -16,6 +16,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
@@ -54,6 +55,12 @@ var (
 	// ErrConfig is returned by New for an invalid Config.
 	ErrConfig = errors.New("invalid plugin host config")
 )
+
+// MaxResultText bounds the bytes of a result's Code and Error kept from a
+// plugin's answer: they are replicated with every result, and a plugin
+// that quotes a whole error page would otherwise put it in the log once
+// per message of the batch. The rest is cut, and the text says so.
+const MaxResultText = 2 << 10
 
 // Config configures a Host.
 type Config struct {
@@ -304,7 +311,8 @@ func (h *Host) Admit(channel, recipient string, p heraldtype.Priority, now time.
 
 // Send implements engine.Sender. A batch that fails because the plugin
 // died is sent once more, unchanged, on the restarted plugin before Send
-// gives up. Cancelling ctx cancels the send in the plugin too.
+// gives up. Cancelling ctx cancels the send in the plugin too. A batch
+// over the protocol's message limit goes in parts (see sendParts).
 func (h *Host) Send(ctx context.Context, channel string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	h.mu.Lock()
 	closed, started := h.closed, h.started
@@ -322,11 +330,7 @@ func (h *Host) Send(ctx context.Context, channel string, batch []heraldtype.Mess
 	if !started {
 		return nil, fmt.Errorf("%w: channel %s: the plugin host was not started", ErrUnavailable, channel)
 	}
-	results, err := in.send(ctx, batch)
-	if err != nil {
-		return nil, err
-	}
-	return in.checked(batch, results)
+	return in.sendParts(ctx, batch)
 }
 
 // checked checks a plugin's results against its batch and scrubs the
@@ -346,7 +350,8 @@ func (in *instance) checked(batch []heraldtype.Message, results []heraldtype.Res
 		}
 		delete(want, r.ID)
 		r.RetryAfter = max(r.RetryAfter, 0)
-		r.Code, r.Error = in.redact(r.Code), in.redact(r.Error)
+		// Redacted before the cut, so that no piece of a secret survives it.
+		r.Code, r.Error = cutText(in.redact(r.Code)), cutText(in.redact(r.Error))
 		out = append(out, r)
 	}
 	if len(want) > 0 {
@@ -358,4 +363,17 @@ func (in *instance) checked(batch []heraldtype.Message, results []heraldtype.Res
 		return nil, fmt.Errorf("%w: channel %s: no result for %d of %d messages (first: %q)", ErrBadResponse, in.name, len(missing), len(batch), missing[0])
 	}
 	return out, nil
+}
+
+// cutText keeps the first MaxResultText bytes of s, cut on a rune boundary,
+// and says how long s was.
+func cutText(s string) string {
+	if len(s) <= MaxResultText {
+		return s
+	}
+	k := MaxResultText
+	for k > 0 && !utf8.RuneStart(s[k]) {
+		k--
+	}
+	return fmt.Sprintf("%s… [cut: %d bytes in all]", s[:k], len(s))
 }

@@ -4,6 +4,9 @@ import (
 	"math"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	channelv1 "github.com/heraldhq/herald/plugins/proto/channel/v1"
 )
 
@@ -92,4 +95,23 @@ func durationOfMs(ms int64) time.Duration {
 		return math.MinInt64
 	}
 	return time.Duration(ms) * time.Millisecond
+}
+
+// MaxSendBytes is the largest Send request the protocol carries: gRPC's
+// default receive limit, which every plugin's server has unless its author
+// raised it. A bigger request fails whole at the plugin ("received message
+// larger than max"), so the host sends a batch over it in parts and refuses
+// a message that cannot fit alone (see SendSize).
+const MaxSendBytes = 4 << 20
+
+// SendSize is the encoded size of the Send request holding batch, which
+// MaxSendBytes bounds. It is the sum of its messages' sizes: a request is
+// its messages and nothing else.
+func SendSize(batch []Message) int {
+	n := 0
+	for _, m := range batch {
+		s := proto.Size(messageToWire(m))
+		n += protowire.SizeTag(1) + protowire.SizeBytes(s)
+	}
+	return n
 }

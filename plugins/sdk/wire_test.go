@@ -2,9 +2,11 @@ package sdk
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	channelv1 "github.com/heraldhq/herald/plugins/proto/channel/v1"
 )
@@ -20,4 +22,22 @@ func TestUnknownWireStatusStaysUnknown(t *testing.T) {
 	for _, s := range []Status{StatusSent, StatusRetryable, StatusRateLimited, StatusPermanent, StatusConfig} {
 		require.Equal(t, s, resultFromWire(resultToWire(Result{ID: "a", Status: s})).Status)
 	}
+}
+
+// SendSize is what gRPC measures against its limit: the request's encoded
+// size, multi-byte payloads and long length prefixes included.
+func TestSendSizeIsTheRequestsEncodedSize(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 1, 127, 128, 16383, 16384, 1 << 20, MaxSendBytes} {
+		batch := []Message{
+			{ID: "a", IdempotencyKey: "k", Recipient: "张三", Payload: []byte(strings.Repeat("汉", n/3)), Attempt: 3},
+			{ID: "b"},
+		}
+		req := &channelv1.SendRequest{}
+		for _, m := range batch {
+			req.Batch = append(req.Batch, messageToWire(m))
+		}
+		require.Equal(t, proto.Size(req), SendSize(batch), "payload %d bytes", n)
+	}
+	require.Zero(t, SendSize(nil))
 }

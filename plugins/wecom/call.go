@@ -119,7 +119,13 @@ func (st *state) fetchToken(ctx context.Context) (token string, lifetime time.Du
 		return "", 0, e
 	}
 	if r.ErrCode != 0 {
-		return "", 0, errorFromReply(r)
+		e := errorFromReply(r)
+		if e.status == sdk.StatusPermanent {
+			// Permanent judges a message, which never reached message/send:
+			// a code gettoken is not known to give says nothing about it.
+			e.status = sdk.StatusRetryable
+		}
+		return "", 0, e
 	}
 	if r.AccessToken == "" {
 		return "", 0, &callError{status: sdk.StatusRetryable, code: "0", msg: "gettoken answered ok without a token"}

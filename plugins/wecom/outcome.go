@@ -28,7 +28,7 @@ const (
 	classUnknown     class = iota // permanent, errcode and errmsg kept verbatim
 	classOK                       // sent
 	classRetry                    // transient: retry with backoff
-	classCongested                // 45033: retry soon, lower concurrency
+	classCongested                // 45033: retry soon, no attempt spent, lower concurrency
 	classRateLimited              // 45009: wait the window, no attempt spent
 	classToken                    // 40014/42001: refresh once (shared), retry once
 	classRecipient                // recipient invalid or invisible: permanent
@@ -159,7 +159,9 @@ func judge(id, userID string, r apiReply) sdk.Result {
 	case classRetry:
 		res.Status = sdk.StatusRetryable
 	case classCongested:
-		res.Status = sdk.StatusRetryable
+		// Herald's own concurrency, not the message: no attempt spent,
+		// and soon (Retryable would wait the engine's backoff instead).
+		res.Status = sdk.StatusRateLimited
 		res.RetryAfter = congestionWait + rand.N(congestionWait)
 	case classRateLimited:
 		res.Status, res.RetryAfter = sdk.StatusRateLimited, rateLimitWait

@@ -24,7 +24,7 @@ func TestOutcomeTable(t *testing.T) {
 		status sdk.Status
 	}{
 		{-1, sdk.StatusRetryable},
-		{45033, sdk.StatusRetryable},
+		{45033, sdk.StatusRateLimited},
 		{45009, sdk.StatusRateLimited},
 		{81013, sdk.StatusPermanent},
 		{40003, sdk.StatusPermanent},
@@ -221,7 +221,7 @@ func TestCongestionLowersConcurrency(t *testing.T) {
 	for _, r := range res {
 		if r.Code == "45033" {
 			congested++
-			require.Equal(t, sdk.StatusRetryable, r.Status)
+			require.Equal(t, sdk.StatusRateLimited, r.Status)
 			continue
 		}
 		require.Equal(t, sdk.StatusSent, r.Status)
@@ -285,4 +285,20 @@ func TestOutcomeTableOtherCalls(t *testing.T) {
 			require.Empty(t, e.fake.RobotReceived(wecomfake.DemoRobotKey))
 		})
 	}
+}
+
+// 45033 says Herald made too many calls at once, not that the message is
+// at fault, and WECOM.md says to retry it soon. As Retryable it spent an
+// attempt (a rule with retry off failed for good), and the engine waited
+// its own backoff, a minute at least, whatever RetryAfter said. As
+// RateLimited it goes again after the 2–4 s asked, spending nothing.
+func TestCongestionSpendsNoAttempt(t *testing.T) {
+	t.Parallel()
+	e := setup(t, wecomfake.Config{}, "")
+	require.NoError(t, e.fake.FailNext(1, 45033, wecomfake.PathSend))
+	r := sendOne(t, e.ch, msg("m", "alice", text("hi")))
+	require.Equal(t, sdk.StatusRateLimited, r.Status, "%+v", r)
+	require.Equal(t, "45033", r.Code)
+	require.GreaterOrEqual(t, r.RetryAfter, 2*time.Second)
+	require.Less(t, r.RetryAfter, 4*time.Second)
 }

@@ -1,6 +1,8 @@
 package wecom_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -41,4 +43,40 @@ func TestFailedEarlyRefreshKeepsTheValidToken(t *testing.T) {
 	require.Equal(t, sdk.StatusRetryable, r.Status, "%+v", r)
 	require.Equal(t, "-1", r.Code)
 	require.Equal(t, []string{"warm", "one", "two", "three"}, contents(e.fake, "alice"))
+}
+
+// A gettoken that fails with a code the channel does not know (48002, API
+// forbidden, say) or one of a malformed request says nothing about the
+// messages: they never reached message/send. They used to be judged like
+// a send's unknown code, Permanent, so one odd gettoken answer failed a
+// whole batch for good, and every send for the next 5 s. They are
+// Retryable, with WeCom's code and text, and gettoken is still asked once.
+func TestUnknownTokenErrorDoesNotFailMessagesForGood(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{48002, 40058} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, members(3), "")
+			require.NoError(t, e.fake.FailNext(1, code, wecomfake.PathGetToken))
+			var batch []sdk.Message
+			for i := 1; i <= 3; i++ {
+				batch = append(batch, msg(fmt.Sprint(i), fmt.Sprintf("u%03d", i), text("hi")))
+			}
+			res, err := e.ch.Send(context.Background(), batch)
+			require.NoError(t, err)
+			for _, r := range res {
+				require.Equal(t, sdk.StatusRetryable, r.Status, "%+v", r)
+				require.Equal(t, fmt.Sprint(code), r.Code)
+				require.Contains(t, r.Error, wecomfake.ErrText(code))
+			}
+			require.Equal(t, 1, e.fake.Calls("gettoken"))
+
+			e.clock.Advance(10 * time.Second)
+			res, err = e.ch.Send(context.Background(), batch)
+			require.NoError(t, err)
+			for _, r := range res {
+				require.Equal(t, sdk.StatusSent, r.Status, "%+v", r)
+			}
+		})
+	}
 }

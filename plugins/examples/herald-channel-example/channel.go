@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -79,14 +80,21 @@ func readKeys(path string) (map[string]bool, error) {
 		return nil, err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if fields := strings.SplitN(sc.Text(), "\t", 4); len(fields) == 4 {
+	// A line holds a whole payload, so it has no useful cap: a
+	// bufio.Scanner's would fail every restart after one long message.
+	br := bufio.NewReader(f)
+	for {
+		line, err := br.ReadString('\n')
+		if fields := strings.SplitN(line, "\t", 4); len(fields) == 4 {
 			seen[fields[1]] = true
 		}
+		if errors.Is(err, io.EOF) {
+			return seen, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return seen, sc.Err()
 }
 
 func (c *channel) Send(ctx context.Context, batch []sdk.Message) ([]sdk.Result, error) {

@@ -154,3 +154,30 @@ func TestFailedWriteIsNotRemembered(t *testing.T) {
 	require.Equal(t, sdk.StatusSent, res[0].Status)
 	require.Equal(t, 1, delivered(path)(t, "k1"), "the retry was written")
 }
+
+// A message of a megabyte or more makes a line longer than a
+// bufio.Scanner's default-sized buffer. The example's Configure read its
+// file with a 1 MiB cap, so once such a message was written every restart
+// failed ("token too long") and the channel never came back. The file is
+// read line by line without a cap, and the key is still known.
+func TestLongLineDoesNotStopTheRestart(t *testing.T) {
+	t.Parallel()
+	path, cfg := fileConfig(t)
+	ch := newChannel()
+	require.NoError(t, ch.Configure(context.Background(), cfg))
+	big := sdk.Message{ID: "big", IdempotencyKey: "key-big", Recipient: "alice",
+		Payload: json.RawMessage(`{"t":"` + strings.Repeat("汉", 700_000) + `"}`), Attempt: 1}
+	res, err := ch.Send(context.Background(), []sdk.Message{big})
+	require.NoError(t, err)
+	require.Equal(t, sdk.StatusSent, res[0].Status, "%+v", res[0])
+
+	restarted := newChannel()
+	require.NoError(t, restarted.Configure(context.Background(), cfg), "configure after a restart")
+	big.Attempt = 2
+	res, err = restarted.Send(context.Background(), []sdk.Message{big})
+	require.NoError(t, err)
+	require.Equal(t, sdk.StatusSent, res[0].Status)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(string(data), "\tkey-big\t"), "written once")
+}
