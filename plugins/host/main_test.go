@@ -45,6 +45,8 @@ func TestMain(m *testing.M) {
 		sdk.Serve(mock.New())
 	case "v2":
 		serveVersion2()
+	case "verbose":
+		sdk.Serve(verbose{})
 	case "host":
 		runHost()
 	default:
