@@ -45,6 +45,10 @@ func TestMain(m *testing.M) {
 		sdk.Serve(mock.New())
 	case "v2":
 		serveVersion2()
+	case "verbose":
+		sdk.Serve(verbose{})
+	case "cancels":
+		sdk.Serve(cancels{})
 	case "host":
 		runHost()
 	default:

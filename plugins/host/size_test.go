@@ -111,3 +111,44 @@ func TestLongResultTextsAreCut(t *testing.T) {
 	require.Equal(t, "40003", out[1].Code)
 	require.Equal(t, "short", out[1].Error)
 }
+
+// verbose is a channel that answers every message Retryable with an
+// error text of 40 KiB, as a plugin quoting a provider's error page
+// would: 200 of them make an answer of 8 MiB.
+type verbose struct{}
+
+func (verbose) Info(context.Context) (sdk.Info, error) {
+	return sdk.Info{Name: "verbose", Version: "1"}, nil
+}
+
+func (verbose) Configure(context.Context, json.RawMessage) error { return nil }
+
+func (verbose) Send(_ context.Context, batch []sdk.Message) ([]sdk.Result, error) {
+	page := strings.Repeat("<p>502 Bad Gateway</p>", 40<<10/22)
+	out := make([]sdk.Result, len(batch))
+	for i, m := range batch {
+		out[i] = sdk.Result{ID: m.ID, Status: sdk.StatusRetryable, Error: page}
+	}
+	return out, nil
+}
+
+// The answer to a batch crosses the same gRPC boundary as the batch, but
+// not under its 4 MiB limit: go-plugin's client takes answers of any size.
+// Were it to stop, 200 long error texts would fail the whole answer, and
+// messages the plugin had sent would be reported unsent and go again.
+// The host reads the answer whole and keeps each text to MaxResultText.
+func TestLongAnswerIsReadNotFailed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	linkPlugin(t, dir, "verbose")
+	b := setup(t, map[string]ChannelConfig{"v": {Plugin: "verbose"}},
+		func(c *Config) { c.PluginsDir, c.PluginSHA256 = dir, allowAll(t, dir) })
+	batch := outgoing(200, "verbose")
+	out, err := b.h.Send(context.Background(), "v", batch)
+	require.NoError(t, err)
+	require.Len(t, out, 200)
+	for _, r := range out {
+		require.Equal(t, heraldtype.StatusRetryable, r.Status)
+		require.Contains(t, r.Error, "bytes in all]")
+	}
+}

@@ -132,7 +132,7 @@ func NewServer(impl Channel) channelv1.ChannelServer {
 func (s *server) Info(ctx context.Context, _ *channelv1.InfoRequest) (*channelv1.InfoResponse, error) {
 	info, err := s.impl.Info(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, toStatus(ctx, err)
 	}
 	resp := &channelv1.InfoResponse{
 		Name:            info.Name,
@@ -147,7 +147,7 @@ func (s *server) Info(ctx context.Context, _ *channelv1.InfoRequest) (*channelv1
 
 func (s *server) Configure(ctx context.Context, req *channelv1.ConfigureRequest) (*channelv1.ConfigureResponse, error) {
 	if err := s.impl.Configure(ctx, req.GetConfigJson()); err != nil {
-		return nil, toStatus(err)
+		return nil, toStatus(ctx, err)
 	}
 	return &channelv1.ConfigureResponse{}, nil
 }
@@ -159,7 +159,7 @@ func (s *server) Send(ctx context.Context, req *channelv1.SendRequest) (*channel
 	}
 	results, err := s.impl.Send(ctx, batch)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, toStatus(ctx, err)
 	}
 	resp := &channelv1.SendResponse{Results: make([]*channelv1.Result, len(results))}
 	for i, r := range results {
@@ -179,13 +179,20 @@ func (s *server) Health(ctx context.Context, _ *channelv1.HealthRequest) (*chann
 	return &channelv1.HealthResponse{}, nil
 }
 
-// toStatus keeps a context error recognisable on the host's side.
-func toStatus(err error) error {
-	switch {
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
+// toStatus keeps the call's own end recognisable on the host's side: an
+// error of a call whose context ended crosses as Canceled or
+// DeadlineExceeded. Any other error, a context error of the plugin's own
+// among them (an upstream call it gave up on), crosses as Unknown: the host
+// reads Canceled without its own cancellation as the plugin dying under
+// the call, and would kill a healthy plugin and send the batch again.
+func toStatus(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		switch {
+		case errors.Is(err, context.Canceled):
+			return status.Error(codes.Canceled, err.Error())
+		case errors.Is(err, context.DeadlineExceeded):
+			return status.Error(codes.DeadlineExceeded, err.Error())
+		}
 	}
 	return status.Error(codes.Unknown, err.Error())
 }
