@@ -398,3 +398,35 @@ func TestFailedForwardDoesNotClaimTheLeaderDidIt(t *testing.T) {
 		return
 	}
 }
+
+// A follower signs, for the leader, only a node-to-node write it checked
+// itself: a client's remove carrying a made-up proof reaches the leader
+// with no proof at all, never one made with the cluster secret.
+func TestFollowerSignsOnlyWhatItChecked(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 2, nil, withSecret(testSecret))
+	for try := 0; ; try++ {
+		require.Less(t, try, 20, "leadership kept moving under the request")
+		leader := leaderOf(t, nodes)
+		f := followersOf(nodes, leader)[0]
+		proofs := make(chan string, 1)
+		var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost { // the follower asking who leads
+				leader.node.Handler().ServeHTTP(w, r)
+				return
+			}
+			proofs <- r.Header.Get(PeerAuthHeader)
+			writeJSON(w, http.StatusOK, map[string]string{"removed": "n9"})
+		})
+		leader.handler.h.Store(&h)
+		hdr := http.Header{}
+		hdr.Set(PeerAuthHeader, "v2 ts=1 nonce=ab cluster=c node="+f.id+" mac=cd")
+		status, answer := replay(t, f.httpAddr(), captured{method: http.MethodPost, path: "/v1/cluster/remove", header: hdr, body: []byte(`{"id":"n9"}`)})
+		if status != http.StatusOK {
+			t.Logf("leadership moved (%d %s); again", status, answer)
+			continue
+		}
+		require.Empty(t, <-proofs)
+		return
+	}
+}
