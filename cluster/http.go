@@ -209,13 +209,14 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Vouch for the caller (with the cluster secret). A node-to-node write
-	// (a join) was checked here against a proof made for this node: it is
-	// signed again, for the leader. Proofs are made for one node, so a
-	// client's or a member's own never goes on.
+	// (a join) was checked here against a proof made for this node
+	// (peerOnly): it is signed again, for the leader. Nothing else is:
+	// this node signs only what it checked. Proofs are made for one node,
+	// so a client's or a member's own never goes on.
 	to := n.targetForLeader(r.Context(), string(leaderID), addr)
 	vouch := n.peer.vouch(r, n.cfg.NodeID, to)
 	var proof string
-	if n.peer.enabled() && r.Header.Get(PeerAuthHeader) != "" {
+	if n.PeerSigned(r) {
 		if body, ok := peekBody(r); ok {
 			proof, _, _ = n.peer.sign(requestMsg(r.Method, r.URL.Path, body), to)
 		}

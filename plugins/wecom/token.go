@@ -119,6 +119,14 @@ func (ts *tokenSource) fetch() (any, error) {
 		}
 		return nil, e
 	}
+	if v == ts.value && now.Before(ts.expiresAt) {
+		// WeCom gave back the token in hand, as it does while the token is
+		// valid, with the time it has left: it will not change before it
+		// expires, so refreshing sooner would only fetch it again (and,
+		// at expires_in 0, take it for a new token of two hours).
+		ts.refreshAt, ts.failure = ts.expiresAt, nil
+		return v, nil
+	}
 	// Refresh a tenth of the lifetime early (at most five minutes), so a
 	// token never expires in flight.
 	margin := min(lifetime/10, 5*time.Minute)

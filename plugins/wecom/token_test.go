@@ -80,3 +80,30 @@ func TestUnknownTokenErrorDoesNotFailMessagesForGood(t *testing.T) {
 		})
 	}
 }
+
+// WeCom hands out the same token again while it is valid, with the time
+// it has left. The channel's early refresh, five minutes before expiry,
+// got it back with 300 s left and refreshed again a tenth of that before
+// the end, and again: four gettokens in the token's last five minutes, the
+// last answering expires_in 0, which the channel took for "two hours", so
+// the next send met 42001. Once a refresh returns the token in hand, the
+// channel keeps it to its expiry and fetches once more then.
+func TestStickyTokenIsRefreshedOncePerLifetime(t *testing.T) {
+	t.Parallel()
+	e := setup(t, wecomfake.Config{TokenMode: wecomfake.TokenSticky}, "")
+	require.Equal(t, sdk.StatusSent, sendOne(t, e.ch, msg("warm", "alice", text("warm"))).Status)
+	e.clock.Advance(wecomfake.TokenLifetimeDefault - 310*time.Second)
+	for i := range 3200 { // every 100 ms over the token's last 5 minutes and 10 s past it
+		r := sendOne(t, e.ch, msg(fmt.Sprint(i), "alice", text(fmt.Sprint(i))))
+		require.Equal(t, sdk.StatusSent, r.Status, "%d: %+v", i, r)
+		e.clock.Advance(100 * time.Millisecond)
+	}
+	rejected := 0
+	for _, c := range e.fake.Requests() {
+		if c.Errcode == 42001 || c.Errcode == 40014 {
+			rejected++
+		}
+	}
+	require.Zero(t, rejected, "no send met an expired token")
+	require.Equal(t, 3, e.fake.Calls("gettoken"), "the first, the early refresh, the new token at expiry")
+}
