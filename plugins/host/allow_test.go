@@ -106,3 +106,23 @@ func TestCheckSHA256(t *testing.T) {
 	_, err = CheckSHA256("x", "abc")
 	require.ErrorContains(t, err, "want 64 hex digits")
 }
+
+// An allowed external plugin comes back after a crash. go-plugin hashes the
+// executable into the SecureConfig's Hash without resetting it, and the
+// host gave every start of a channel the same one: the second start hashed
+// the file on top of the first and was refused ("checksums did not
+// match"), so a crashed external plugin never ran again.
+func TestAllowedPluginRestartsAfterACrash(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	linkPlugin(t, dir, "ext")
+	b := setup(t, map[string]ChannelConfig{"e": {Plugin: "ext", Config: map[string]any{"outbox": "OUTBOX", "crash_after_n": 2}}},
+		func(c *Config) { c.PluginsDir, c.PluginSHA256 = dir, allowAll(t, dir) })
+	batch := outgoing(5, "ext-crash")
+	out, err := b.h.Send(context.Background(), "e", batch)
+	require.NoError(t, err, "the batch is retried on the restarted plugin")
+	requireAllSent(t, batch, out)
+	st := statusOf(b.h, "e")
+	require.Equal(t, 1, st.Restarts)
+	require.True(t, st.Healthy, "%+v", st)
+}

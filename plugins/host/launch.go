@@ -56,9 +56,9 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Plugin, e
 	return launch(ctx, cmd, nil, hclogslog.New(logger, hclogslog.Options{}), DefaultStartTimeout)
 }
 
-// launch starts cmd; with secure, go-plugin first checks that the
-// executable's hash is the one allowed, and refuses to run it otherwise.
-func launch(ctx context.Context, cmd *exec.Cmd, secure *plugin.SecureConfig, logger hclog.Logger, timeout time.Duration) (*Plugin, error) {
+// launch starts cmd; with a checksum, go-plugin first checks that the
+// executable's SHA-256 is the one allowed, and refuses to run it otherwise.
+func launch(ctx context.Context, cmd *exec.Cmd, checksum []byte, logger hclog.Logger, timeout time.Duration) (*Plugin, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func launch(ctx context.Context, cmd *exec.Cmd, secure *plugin.SecureConfig, log
 		SkipHostEnv:      true,
 		StartTimeout:     timeout,
 		Stderr:           io.Discard,
-		SecureConfig:     secure,
+		SecureConfig:     secureConfig(checksum),
 	})
 	p := &Plugin{client: client, watch: w, stopMax: timeout}
 

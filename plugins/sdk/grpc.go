@@ -89,6 +89,12 @@ func fromStatus(ctx context.Context, rpc string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("plugin %s: %w", rpc, ctxErr)
 	}
+	if _, ok := ctx.Deadline(); ok && status.Code(err) == codes.DeadlineExceeded {
+		// The plugin's side ends a call at the deadline the caller sent
+		// it (a plugin's own deadline errors cross as Unknown), and its
+		// reset may come back before the caller's own timer has fired.
+		return fmt.Errorf("plugin %s: %w", rpc, context.DeadlineExceeded)
+	}
 	return &RPCError{RPC: rpc, Err: err}
 }
 
