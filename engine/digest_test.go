@@ -49,13 +49,20 @@ func ownerOf(run RunContext) []Planned {
 	return []Planned{{Recipient: d.Owner, Payload: json.RawMessage(`{"msgtype":"text","content":"follow up ` + run.Key + `"}`)}}
 }
 
-func TestDigestThirtyAndOne(t *testing.T) {
-	t.Parallel()
+// followUpSim is a sim a minute before 09:00 in Shanghai with the digest
+// rule follow_up (10-minute windows, planned by ownerOf).
+func followUpSim(t *testing.T) (*sim, time.Time) {
 	sh := mustZone(t, "Asia/Shanghai")
 	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, sh)
 	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Timezone: "Asia/Shanghai", Channel: "mock",
 		Deadline: time.Hour, Digest: 10 * time.Minute})
 	s.rules.plan["follow_up"] = ownerOf
+	return s, nine
+}
+
+func TestDigestThirtyAndOne(t *testing.T) {
+	t.Parallel()
+	s, nine := followUpSim(t)
 	s.submitFollowUps("follow_up", "wangfang", 30, nine, 10*time.Second) // 09:00:00 … 09:04:50
 	s.submitFollowUps("follow_up", "lina", 1, nine.Add(3*time.Minute), 0)
 	s.lead("n1")
@@ -323,12 +330,8 @@ func TestRetryFoldedByHand(t *testing.T) {
 // digest, not their members cut apart and sent as plain messages.
 func TestDigestOfManyPeopleIsOneMessageEach(t *testing.T) {
 	t.Parallel()
-	sh := mustZone(t, "Asia/Shanghai")
-	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, sh)
-	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Timezone: "Asia/Shanghai", Channel: "mock",
-		Deadline: time.Hour, Digest: 10 * time.Minute})
+	s, nine := followUpSim(t)
 	s.cfg.ClaimBatch = 10 // a pass then looks at 20 due deliveries: far fewer than the members
-	s.rules.plan["follow_up"] = ownerOf
 	const people = maxFoldsPerPass + 36 // and more digests than a pass folds
 	for i := range people {
 		s.submitFollowUps("follow_up", fmt.Sprintf("p%02d", i), 3, nine, time.Minute)
