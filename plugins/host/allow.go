@@ -84,3 +84,15 @@ func secureConfig(checksum []byte) *plugin.SecureConfig {
 	}
 	return &plugin.SecureConfig{Checksum: checksum, Hash: sha256.New()}
 }
+
+// changedSinceAllowed words go-plugin's refusal of an executable whose
+// SHA-256 is no longer the allowed one (swapped since the node read it) as
+// allow words one found changed at startup.
+func changedSinceAllowed(path string, checksum []byte, err error) error {
+	now, herr := FileSHA256(path)
+	if herr != nil {
+		now = "unreadable (" + herr.Error() + ")"
+	}
+	return fmt.Errorf("%w: %s has sha256 %s, but plugin_sha256 lists %s (the file changed since the node started: %v); "+
+		"if you trust the new file, list its sum instead and restart the node", ErrNotAllowed, path, now, hex.EncodeToString(checksum), err)
+}

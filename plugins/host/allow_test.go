@@ -92,10 +92,18 @@ func TestSwappedPluginIsNotRun(t *testing.T) {
 		Channels: map[string]ChannelConfig{"s": {Plugin: "swap"}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, h.Close()) })
-	trap(t, dir, "swap", marker) // replaced between the check and the start
+	path = trap(t, dir, "swap", marker) // replaced between the check and the start
+	now, err := FileSHA256(path)
+	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
 	eventually(t, func() bool { return strings.Contains(statusOf(h, "s").Error, "checksum") }, "the start is refused for its checksum")
 	requireAbsent(t, marker)
+	// The reason says what changed and what to do, as for a file found
+	// changed at startup, not only go-plugin's "checksums did not match".
+	st := statusOf(h, "s").Error
+	require.Contains(t, st, "not allowed")
+	require.Contains(t, st, "sha256 "+now)
+	require.Contains(t, st, "plugin_sha256 lists "+allowed["swap"])
 }
 
 func TestCheckSHA256(t *testing.T) {

@@ -110,6 +110,9 @@ func launch(ctx context.Context, cmd *exec.Cmd, checksum []byte, logger hclog.Lo
 	}
 	if err != nil {
 		p.Close()
+		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
+			return nil, changedSinceAllowed(cmd.Path, checksum, err)
+		}
 		if strings.Contains(err.Error(), "incompatible API version") {
 			return nil, fmt.Errorf("%w: %s: want version %d: %v", ErrProtocolVersion, cmd.Path, sdk.ProtocolVersion, err)
 		}
