@@ -69,7 +69,8 @@ func launch(ctx context.Context, cmd *exec.Cmd, checksum []byte, logger hclog.Lo
 		return nil, fmt.Errorf("%w: %s: host-watch pipe: %v", ErrLaunch, cmd.Path, err)
 	}
 	cmd.Env = append(pluginEnv(), cmd.Env...) // the command's own win
-	cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", sdk.EnvParentFD, 3+len(cmd.ExtraFiles)))
+	cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", sdk.EnvParentFD, 3+len(cmd.ExtraFiles)),
+		sdk.EnvStuckAfter+"="+timeout.String())
 	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
 
 	client := plugin.NewClient(&plugin.ClientConfig{
