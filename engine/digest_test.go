@@ -331,7 +331,7 @@ func TestRetryFoldedByHand(t *testing.T) {
 func TestDigestOfManyPeopleIsOneMessageEach(t *testing.T) {
 	t.Parallel()
 	s, nine := followUpSim(t)
-	s.cfg.ClaimBatch = 10 // a pass then looks at 20 due deliveries: far fewer than the members
+	s.cfg.ClaimBatch = 10               // a pass then looks at 20 due deliveries: far fewer than the members
 	const people = maxFoldsPerPass + 36 // and more digests than a pass folds
 	for i := range people {
 		s.submitFollowUps("follow_up", fmt.Sprintf("p%02d", i), 3, nine, time.Minute)
@@ -410,4 +410,25 @@ func TestDigestFoldsLetOtherWorkThrough(t *testing.T) {
 	require.GreaterOrEqual(t, foldsBefore, 0, "the daily message was claimed")
 	require.LessOrEqual(t, foldsBefore, maxFoldsPerPass, "claimed after %d folds", foldsBefore)
 	require.Len(t, s.sender.all(), people+1)
+}
+
+// TestPlainMarksAreForgotten: the deliveries of a digest rule that go one
+// by one (its digest.message returned nil) are remembered so a later pass
+// does not fold them; once they were attempted or ended, never again. A
+// leader must not keep them all for as long as it leads.
+func TestPlainMarksAreForgotten(t *testing.T) {
+	t.Parallel()
+	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "optout", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute})
+	s.rules.plan["optout"] = ownerOf
+	const people, windows = 500, 4
+	for w := range windows {
+		for i := range people {
+			s.submitFollowUps("optout", fmt.Sprintf("w%dp%03d", w, i), 2, nine.Add(time.Duration(w)*10*time.Minute), time.Minute)
+		}
+	}
+	s.lead("n1")
+	s.advance(nine.Add(time.Duration(windows+1)*10*time.Minute), time.Second)
+	require.Len(t, s.sender.all(), people*windows*2, "one by one")
+	require.LessOrEqual(t, len(s.exec.plain), 2*people*2, "marks of what was sent are forgotten (at most two windows' worth)")
 }
