@@ -175,12 +175,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  n.stream,
-		MaxPool: 3,
-		Timeout: cfg.DialTimeout,
-		Logger:  hlog,
-	})
+	trans := newTransport(n.stream, cfg.DialTimeout, hlog)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)

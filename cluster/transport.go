@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -271,4 +272,23 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		return nil, err
 	}
 	return s.track(c)
+}
+
+// newTransport is Raft's transport over stream, without pipelined
+// replication (MaxRPCsInFlight 1). hashicorp/raft's pipeline can wedge when
+// a follower answers an AppendEntries with Success=false: its send loop
+// parks on one unbuffered channel while its decoder parks on the other, so
+// the follower keeps getting heartbeats but never another entry until the
+// leader restarts, and the leader's Shutdown waits forever on that
+// replication goroutine (a 10-minute hang of TestLeaderWorkFollowsTransfers
+// under load; hashicorp/raft#612). Raft's maintainers measured that
+// pipelining gains little beside batching (hashicorp/raft#541).
+func newTransport(stream raft.StreamLayer, timeout time.Duration, logger hclog.Logger) *raft.NetworkTransport {
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:          stream,
+		MaxPool:         3,
+		MaxRPCsInFlight: 1,
+		Timeout:         timeout,
+		Logger:          logger,
+	})
 }

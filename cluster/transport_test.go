@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )
@@ -67,4 +68,16 @@ func TestTLSRaftClosesSilentConnections(t *testing.T) {
 	_, err = silent.Read(make([]byte, 1))
 	require.Error(t, err)
 	require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the member kept a silent connection open: %v", err)
+}
+
+// Raft's transport does not pipeline replication (see newTransport): a
+// leader asking for a pipeline is told to replicate one request at a time.
+func TestTransportDoesNotPipelineReplication(t *testing.T) {
+	t.Parallel()
+	st, err := listen("127.0.0.1:0", nil, nil, time.Second)
+	require.NoError(t, err)
+	tr := newTransport(st, time.Second, hclog.NewNullLogger())
+	defer func() { require.NoError(t, tr.Close()) }()
+	_, err = tr.AppendEntriesPipeline("n2", raft.ServerAddress(st.Addr().String()))
+	require.ErrorIs(t, err, raft.ErrPipelineReplicationNotSupported)
 }

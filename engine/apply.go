@@ -17,6 +17,9 @@ type applier struct {
 	tasks *bool
 	// fresh is the day aggregates this Apply copied (see dayBatch).
 	fresh dayBatch
+	// stop stops the node on what the body says that this build cannot
+	// apply (FSM.stop); it does not return.
+	stop func(reason string)
 }
 
 func (a applier) signalTasks() {
@@ -219,7 +222,10 @@ func (a applier) recordResults(c RecordResults) any {
 					fmt.Sprintf("channel %s is misconfigured (%s): %s", nd.Channel, r.Code, r.Error), c.Now)
 			}
 		default:
-			panic(fmt.Sprintf("herald: RecordResults: unknown outcome status %d", r.Status))
+			// Never written by a leader (it makes an unknown answer
+			// retryable) and refused by the packed decoder: a log that
+			// says it stops the node clearly, not with a stack trace.
+			a.stop(fmt.Sprintf("the result for %s has unknown status %d", r.ID, r.Status))
 		}
 		a.st.putDelivery(&nd)
 		a.settleDigest(&nd)

@@ -217,3 +217,24 @@ func TestRestoreRefusesSnapshotsFromNewerBuilds(t *testing.T) {
 	line, _, _ := strings.Cut(buf.String(), "\n")
 	require.JSONEq(t, `{"version":2,"applied":0,"fsm_version":2}`, line)
 }
+
+// A JSON RecordResults whose result for a current claim has a status no
+// build knows stops the node clearly, as its packed twin does, rather than
+// panicking in Apply (a stack trace from Raft's apply loop); one for a
+// claim that is no longer current changes nothing, as it always did.
+func TestUnknownStatusStopsClearly(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	id := DeliveryID(b.planned("r", "alice"), "alice")
+	c := b.claim("n1", t0, id)
+	require.Len(t, c, 1)
+	stale, err := Encode(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Settlement{{ID: id, Seq: c[0].Seq + 1, Status: 9}}})
+	require.NoError(t, err)
+	require.Nil(t, stopOf(t, b.fsm, b.index+1, stale), "a stale answer is skipped")
+	b.index++
+	cmd, err := Encode(CmdRecordResults, RecordResults{Leader: "n1", Now: t0, Results: []Settlement{{ID: id, Seq: c[0].Seq, Status: 9}}})
+	require.NoError(t, err)
+	err = stopOf(t, b.fsm, b.index+1, cmd)
+	require.ErrorIs(t, err, ErrUnreadableCommand)
+	require.Contains(t, err.Error(), "unknown status 9")
+}

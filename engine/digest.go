@@ -170,6 +170,7 @@ func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Ti
 	if !ok || hold == nil {
 		return due, false
 	}
+	x.sweepPlain()
 	windows := hold.windows
 	foldable := func(d *Delivery) bool {
 		w := windows[d.Rule]
@@ -258,6 +259,28 @@ func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Ti
 		x.walkedDigests[at] = true
 	}
 	return out, failed
+}
+
+// plainSweepMin is how many plain marks the executor holds before it first
+// sweeps them; it sweeps again each time they double.
+const plainSweepMin = 1024
+
+// sweepPlain forgets the plain marks of deliveries that ended, were
+// attempted, were retried by hand or are gone: a pass folds only pending
+// deliveries never attempted nor retried, so the mark is needed no more
+// (one in flight keeps it: a rate limit hands it back unattempted). Without it a leader kept one for
+// every message of a rule whose digest.message returns nil, as long as it
+// led.
+func (x *executor) sweepPlain() {
+	if len(x.plain) < max(2*x.plainKept, plainSweepMin) {
+		return
+	}
+	for id := range x.plain {
+		if d, ok := x.l.cfg.FSM.Delivery(id); !ok || d.State.Final() || d.Attempts > 0 || d.Retries > 0 {
+			delete(x.plain, id)
+		}
+	}
+	x.plainKept = len(x.plain)
 }
 
 // completeDigestGroups adds to groups, through add, the deliveries due at

@@ -49,13 +49,20 @@ func ownerOf(run RunContext) []Planned {
 	return []Planned{{Recipient: d.Owner, Payload: json.RawMessage(`{"msgtype":"text","content":"follow up ` + run.Key + `"}`)}}
 }
 
-func TestDigestThirtyAndOne(t *testing.T) {
-	t.Parallel()
+// followUpSim is a sim a minute before 09:00 in Shanghai with the digest
+// rule follow_up (10-minute windows, planned by ownerOf).
+func followUpSim(t *testing.T) (*sim, time.Time) {
 	sh := mustZone(t, "Asia/Shanghai")
 	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, sh)
 	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Timezone: "Asia/Shanghai", Channel: "mock",
 		Deadline: time.Hour, Digest: 10 * time.Minute})
 	s.rules.plan["follow_up"] = ownerOf
+	return s, nine
+}
+
+func TestDigestThirtyAndOne(t *testing.T) {
+	t.Parallel()
+	s, nine := followUpSim(t)
 	s.submitFollowUps("follow_up", "wangfang", 30, nine, 10*time.Second) // 09:00:00 … 09:04:50
 	s.submitFollowUps("follow_up", "lina", 1, nine.Add(3*time.Minute), 0)
 	s.lead("n1")
@@ -323,12 +330,8 @@ func TestRetryFoldedByHand(t *testing.T) {
 // digest, not their members cut apart and sent as plain messages.
 func TestDigestOfManyPeopleIsOneMessageEach(t *testing.T) {
 	t.Parallel()
-	sh := mustZone(t, "Asia/Shanghai")
-	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, sh)
-	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Timezone: "Asia/Shanghai", Channel: "mock",
-		Deadline: time.Hour, Digest: 10 * time.Minute})
-	s.cfg.ClaimBatch = 10 // a pass then looks at 20 due deliveries: far fewer than the members
-	s.rules.plan["follow_up"] = ownerOf
+	s, nine := followUpSim(t)
+	s.cfg.ClaimBatch = 10               // a pass then looks at 20 due deliveries: far fewer than the members
 	const people = maxFoldsPerPass + 36 // and more digests than a pass folds
 	for i := range people {
 		s.submitFollowUps("follow_up", fmt.Sprintf("p%02d", i), 3, nine, time.Minute)
@@ -407,4 +410,25 @@ func TestDigestFoldsLetOtherWorkThrough(t *testing.T) {
 	require.GreaterOrEqual(t, foldsBefore, 0, "the daily message was claimed")
 	require.LessOrEqual(t, foldsBefore, maxFoldsPerPass, "claimed after %d folds", foldsBefore)
 	require.Len(t, s.sender.all(), people+1)
+}
+
+// TestPlainMarksAreForgotten: the deliveries of a digest rule that go one
+// by one (its digest.message returned nil) are remembered so a later pass
+// does not fold them; once they were attempted or ended, never again. A
+// leader must not keep them all for as long as it leads.
+func TestPlainMarksAreForgotten(t *testing.T) {
+	t.Parallel()
+	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "optout", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute})
+	s.rules.plan["optout"] = ownerOf
+	const people, windows = 500, 4
+	for w := range windows {
+		for i := range people {
+			s.submitFollowUps("optout", fmt.Sprintf("w%dp%03d", w, i), 2, nine.Add(time.Duration(w)*10*time.Minute), time.Minute)
+		}
+	}
+	s.lead("n1")
+	s.advance(nine.Add(time.Duration(windows+1)*10*time.Minute), time.Second)
+	require.Len(t, s.sender.all(), people*windows*2, "one by one")
+	require.LessOrEqual(t, len(s.exec.plain), 2*people*2, "marks of what was sent are forgotten (at most two windows' worth)")
 }

@@ -56,8 +56,10 @@ type executor struct {
 	// this leader sends them again at once, with the same key.
 	resend []*Delivery
 	// plain holds deliveries of digest rules whose digest could not be
-	// built: they go one by one.
-	plain map[string]bool
+	// built: they go one by one. Swept (sweepPlain) of those attempted or
+	// ended, which no pass would fold anyway; plainKept is what was left.
+	plain     map[string]bool
+	plainKept int
 	// walkedDigests holds the instants (Unix ns) whose digest groups a
 	// pass completed from the due index and folded (completeDigestGroups).
 	walkedDigests map[int64]bool

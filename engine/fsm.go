@@ -135,7 +135,8 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		}
 		f.stop(index, t, v, fmt.Sprintf("this build reads body versions 1 to %d", spec.latest()))
 	}
-	a := applier{st: f.st, term: term, tasks: &tasks, fresh: dayBatch{}}
+	a := applier{st: f.st, term: term, tasks: &tasks, fresh: dayBatch{},
+		stop: func(reason string) { f.stop(index, t, v, reason) }}
 	d := decoder{f: f, index: index, t: t, v: v, body: body}
 	switch t &^ CmdIgnorable {
 	case CmdStartRun:

@@ -50,10 +50,10 @@ func AllowLine(name, sum string) string {
 }
 
 // allow decides whether an external plugin may run: its file's SHA-256
-// must be the one listed for its name. When it may, the returned
-// SecureConfig makes go-plugin hash the executable again right before it
-// starts it, so a file swapped after this check is refused, not run.
-func allow(name, path string, listed map[string]string) (string, *plugin.SecureConfig, error) {
+// must be the one listed for its name. When it may, it returns the sum's
+// bytes, which launch has go-plugin check again right before each start
+// (secureConfig), so a file swapped after this check is refused, not run.
+func allow(name, path string, listed map[string]string) (string, []byte, error) {
 	sum, err := FileSHA256(path)
 	if err != nil {
 		return "", nil, err
@@ -71,5 +71,28 @@ func allow(name, path string, listed map[string]string) (string, *plugin.SecureC
 	if err != nil {
 		return "", nil, err
 	}
-	return sum, &plugin.SecureConfig{Checksum: raw, Hash: sha256.New()}, nil
+	return sum, raw, nil
+}
+
+// secureConfig is go-plugin's check of an executable against checksum
+// (nil: no check), fresh for one start: go-plugin hashes the file into its
+// Hash without resetting it, so a SecureConfig used twice refuses the
+// second start of an allowed plugin, and with it every restart.
+func secureConfig(checksum []byte) *plugin.SecureConfig {
+	if checksum == nil {
+		return nil
+	}
+	return &plugin.SecureConfig{Checksum: checksum, Hash: sha256.New()}
+}
+
+// changedSinceAllowed words go-plugin's refusal of an executable whose
+// SHA-256 is no longer the allowed one (swapped since the node read it) as
+// allow words one found changed at startup.
+func changedSinceAllowed(path string, checksum []byte, err error) error {
+	now, herr := FileSHA256(path)
+	if herr != nil {
+		now = "unreadable (" + herr.Error() + ")"
+	}
+	return fmt.Errorf("%w: %s has sha256 %s, but plugin_sha256 lists %s (the file changed since the node started: %v); "+
+		"if you trust the new file, list its sum instead and restart the node", ErrNotAllowed, path, now, hex.EncodeToString(checksum), err)
 }

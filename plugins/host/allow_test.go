@@ -92,10 +92,18 @@ func TestSwappedPluginIsNotRun(t *testing.T) {
 		Channels: map[string]ChannelConfig{"s": {Plugin: "swap"}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, h.Close()) })
-	trap(t, dir, "swap", marker) // replaced between the check and the start
+	path = trap(t, dir, "swap", marker) // replaced between the check and the start
+	now, err := FileSHA256(path)
+	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
 	eventually(t, func() bool { return strings.Contains(statusOf(h, "s").Error, "checksum") }, "the start is refused for its checksum")
 	requireAbsent(t, marker)
+	// The reason says what changed and what to do, as for a file found
+	// changed at startup, not only go-plugin's "checksums did not match".
+	st := statusOf(h, "s").Error
+	require.Contains(t, st, "not allowed")
+	require.Contains(t, st, "sha256 "+now)
+	require.Contains(t, st, "plugin_sha256 lists "+allowed["swap"])
 }
 
 func TestCheckSHA256(t *testing.T) {
@@ -105,4 +113,24 @@ func TestCheckSHA256(t *testing.T) {
 	require.Equal(t, strings.Repeat("ab", 32), sum)
 	_, err = CheckSHA256("x", "abc")
 	require.ErrorContains(t, err, "want 64 hex digits")
+}
+
+// An allowed external plugin comes back after a crash. go-plugin hashes the
+// executable into the SecureConfig's Hash without resetting it, and the
+// host gave every start of a channel the same one: the second start hashed
+// the file on top of the first and was refused ("checksums did not
+// match"), so a crashed external plugin never ran again.
+func TestAllowedPluginRestartsAfterACrash(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	linkPlugin(t, dir, "ext")
+	b := setup(t, map[string]ChannelConfig{"e": {Plugin: "ext", Config: map[string]any{"outbox": "OUTBOX", "crash_after_n": 2}}},
+		func(c *Config) { c.PluginsDir, c.PluginSHA256 = dir, allowAll(t, dir) })
+	batch := outgoing(5, "ext-crash")
+	out, err := b.h.Send(context.Background(), "e", batch)
+	require.NoError(t, err, "the batch is retried on the restarted plugin")
+	requireAllSent(t, batch, out)
+	st := statusOf(b.h, "e")
+	require.Equal(t, 1, st.Restarts)
+	require.True(t, st.Healthy, "%+v", st)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -43,4 +44,40 @@ func TestPluginsOwnCancelIsNotItsDeath(t *testing.T) {
 	require.NotContains(t, b.logs.String(), "died during a send")
 	require.Equal(t, pid, b.h.Pid("c"), "the plugin was not replaced")
 	require.Zero(t, statusOf(b.h, "c").Restarts)
+}
+
+// hangs is a channel whose Send never returns, cancelled or not (a
+// deadlock in its send path), while the process answers everything else.
+type hangs struct{}
+
+func (hangs) Info(context.Context) (sdk.Info, error) {
+	return sdk.Info{Name: "hangs", Version: "1"}, nil
+}
+
+func (hangs) Configure(context.Context, json.RawMessage) error { return nil }
+
+func (hangs) Send(context.Context, []sdk.Message) ([]sdk.Result, error) {
+	select {}
+}
+
+// A plugin stuck in Send but still answering Health used to stay: every
+// batch after the first hung until its claim ran out, and the channel
+// showed healthy. A Send that goes on StartTimeout after its call was
+// cancelled makes the plugin's Health fail, so the host restarts it.
+func TestSendStuckPastCancelRestartsThePlugin(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	linkPlugin(t, dir, "hangs")
+	b := setup(t, map[string]ChannelConfig{"h": {Plugin: "hangs"}}, func(c *Config) {
+		c.PluginsDir, c.PluginSHA256 = dir, allowAll(t, dir)
+		c.StartTimeout = time.Second
+	})
+	pid := b.h.Pid("h")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := b.h.Send(ctx, "h", outgoing(2, "hangs"))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	eventually(t, func() bool { st := statusOf(b.h, "h"); return st.Restarts == 1 && st.Healthy }, "the stuck plugin restarted")
+	require.NotEqual(t, pid, b.h.Pid("h"))
+	require.Contains(t, b.logs.String(), "still running")
 }

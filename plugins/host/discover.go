@@ -13,8 +13,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/hashicorp/go-plugin"
-
 	"github.com/heraldhq/herald/engine/hclogslog"
 	"github.com/heraldhq/herald/plugins/builtin"
 	"github.com/heraldhq/herald/plugins/sdk"
@@ -90,9 +88,10 @@ type source struct {
 	builtin bool
 	err     error // a found but unusable external plugin (not allowed, not executable)
 	newCmd  func() *exec.Cmd
-	// secure makes go-plugin check the executable's hash as it starts it
-	// (external plugins only).
-	secure *plugin.SecureConfig
+	// checksum is the allowed SHA-256 of an external plugin's executable,
+	// which go-plugin checks as it starts it; nil for built-ins and for
+	// plugins not allowed.
+	checksum []byte
 }
 
 // sources maps every plugin name to its source. An external plugin with a
@@ -113,7 +112,7 @@ func sources(cfg Config) (map[string]source, error) {
 		}
 		src := source{name: e.Name, path: e.Path, err: e.Err, newCmd: func() *exec.Cmd { return exec.Command(e.Path) }}
 		if src.err == nil {
-			src.sha256, src.secure, src.err = allow(e.Name, e.Path, cfg.PluginSHA256)
+			src.sha256, src.checksum, src.err = allow(e.Name, e.Path, cfg.PluginSHA256)
 		}
 		out[e.Name] = src
 	}
@@ -157,13 +156,13 @@ func List(ctx context.Context, cfg Config) ([]PluginInfo, error) {
 	out := make([]PluginInfo, 0, len(srcs))
 	for _, s := range srcs {
 		pi := PluginInfo{Name: s.name, Path: s.path, Builtin: s.builtin, Overrides: !s.builtin && builtins[s.name],
-			SHA256: s.sha256, Allowed: s.builtin || s.secure != nil}
+			SHA256: s.sha256, Allowed: s.builtin || s.checksum != nil}
 		if s.err != nil {
 			pi.Error = s.err.Error()
 			out = append(out, pi)
 			continue
 		}
-		p, err := launch(ctx, s.newCmd(), s.secure, hclogslog.New(cfg.Logger, hclogslog.Options{}), cfg.StartTimeout)
+		p, err := launch(ctx, s.newCmd(), s.checksum, hclogslog.New(cfg.Logger, hclogslog.Options{}), cfg.StartTimeout)
 		if err != nil {
 			pi.Error = err.Error()
 		} else {

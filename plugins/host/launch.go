@@ -56,9 +56,9 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Plugin, e
 	return launch(ctx, cmd, nil, hclogslog.New(logger, hclogslog.Options{}), DefaultStartTimeout)
 }
 
-// launch starts cmd; with secure, go-plugin first checks that the
-// executable's hash is the one allowed, and refuses to run it otherwise.
-func launch(ctx context.Context, cmd *exec.Cmd, secure *plugin.SecureConfig, logger hclog.Logger, timeout time.Duration) (*Plugin, error) {
+// launch starts cmd; with a checksum, go-plugin first checks that the
+// executable's SHA-256 is the one allowed, and refuses to run it otherwise.
+func launch(ctx context.Context, cmd *exec.Cmd, checksum []byte, logger hclog.Logger, timeout time.Duration) (*Plugin, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -69,7 +69,8 @@ func launch(ctx context.Context, cmd *exec.Cmd, secure *plugin.SecureConfig, log
 		return nil, fmt.Errorf("%w: %s: host-watch pipe: %v", ErrLaunch, cmd.Path, err)
 	}
 	cmd.Env = append(pluginEnv(), cmd.Env...) // the command's own win
-	cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", sdk.EnvParentFD, 3+len(cmd.ExtraFiles)))
+	cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", sdk.EnvParentFD, 3+len(cmd.ExtraFiles)),
+		sdk.EnvStuckAfter+"="+timeout.String())
 	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
 
 	client := plugin.NewClient(&plugin.ClientConfig{
@@ -81,7 +82,7 @@ func launch(ctx context.Context, cmd *exec.Cmd, secure *plugin.SecureConfig, log
 		SkipHostEnv:      true,
 		StartTimeout:     timeout,
 		Stderr:           io.Discard,
-		SecureConfig:     secure,
+		SecureConfig:     secureConfig(checksum),
 	})
 	p := &Plugin{client: client, watch: w, stopMax: timeout}
 
@@ -109,6 +110,9 @@ func launch(ctx context.Context, cmd *exec.Cmd, secure *plugin.SecureConfig, log
 	}
 	if err != nil {
 		p.Close()
+		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
+			return nil, changedSinceAllowed(cmd.Path, checksum, err)
+		}
 		if strings.Contains(err.Error(), "incompatible API version") {
 			return nil, fmt.Errorf("%w: %s: want version %d: %v", ErrProtocolVersion, cmd.Path, sdk.ProtocolVersion, err)
 		}

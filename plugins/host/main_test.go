@@ -49,6 +49,8 @@ func TestMain(m *testing.M) {
 		sdk.Serve(verbose{})
 	case "cancels":
 		sdk.Serve(cancels{})
+	case "hangs":
+		sdk.Serve(hangs{})
 	case "host":
 		runHost()
 	default:

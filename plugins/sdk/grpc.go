@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -89,6 +92,12 @@ func fromStatus(ctx context.Context, rpc string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("plugin %s: %w", rpc, ctxErr)
 	}
+	if _, ok := ctx.Deadline(); ok && status.Code(err) == codes.DeadlineExceeded {
+		// The plugin's side ends a call at the deadline the caller sent
+		// it (a plugin's own deadline errors cross as Unknown), and its
+		// reset may come back before the caller's own timer has fired.
+		return fmt.Errorf("plugin %s: %w", rpc, context.DeadlineExceeded)
+	}
 	return &RPCError{RPC: rpc, Err: err}
 }
 
@@ -122,11 +131,58 @@ func (e *RPCError) GRPCStatus() *status.Status {
 type server struct {
 	channelv1.UnimplementedChannelServer
 	impl Channel
+	// stuckAfter is how long a Send may go on after its call was
+	// cancelled before the plugin counts as stuck.
+	stuckAfter time.Duration
+	stuck      atomic.Int64 // Sends running past stuckAfter since their cancel
 }
 
 // NewServer returns the gRPC server of the channel protocol for impl.
 func NewServer(impl Channel) channelv1.ChannelServer {
-	return &server{impl: impl}
+	return newServer(impl, DefaultStuckAfter)
+}
+
+func newServer(impl Channel, stuckAfter time.Duration) *server {
+	return &server{impl: impl, stuckAfter: stuckAfter}
+}
+
+// watchStuck counts the Send of ctx as stuck while it goes on longer than
+// stuckAfter after ctx ended; call the returned func when it returns.
+// Health then fails, and the host restarts the plugin: a Send that ignores
+// its cancellation (a deadlock in the plugin's send path) would otherwise
+// hold every later batch until its claim ran out, in a plugin that
+// answers Health and looks well.
+func (s *server) watchStuck(ctx context.Context) (returned func()) {
+	var mu sync.Mutex
+	var timer *time.Timer
+	done, counted := false, false
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		timer = time.AfterFunc(s.stuckAfter, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !done {
+				counted = true
+				s.stuck.Add(1)
+			}
+		})
+	})
+	return func() {
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		done = true
+		if timer != nil {
+			timer.Stop()
+		}
+		if counted {
+			s.stuck.Add(-1)
+		}
+	}
 }
 
 func (s *server) Info(ctx context.Context, _ *channelv1.InfoRequest) (*channelv1.InfoResponse, error) {
@@ -153,6 +209,7 @@ func (s *server) Configure(ctx context.Context, req *channelv1.ConfigureRequest)
 }
 
 func (s *server) Send(ctx context.Context, req *channelv1.SendRequest) (*channelv1.SendResponse, error) {
+	defer s.watchStuck(ctx)()
 	batch := make([]Message, len(req.GetBatch()))
 	for i, m := range req.GetBatch() {
 		batch[i] = messageFromWire(m)
@@ -169,6 +226,10 @@ func (s *server) Send(ctx context.Context, req *channelv1.SendRequest) (*channel
 }
 
 func (s *server) Health(ctx context.Context, _ *channelv1.HealthRequest) (*channelv1.HealthResponse, error) {
+	if n := s.stuck.Load(); n > 0 {
+		// An error, not a reason: the process is stuck, and a restart cures it.
+		return nil, status.Errorf(codes.Internal, "%d Send call(s) still running %s after they were cancelled: the plugin is stuck", n, s.stuckAfter)
+	}
 	hc, ok := s.impl.(HealthChecker)
 	if !ok {
 		return &channelv1.HealthResponse{}, nil

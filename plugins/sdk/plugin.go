@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"time"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -27,11 +28,17 @@ const PluginName = "channel"
 type Plugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	Impl Channel
+
+	stuckAfter time.Duration // Serve's, from EnvStuckAfter; 0: the default
 }
 
 // GRPCServer registers Impl's gRPC server.
 func (p *Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	channelv1.RegisterChannelServer(s, NewServer(p.Impl))
+	after := p.stuckAfter
+	if after <= 0 {
+		after = DefaultStuckAfter
+	}
+	channelv1.RegisterChannelServer(s, newServer(p.Impl, after))
 	return nil
 }
 

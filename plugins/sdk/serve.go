@@ -19,6 +19,31 @@ import (
 // serving its socket forever.
 const EnvParentFD = "HERALD_PLUGIN_PARENT_FD"
 
+// EnvStuckAfter names the environment variable through which the host
+// tells a plugin how long a Send may go on after its call was cancelled
+// before the plugin reports itself stuck (a Go duration; default
+// DefaultStuckAfter). The host passes its StartTimeout, its bound on
+// every other call.
+const EnvStuckAfter = "HERALD_PLUGIN_STUCK_AFTER"
+
+// DefaultStuckAfter is the stuck bound of a plugin the host did not give
+// one.
+const DefaultStuckAfter = 30 * time.Second
+
+// stuckAfter reads EnvStuckAfter.
+func stuckAfter(logger *slog.Logger) time.Duration {
+	s := os.Getenv(EnvStuckAfter)
+	if s == "" {
+		return DefaultStuckAfter
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		logger.Warn("ignoring malformed "+EnvStuckAfter, "value", s)
+		return DefaultStuckAfter
+	}
+	return d
+}
+
 // stderr is the process's original stderr, which the host reads for plugin
 // logs. go-plugin swaps os.Stderr for its stdio stream once serving, so
 // loggers made later must not pick up os.Stderr then.
@@ -36,7 +61,7 @@ func Serve(c Channel) {
 	go watchHost(logger, os.Exit)
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
-		Plugins:         PluginSet(c),
+		Plugins:         plugin.PluginSet{PluginName: &Plugin{Impl: c, stuckAfter: stuckAfter(logger)}},
 		GRPCServer:      plugin.DefaultGRPCServer,
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Level:      hclog.Info,

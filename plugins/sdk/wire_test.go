@@ -1,11 +1,15 @@
 package sdk
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	channelv1 "github.com/heraldhq/herald/plugins/proto/channel/v1"
@@ -40,4 +44,24 @@ func TestSendSizeIsTheRequestsEncodedSize(t *testing.T) {
 		require.Equal(t, proto.Size(req), SendSize(batch), "payload %d bytes", n)
 	}
 	require.Zero(t, SendSize(nil))
+}
+
+// The plugin's side of a call ends it at the deadline the host sent along,
+// and its reset can reach the host before the host's own timer fires:
+// gRPC's DeadlineExceeded while ctx.Err() is still nil. It is the caller's
+// deadline all the same (the plugin's own deadline errors cross as
+// Unknown), and errors.Is must say so; it used to come back as a plain
+// RPCError, which the host reported as the channel failing the batch.
+func TestDeadlineFromThePluginSideIsTheCallers(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	err := fromStatus(ctx, "send", status.Error(codes.DeadlineExceeded, "stream terminated by RST_STREAM with error code: CANCEL"))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	// Without a deadline of the caller's, it is the plugin's answer.
+	err = fromStatus(context.Background(), "send", status.Error(codes.DeadlineExceeded, "upstream"))
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	var rpcErr *RPCError
+	require.ErrorAs(t, err, &rpcErr)
 }

@@ -25,6 +25,8 @@ const (
 	textcardTitleMax   = 128
 	textcardDescMax    = 512
 	textcardBtnTextMax = 4 // characters
+	newsTitleMax       = 128
+	newsDescMax        = 512
 )
 
 // reservedFields are the body fields the channel sets itself.
@@ -132,8 +134,40 @@ func checkSizes(msgType string, obj map[string]any, robot bool) error {
 			return fmt.Errorf("%w: textcard.btntxt is %d characters; WeCom allows %d", ErrBadPayload, utf8.RuneCountInString(btn), textcardBtnTextMax)
 		}
 	case "news":
-		if arts, _ := obj["articles"].([]any); len(arts) < 1 || len(arts) > 8 {
+		arts, _ := obj["articles"].([]any)
+		if len(arts) < 1 || len(arts) > 8 {
 			return fmt.Errorf("%w: news needs 1 to 8 articles", ErrBadPayload)
+		}
+		for i, a := range arts {
+			if err := checkArticle(i, a); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkArticle refuses a news article whose title or description WeCom
+// would cut (app and robot news alike).
+func checkArticle(i int, a any) error {
+	art, ok := a.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%w: news.articles[%d] must be an object", ErrBadPayload, i)
+	}
+	for _, f := range []struct {
+		key string
+		max int
+	}{{"title", newsTitleMax}, {"description", newsDescMax}} {
+		v, present := art[f.key]
+		if !present {
+			continue
+		}
+		s, ok := v.(string)
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: news.articles[%d].%s must be a string", ErrBadPayload, i, f.key)
+		case len(s) > f.max:
+			return fmt.Errorf("%w: news.articles[%d].%s is %d bytes; WeCom allows %d (Herald refuses rather than let WeCom cut it)", ErrBadPayload, i, f.key, len(s), f.max)
 		}
 	}
 	return nil

@@ -194,3 +194,40 @@ func TestNestedKeyOrderDoesNotChangeTheBody(t *testing.T) {
 	require.Contains(t, bodies[2], `"card_action":{"type":1,"url":"https://x.test"}`)
 	require.Len(t, e.fake.Received("alice"), 2, "each retry was WeCom's duplicate")
 }
+
+// WeCom cuts a news article's title past 128 bytes and its description
+// past 512, silently, as it does app text (its send documentation, quoted
+// alike by the client libraries). The channel refused over-long text and
+// textcards but let news through to be cut. It refuses them now, for app
+// and robot alike; fields of exactly the limit, in multi-byte text, go.
+func TestNewsArticleOverLimitRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t, wecomfake.Config{}, "")
+	robot := e.channel(t, robotConfig(e.api.URL, wecomfake.DemoRobotKey, ""))
+	article := func(title, desc string) string {
+		b, _ := json.Marshal(map[string]any{"msgtype": "news", "news": map[string]any{"articles": []any{
+			map[string]any{"title": "ok", "url": "https://example.com/a"},
+			map[string]any{"title": title, "description": desc, "url": "https://example.com/b"},
+		}}})
+		return string(b)
+	}
+	title128, desc512 := strings.Repeat("汉", 42)+"xx", strings.Repeat("汉", 170)+"xx"
+	for _, ch := range []sdk.Channel{e.ch, robot} {
+		for name, c := range map[string]struct{ payload, want string }{
+			"long title":       {article(title128+"x", "d"), "news.articles[1].title is 129 bytes; WeCom allows 128"},
+			"long description": {article("t", desc512+"x"), "news.articles[1].description is 513 bytes; WeCom allows 512"},
+			"title not text":   {`{"msgtype":"news","news":{"articles":[{"title":7,"url":"u"}]}}`, "news.articles[0].title must be a string"},
+		} {
+			r := sendOne(t, ch, sdk.Message{ID: name, Recipient: "alice", Payload: json.RawMessage(c.payload)})
+			require.Equal(t, sdk.StatusPermanent, r.Status, "%s: %+v", name, r)
+			require.Contains(t, r.Error, c.want, name)
+		}
+	}
+	require.Zero(t, e.fake.Calls("message/send"), "refused payloads make no call")
+	require.Zero(t, e.fake.Calls("webhook/send"))
+
+	r := sendOne(t, e.ch, sdk.Message{ID: "max", Recipient: "alice", Payload: json.RawMessage(article(title128, desc512))})
+	require.Equal(t, sdk.StatusSent, r.Status, "%+v", r)
+	r = sendOne(t, robot, sdk.Message{ID: "max", Recipient: "alice", Payload: json.RawMessage(article(title128, desc512))})
+	require.Equal(t, sdk.StatusSent, r.Status, "%+v", r)
+}
