@@ -212,7 +212,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		n.refusedAt = map[string]time.Time{}
 		n.stream.check.Store(&peerCheck{admit: n.admitRaftPeer, refused: n.refusedRaftPeer})
 		if own := ownCertificate(cfg.TLS); own == nil || !certNames(own, cfg.NodeID) {
-			n.log.Warn("raft peers are checked by CA alone: this node's certificate does not name its node id, so a removed member's certificate still opens raft connections (issue certificates named by node id: herald tls init --nodes)",
+			n.log.Warn("raft peers are checked by CA alone: this node's certificate's common name is not its node id, so a removed member's certificate still opens raft connections (issue certificates named by node id: herald tls init --nodes)",
 				"node_id", cfg.NodeID)
 		}
 	}

@@ -15,12 +15,12 @@ import (
 // that was removed (`herald cluster remove`) and still holds a valid
 // certificate: through the Raft port such a node could ask for votes or
 // claim to lead with a higher term. So, with TLS, an inbound connection is
-// also checked against the Raft configuration: its certificate must name
-// (common name or DNS name) a server in it.
+// also checked against the Raft configuration: its certificate's common
+// name must be the id of a server in it.
 //
 // The check applies only where it cannot lock a member out:
-//   - when this node's own certificate names its node id (`herald tls init`
-//     names each node so). A cluster whose certificates name hosts instead
+//   - when this node's own certificate's common name is its node id
+//     (`herald tls init` names each node so). A cluster whose certificates name hosts instead
 //     is checked by CA alone, as before: its peers' names say nothing of
 //     their ids.
 //   - when this node is in its own configuration and knows a live leader
@@ -63,10 +63,13 @@ func (n *Node) admitRaftPeer(peer *x509.Certificate) error {
 		certLabel(peer), strings.Join(ids, ", "))
 }
 
-// certNames reports whether c names node id as its common name or one of
-// its DNS names (`herald tls init` puts the node's name in both).
+// certNames reports whether c is node id's certificate: its common name
+// is id (`herald tls init` names each node so). DNS names do not count:
+// they are the hosts a certificate may serve, and `--hosts` puts every
+// host in every node's certificate, so when node ids are host names every
+// certificate would name every member.
 func certNames(c *x509.Certificate, id string) bool {
-	return c.Subject.CommonName == id || slices.Contains(c.DNSNames, id)
+	return c.Subject.CommonName == id
 }
 
 func certLabel(c *x509.Certificate) string {

@@ -89,3 +89,21 @@ func TestRaftPeerCheckNeedsCertificatesNamingNodes(t *testing.T) {
 	require.NoError(t, raftCall(t, conf, leader.raftAddr))
 	require.Nil(t, nodes[0].node.admitRaftPeer(ownCertificate(conf)))
 }
+
+// Node ids are often the nodes' host names, and `herald tls init --hosts`
+// then lists them all: every certificate carries every node's name as a
+// DNS name. A node that is not a member (never added, or removed) must
+// still be refused: its certificate's own name (the common name) is what
+// says which node it is, not the hosts it may serve.
+func TestRaftPeerCheckWhenHostsNameEveryNode(t *testing.T) {
+	t.Parallel()
+	names := []string{"n1", "n2", "n3", "n4"}
+	_, stores := devTLSHosts(t, append([]string{"127.0.0.1", "localhost"}, names...), names...)
+	nodes := newCluster(t, 3, nil, func(c *Config) { c.TLS = stores[c.NodeID].RaftConfig() })
+	leader := leaderOf(t, nodes)
+	member := followersOf(nodes, leader)[0]
+
+	require.NoError(t, raftCall(t, stores[member.id].RaftConfig(), leader.raftAddr), "a member is heard")
+	require.Error(t, raftCall(t, stores["n4"].RaftConfig(), leader.raftAddr), "a node that is no member is heard")
+	require.ErrorContains(t, leader.node.admitRaftPeer(ownCertificate(stores["n4"].RaftConfig())), "no member")
+}

@@ -90,8 +90,14 @@ func TestTLSWithoutCertificateIsRefused(t *testing.T) {
 // returns a store per name.
 func devTLS(t *testing.T, names ...string) (string, map[string]*CertStore) {
 	t.Helper()
+	return devTLSHosts(t, []string{"127.0.0.1", "localhost"}, names...)
+}
+
+// devTLSHosts is devTLS with --hosts: every certificate carries them all.
+func devTLSHosts(t *testing.T, hosts []string, names ...string) (string, map[string]*CertStore) {
+	t.Helper()
 	dir := t.TempDir()
-	_, err := InitTLS(dir, names, []string{"127.0.0.1", "localhost"}, time.Now())
+	_, err := InitTLS(dir, names, hosts, time.Now())
 	require.NoError(t, err)
 	stores := map[string]*CertStore{}
 	for _, n := range names {
