@@ -24,11 +24,14 @@ import (
 //     is checked by CA alone, as before: its peers' names say nothing of
 //     their ids.
 //   - when this node is in its own configuration and knows a live leader
-//     (or leads). A node that is not in a cluster yet (empty configuration:
-//     the leader that adds it connects first), or that has no leader (just
-//     restarted, or re-added with an old data dir whose configuration
-//     predates the current leader), takes any peer the CA signed: it must
-//     hear from a leader it may not know of yet.
+//     (or leads) that is in it too. A node that is not in a cluster yet
+//     (empty configuration: the leader that adds it connects first), that
+//     has no leader (just restarted, an election), or whose leader is not
+//     in its configuration (restarted or re-added with a data dir whose
+//     configuration predates the current leader: raft takes the leader
+//     from its first RPC, before the entries that add it, which may take a
+//     snapshot and many RPCs to arrive), takes any peer the CA signed: it
+//     must hear from a leader its configuration does not know of yet.
 //
 // The configuration read is raft's latest, committed or not, so a node
 // being added is a member to the leader from the moment it is appended;
@@ -48,15 +51,16 @@ func (n *Node) admitRaftPeer(peer *x509.Certificate) error {
 	}
 	servers := n.raft.GetConfiguration().Configuration().Servers
 	ids := make([]string, 0, len(servers))
-	self := false
+	self, led := false, false
 	for _, s := range servers {
 		if certNames(peer, string(s.ID)) {
 			return nil
 		}
 		self = self || string(s.ID) == n.cfg.NodeID
+		led = led || s.ID == leader
 		ids = append(ids, string(s.ID))
 	}
-	if !self {
+	if !self || !led {
 		return nil
 	}
 	return fmt.Errorf("its certificate (%s) names no member of this cluster (%s): a removed member, or a node not added yet",

@@ -107,3 +107,44 @@ func TestRaftPeerCheckWhenHostsNameEveryNode(t *testing.T) {
 	require.Error(t, raftCall(t, stores["n4"].RaftConfig(), leader.raftAddr), "a node that is no member is heard")
 	require.ErrorContains(t, leader.node.admitRaftPeer(ownCertificate(stores["n4"].RaftConfig())), "no member")
 }
+
+// A member restarted with a data dir whose configuration predates its
+// leader (it was down while that node was added) learns the leader from
+// the leader's first RPC, before the entries that make the leader a member
+// reach it: raft sets the leader before it checks the log, and a snapshot
+// or a long catch-up takes many RPCs. Such a member must keep taking the
+// leader's connections (and not close them at the next sweep), or it never
+// catches up.
+func TestRaftPeerCheckTakesALeaderNewerThanTheConfiguration(t *testing.T) {
+	t.Parallel()
+	_, stores := devTLS(t, "m", "n2", "n3", "n4")
+	conf := raft.DefaultConfig()
+	conf.LocalID = "m"
+	conf.HeartbeatTimeout, conf.ElectionTimeout = time.Hour, time.Hour // no election: the leader stays known
+	conf.LeaderLeaseTimeout = time.Hour
+	conf.Logger = hclog.NewNullLogger()
+	addr, trans := raft.NewInmemTransport("m")
+	r, err := raft.NewRaft(conf, &raft.MockFSM{}, raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), trans)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Shutdown().Error() })
+	require.NoError(t, r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{
+		{ID: "m", Address: addr}, {ID: "n2", Address: "n2"}, {ID: "n3", Address: "n3"},
+	}}).Error())
+
+	// n4, added while m was down and now leading, sends its first
+	// AppendEntries: m's log lacks its previous entry (and the
+	// configuration with n4 in it).
+	leaderAddr, leaderTrans := raft.NewInmemTransport("n4")
+	leaderTrans.Connect(addr, trans)
+	var resp raft.AppendEntriesResponse
+	require.NoError(t, leaderTrans.AppendEntries("m", addr, &raft.AppendEntriesRequest{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n4"), Addr: []byte(leaderAddr)},
+		Term:      5, PrevLogEntry: 100, PrevLogTerm: 5,
+	}, &resp))
+	require.False(t, resp.Success)
+	_, leader := r.LeaderWithID()
+	require.Equal(t, raft.ServerID("n4"), leader)
+
+	n := &Node{cfg: Config{NodeID: "m", TLS: stores["m"].RaftConfig()}, raft: r}
+	require.NoError(t, n.admitRaftPeer(ownCertificate(stores["n4"].RaftConfig())), "m refuses its own leader")
+}
