@@ -463,15 +463,23 @@ func newPerson(f map[string]any) (*Person, error) {
 
 // tooDeep reports whether v, a person's field at depth (the person being
 // 0), holds a value deeper than a rule can be handed (fromGo stops at
-// maxDepth). Refused here it is a bad row; at run time it failed
-// whichever rule first touched the person, and outside a Lua call (a
-// recipient filled for its message) as a panic.
+// maxDepth, counting lists and the objects a JSON list may hold alike).
+// Refused here it is a bad row; at run time it failed whichever rule
+// first touched the person, and outside a Lua call (a recipient filled
+// for its message) as a panic.
 func tooDeep(v any, depth int) bool {
 	if depth > maxDepth {
 		return true
 	}
-	if l, ok := v.([]any); ok {
-		for _, x := range l {
+	switch v := v.(type) {
+	case []any:
+		for _, x := range v {
+			if tooDeep(x, depth+1) {
+				return true
+			}
+		}
+	case map[string]any:
+		for _, x := range v {
 			if tooDeep(x, depth+1) {
 				return true
 			}

@@ -81,6 +81,10 @@ func TestPeopleErrors(t *testing.T) {
 		// and with people as stubs, only when it was touched.
 		"json_deep": {"people.json", "[{\"userid\": \"a\"},\n{\"userid\": \"b\", \"x\": " + strings.Repeat("[", maxDepth) + "1" + strings.Repeat("]", maxDepth) + "}]", 2, "x: lists nested more than"},
 		"yaml_deep": {"people.yaml", "- userid: a\n  x: " + strings.Repeat("[", maxDepth) + "1" + strings.Repeat("]", maxDepth) + "\n", 1, "x: lists nested more than"},
+		// Objects inside a list nest too (only JSON has them): they were
+		// let through, and every run that touched b failed with "rule
+		// panicked: value nested more than 64 deep".
+		"json_deep_objects": {"people.json", "[{\"userid\": \"a\"},\n{\"userid\": \"b\", \"x\": " + strings.Repeat(`[{"a":`, maxDepth/2) + "1" + strings.Repeat("}]", maxDepth/2) + "}]", 2, "x: lists nested more than"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
