@@ -329,8 +329,12 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, b
 			slot = nil
 		}
 		if slot == nil {
-			// Not sent: its claims run out and it goes again, same keys.
+			// Not sent: its claims run out and it goes again, same keys;
+			// but a paused rule's claims are handed back and held, as
+			// they would be had the batch got its slot.
+			part, back := x.holdPaused(part, byID)
 			mu.Lock()
+			results = append(results, back...)
 			stuckLost += len(part)
 			mu.Unlock()
 			continue

@@ -352,3 +352,64 @@ func TestPauseHoldsBatchesNotYetHandedToTheChannel(t *testing.T) {
 	require.Equal(t, 3, held, "handed back and held")
 	require.Empty(t, s.log.fsm.Due(slot.Add(time.Minute), 10), "held: out of the due index")
 }
+
+// cancelWaitSender holds every batch until its call's context ends, saying
+// when each batch arrives: a channel that never answers.
+type cancelWaitSender struct {
+	*simSender
+	arrived chan struct{}
+}
+
+func (c *cancelWaitSender) Send(ctx context.Context, _ string, _ []heraldtype.Message) ([]heraldtype.Result, error) {
+	c.arrived <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestPauseHandsBackBatchesThatFoundNoSendSlot: the batches of a paused
+// rule still waiting for a send slot when their claim runs out are handed
+// back and held, as those that get a slot are. They were counted as stuck
+// sends instead ("still in flight … they will be sent again"), and their
+// claims were left to run out, once holdPaused ran only on taking a slot.
+func TestPauseHandsBackBatchesThatFoundNoSendSlot(t *testing.T) {
+	t.Parallel()
+	slot := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
+	s := newSim(t, slot)
+	s.cfg.BatchSize, s.cfg.SendConcurrency = 1, 2 // two batches in flight, the rest wait
+	s.cfg.ClaimTimeout = time.Second              // the real time the sends get; the pause commits well within it
+	snd := &cancelWaitSender{simSender: s.sender, arrived: make(chan struct{}, 8)}
+	s.cfg.Sender = snd
+	key := RunKey("r", slot)
+	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: slot, Now: slot})
+	var nds []NewDelivery
+	for _, who := range []string{"a", "b", "c", "d", "e"} {
+		nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: "mock", Priority: heraldtype.PriorityNormal,
+			NotBefore: slot, Deadline: slot.Add(time.Hour)})
+	}
+	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds})
+	s.lead("n1")
+
+	s.exec.runOnce(s.ctx) // claims the five; two batches reach the channel, which never answers
+	for range 2 {
+		select {
+		case <-snd.arrived:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no batch reached the channel")
+		}
+	}
+	s.apply(CmdPauseRule, PauseRule{Rule: "r", By: "op", Reason: "wrong text", Now: slot})
+	s.exec.wg.Wait() // the claim runs out: the two with the channel are unanswered
+
+	held := 0
+	for _, nd := range nds {
+		d, _ := s.log.fsm.Delivery(nd.ID)
+		if d.State == StatePending {
+			held++
+			require.Zero(t, d.Attempts, "no attempt spent")
+		}
+	}
+	require.Equal(t, 3, held, "the batches that found no slot are handed back and held")
+	stuck := alertsWith(s.log.fsm, "stuck:mock")
+	require.Len(t, stuck, 1)
+	require.Equal(t, 2, stuck[0].Params.Count, "only the batches with the channel are stuck")
+}
