@@ -73,7 +73,7 @@ type Node struct {
 	leaderFor leaderTarget // see targetForLeader
 
 	refusedMu sync.Mutex
-	refusedAt map[string]time.Time // refusedRaftPeer: last log per certificate
+	refusedAt map[string]time.Time // refusedRaftPeer: last log per certificate name
 
 	leadership *leadership
 	metrics    *metrics

@@ -62,8 +62,9 @@ type peerAuth struct {
 	secret  []byte
 	nowFunc func() time.Time
 
-	mu   sync.Mutex
-	seen map[string]time.Time // nonce -> when it stops mattering
+	mu        sync.Mutex
+	seen      map[string]time.Time // nonce -> when it stops mattering
+	nextPrune time.Time            // when remember next drops expired nonces
 }
 
 func newPeerAuth(secret string) *peerAuth {
@@ -237,16 +238,22 @@ func requestMsg(method, path string, body []byte) signedMsg {
 
 // remember records a nonce; false if it was seen inside the window. Only
 // requests with a valid MAC get here, so the map grows only with real
-// requests, and it is pruned as it is used.
+// requests. It is pruned as it is used, at most once a second: a leader
+// keeps the nonce of every forwarded write for two windows, and scanning
+// them all on every request made each one cost time in proportion to the
+// write rate (3 ms at 100,000 nonces, under this lock).
 func (pa *peerAuth) remember(nonce string, now time.Time) bool {
 	pa.mu.Lock()
 	defer pa.mu.Unlock()
-	for n, until := range pa.seen {
-		if now.After(until) {
-			delete(pa.seen, n)
+	if !now.Before(pa.nextPrune) {
+		for n, until := range pa.seen {
+			if now.After(until) {
+				delete(pa.seen, n)
+			}
 		}
+		pa.nextPrune = now.Add(time.Second)
 	}
-	if _, ok := pa.seen[nonce]; ok {
+	if until, ok := pa.seen[nonce]; ok && !now.After(until) {
 		return false
 	}
 	// A timestamp may be up to a window ahead: keep the nonce two windows.

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -63,8 +62,8 @@ func (n *Node) admitRaftPeer(peer *x509.Certificate) error {
 	if !self || !led {
 		return nil
 	}
-	return fmt.Errorf("its certificate (%s) names no member of this cluster (%s): a removed member, or a node not added yet",
-		certLabel(peer), strings.Join(ids, ", "))
+	return fmt.Errorf("its certificate's common name %q is the id of no member of this cluster (%s): a removed member, or a node not added yet",
+		peer.Subject.CommonName, strings.Join(ids, ", "))
 }
 
 // certNames reports whether c is node id's certificate: its common name
@@ -74,11 +73,6 @@ func (n *Node) admitRaftPeer(peer *x509.Certificate) error {
 // certificate would name every member.
 func certNames(c *x509.Certificate, id string) bool {
 	return c.Subject.CommonName == id
-}
-
-func certLabel(c *x509.Certificate) string {
-	names := append([]string{c.Subject.CommonName}, c.DNSNames...)
-	return "names " + strings.Join(slices.Compact(names), ", ")
 }
 
 // ownCertificate is the certificate this node presents on the Raft port
@@ -113,18 +107,19 @@ func ownCertificate(c *tls.Config) *x509.Certificate {
 }
 
 // refusedRaftPeer logs a refused Raft connection, once a minute per
-// certificate: a removed node that still runs retries every election
+// certificate name: a removed node that still runs retries every election
 // timeout.
 func (n *Node) refusedRaftPeer(peer *x509.Certificate, remote string, why error) {
-	label := certLabel(peer)
+	name := peer.Subject.CommonName
 	now := time.Now()
 	n.refusedMu.Lock()
-	last, seen := n.refusedAt[label]
-	if !seen || now.Sub(last) >= time.Minute {
-		n.refusedAt[label] = now
+	last, seen := n.refusedAt[name]
+	due := !seen || now.Sub(last) >= time.Minute
+	if due {
+		n.refusedAt[name] = now
 	}
 	n.refusedMu.Unlock()
-	if !seen || now.Sub(last) >= time.Minute {
+	if due {
 		n.log.Warn("refused a raft connection", "remote", remote, "why", why)
 	}
 }
