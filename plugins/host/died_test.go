@@ -81,3 +81,18 @@ func TestSendStuckPastCancelRestartsThePlugin(t *testing.T) {
 	require.NotEqual(t, pid, b.h.Pid("h"))
 	require.Contains(t, b.logs.String(), "still running")
 }
+
+// The caller's deadline seen from the plugin's side first (the sdk client
+// returns context.DeadlineExceeded while ctx.Err() is still nil: the
+// plugin's reset beat this side's timer) stays recognisable through Send.
+// It came out as ErrSendFailed with the deadline only in its text, so the
+// caller took its own deadline for the channel failing the batch.
+func TestCallersDeadlineSeenFirstByThePluginStaysADeadline(t *testing.T) {
+	t.Parallel()
+	in := &instance{name: "c", redact: func(s string) string { return s }}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // not yet fired on this side
+	defer cancel()
+	err := in.sendErr(ctx, fmt.Errorf("plugin Send: %w", context.DeadlineExceeded))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "channel c")
+}

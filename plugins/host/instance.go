@@ -312,6 +312,10 @@ func (in *instance) sendErr(ctx context.Context, err error) error {
 		return nil
 	case ctx.Err() != nil:
 		return fmt.Errorf("channel %s: %w", in.name, ctx.Err())
+	case errors.Is(err, context.DeadlineExceeded):
+		// The sdk client says so only for the caller's own deadline, which
+		// the plugin's side can see end before this side's timer fires.
+		return fmt.Errorf("channel %s: %w", in.name, context.DeadlineExceeded)
 	case errors.Is(err, ErrClosed):
 		return err
 	}
