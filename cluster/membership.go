@@ -115,7 +115,7 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 		return string(s.ID) == req.ID && string(s.Address) == req.RaftAddr && s.Suffrage == raft.Voter
 	})
 	if !present {
-		if err := n.probeRaft(req.RaftAddr); err != nil {
+		if err := n.probeRaft(req.ID, req.RaftAddr); err != nil {
 			return err
 		}
 	}
@@ -229,16 +229,29 @@ func (n *Node) statusOf(ctx context.Context, addr string) (Status, bool) {
 }
 
 // probeRaft dials addr as the Raft transport would (TLS included) before
-// it becomes a voter's address. A voter nobody can reach costs quorum: in a
+// it becomes voter id's address. A voter nobody can reach costs quorum: in a
 // one-node cluster the quorum becomes two of two, the leader steps down and
-// no one can be elected again.
-func (n *Node) probeRaft(addr string) error {
+// no one can be elected again. With the Raft peer check on, the node's
+// certificate must also name id (raftpeers.go): the members would refuse
+// every connection of a node whose certificate names another (it could
+// never be elected), and one naming another member means the address is
+// that member's.
+func (n *Node) probeRaft(id, addr string) error {
 	c, err := n.stream.Dial(raft.ServerAddress(addr), n.cfg.DialTimeout)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v (is the node running, and is this the address the other members can reach?)",
 			ErrRaftUnreachable, addr, err)
 	}
-	return c.Close()
+	defer c.Close()
+	if own := ownCertificate(n.cfg.TLS); own == nil || !certNames(own, n.cfg.NodeID) {
+		return nil
+	}
+	if peer := peerCertificate(c); peer != nil && !certNames(peer, id) {
+		return fmt.Errorf("%w: the node at raft_addr %s presents a certificate whose common name is %q, not %q: "+
+			"the members would refuse its Raft connections (check raft_addr; issue its certificate with herald tls init --nodes %s)",
+			ErrBadRequest, addr, peer.Subject.CommonName, id, id)
+	}
+	return nil
 }
 
 // removeMember runs on the leader for another member: it drops the server

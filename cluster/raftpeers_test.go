@@ -150,3 +150,24 @@ func TestRaftPeerCheckTakesALeaderNewerThanTheConfiguration(t *testing.T) {
 	n := &Node{cfg: Config{NodeID: "m", TLS: stores["m"].RaftConfig()}, raft: r}
 	require.NoError(t, n.admitRaftPeer(ownCertificate(stores["n4"].RaftConfig())), "m refuses its own leader")
 }
+
+// A node whose certificate's common name is not its id would be added,
+// and then every member that knows its leader would refuse its Raft
+// connections: it could never be elected, nor take a leadership transfer.
+// The leader sees that certificate when it dials the node before adding
+// it, and refuses the join with the reason. (It also catches a
+// --raft-addr that is another node's address.)
+func TestJoinRefusesACertificateNamingAnotherNode(t *testing.T) {
+	t.Parallel()
+	_, stores := devTLS(t, "n1", "n2", "n9")
+	tlsOf := func(name string) func(*Config) { return func(c *Config) { c.TLS = stores[name].RaftConfig() } }
+	leader := newTestNode(t, nodeOpts{id: "n1", bootstrap: true, modify: tlsOf("n1")})
+	wrong := newTestNode(t, nodeOpts{id: "n2", noStart: true, modify: tlsOf("n9")})
+
+	err := leader.client().Join(ctxT(t), JoinRequest{ID: "n2", RaftAddr: wrong.raftAddr, HTTPAddr: wrong.httpAddr()})
+	require.ErrorContains(t, err, `common name is "n9", not "n2"`)
+	var ae *APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, 400, ae.Status)
+	require.NotContains(t, servers(t, leader.node), "n2", "nothing changed")
+}

@@ -162,11 +162,11 @@ func (s *streamLayer) handshake(c net.Conn) {
 		c.Close()
 		return
 	}
-	if peers := tlsConn.ConnectionState().PeerCertificates; len(peers) > 0 {
-		if !s.admit(peers[0], c) {
+	if peer := peerCertificate(c); peer != nil {
+		if !s.admit(peer, c) {
 			return
 		}
-		tc.peer.Store(peers[0])
+		tc.peer.Store(peer)
 	}
 	select {
 	case s.handshaken <- acceptResult{conn: c}:
@@ -272,6 +272,20 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		return nil, err
 	}
 	return s.track(c)
+}
+
+// peerCertificate is the certificate the other end of a TLS connection
+// (from Dial or Accept) presented, or nil.
+func peerCertificate(c net.Conn) *x509.Certificate {
+	if tc, ok := c.(*trackedConn); ok {
+		c = tc.Conn
+	}
+	if tlsConn, ok := c.(*tls.Conn); ok {
+		if peers := tlsConn.ConnectionState().PeerCertificates; len(peers) > 0 {
+			return peers[0]
+		}
+	}
+	return nil
 }
 
 // newTransport is Raft's transport over stream, without pipelined
