@@ -208,7 +208,8 @@ func (s *CertStore) verifyPeer(usage x509.ExtKeyUsage) func([][]byte, [][]*x509.
 // client certificate the CA signed, and dials only peers whose server
 // certificate it signed. Peers are checked by CA, not by host name: the CA
 // is the cluster's own, every certificate it signs is a Herald node. (The
-// node then checks that an inbound peer names a member: raftpeers.go.)
+// node then checks that an inbound peer's common name is a member's id:
+// raftpeers.go.)
 func (s *CertStore) RaftConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
