@@ -307,17 +307,15 @@ func (g *gatedSender) Send(ctx context.Context, ch string, batch []heraldtype.Me
 	return g.simSender.Send(ctx, ch, batch)
 }
 
-// TestPauseHoldsBatchesNotYetHandedToTheChannel: a pause that commits
-// while a claimed group is being sent stops the batches still waiting for
-// a send slot (handed back unsent, no attempt spent, held until resume);
-// only the batches already with the channel go.
-func TestPauseHoldsBatchesNotYetHandedToTheChannel(t *testing.T) {
-	t.Parallel()
-	slot := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
-	s := newSim(t, slot)
+// pauseMidSend plans five messages of rule r, sent a message a batch two
+// batches at a time through snd (which says on arrived when a batch
+// reaches the channel), has the executor claim them, and pauses r once
+// two batches are with the channel. It returns the five.
+func pauseMidSend(t *testing.T, s *sim, snd Sender, arrived <-chan struct{}) []NewDelivery {
+	t.Helper()
+	slot := s.clock.Now()
 	s.cfg.BatchSize, s.cfg.SendConcurrency = 1, 2 // two batches in flight, the rest wait
-	g := &gatedSender{simSender: s.sender, arrived: make(chan struct{}, 8), gate: make(chan struct{})}
-	s.cfg.Sender = g
+	s.cfg.Sender = snd
 	key := RunKey("r", slot)
 	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: slot, Now: slot})
 	var nds []NewDelivery
@@ -331,16 +329,19 @@ func TestPauseHoldsBatchesNotYetHandedToTheChannel(t *testing.T) {
 	s.exec.runOnce(s.ctx) // claims the five; the sends go on in the background
 	for range 2 {
 		select {
-		case <-g.arrived:
+		case <-arrived:
 		case <-time.After(10 * time.Second):
 			t.Fatal("no batch reached the channel")
 		}
 	}
 	s.apply(CmdPauseRule, PauseRule{Rule: "r", By: "op", Reason: "wrong text", Now: slot})
-	close(g.gate)
-	s.exec.wg.Wait()
+	return nds
+}
 
-	require.Len(t, s.sender.all(), 2, "only the batches already with the channel")
+// heldUnattempted counts the deliveries of nds that are pending (handed
+// back), checking that none spent an attempt.
+func heldUnattempted(t *testing.T, s *sim, nds []NewDelivery) int {
+	t.Helper()
 	held := 0
 	for _, nd := range nds {
 		d, _ := s.log.fsm.Delivery(nd.ID)
@@ -349,7 +350,24 @@ func TestPauseHoldsBatchesNotYetHandedToTheChannel(t *testing.T) {
 			require.Zero(t, d.Attempts, "no attempt spent")
 		}
 	}
-	require.Equal(t, 3, held, "handed back and held")
+	return held
+}
+
+// TestPauseHoldsBatchesNotYetHandedToTheChannel: a pause that commits
+// while a claimed group is being sent stops the batches still waiting for
+// a send slot (handed back unsent, no attempt spent, held until resume);
+// only the batches already with the channel go.
+func TestPauseHoldsBatchesNotYetHandedToTheChannel(t *testing.T) {
+	t.Parallel()
+	slot := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
+	s := newSim(t, slot)
+	g := &gatedSender{simSender: s.sender, arrived: make(chan struct{}, 8), gate: make(chan struct{})}
+	nds := pauseMidSend(t, s, g, g.arrived)
+	close(g.gate)
+	s.exec.wg.Wait()
+
+	require.Len(t, s.sender.all(), 2, "only the batches already with the channel")
+	require.Equal(t, 3, heldUnattempted(t, s, nds), "handed back and held")
 	require.Empty(t, s.log.fsm.Due(slot.Add(time.Minute), 10), "held: out of the due index")
 }
 
@@ -373,42 +391,13 @@ func (c *cancelWaitSender) Send(ctx context.Context, _ string, _ []heraldtype.Me
 // claims were left to run out, once holdPaused ran only on taking a slot.
 func TestPauseHandsBackBatchesThatFoundNoSendSlot(t *testing.T) {
 	t.Parallel()
-	slot := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
-	s := newSim(t, slot)
-	s.cfg.BatchSize, s.cfg.SendConcurrency = 1, 2 // two batches in flight, the rest wait
-	s.cfg.ClaimTimeout = time.Second              // the real time the sends get; the pause commits well within it
+	s := newSim(t, time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC))
+	s.cfg.ClaimTimeout = time.Second // the real time the sends get; the pause commits well within it
 	snd := &cancelWaitSender{simSender: s.sender, arrived: make(chan struct{}, 8)}
-	s.cfg.Sender = snd
-	key := RunKey("r", slot)
-	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: slot, Now: slot})
-	var nds []NewDelivery
-	for _, who := range []string{"a", "b", "c", "d", "e"} {
-		nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: "mock", Priority: heraldtype.PriorityNormal,
-			NotBefore: slot, Deadline: slot.Add(time.Hour)})
-	}
-	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds})
-	s.lead("n1")
-
-	s.exec.runOnce(s.ctx) // claims the five; two batches reach the channel, which never answers
-	for range 2 {
-		select {
-		case <-snd.arrived:
-		case <-time.After(10 * time.Second):
-			t.Fatal("no batch reached the channel")
-		}
-	}
-	s.apply(CmdPauseRule, PauseRule{Rule: "r", By: "op", Reason: "wrong text", Now: slot})
+	nds := pauseMidSend(t, s, snd, snd.arrived)
 	s.exec.wg.Wait() // the claim runs out: the two with the channel are unanswered
 
-	held := 0
-	for _, nd := range nds {
-		d, _ := s.log.fsm.Delivery(nd.ID)
-		if d.State == StatePending {
-			held++
-			require.Zero(t, d.Attempts, "no attempt spent")
-		}
-	}
-	require.Equal(t, 3, held, "the batches that found no slot are handed back and held")
+	require.Equal(t, 3, heldUnattempted(t, s, nds), "the batches that found no slot are handed back and held")
 	stuck := alertsWith(s.log.fsm, "stuck:mock")
 	require.Len(t, stuck, 1)
 	require.Equal(t, 2, stuck[0].Params.Count, "only the batches with the channel are stuck")
