@@ -194,7 +194,7 @@ func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Ti
 	out = due[:0:0]
 	for _, d := range due {
 		switch {
-		case grouped[d.ID]: // listed twice (resent): once is enough
+		case grouped[d.ID]: // Due lists each once; a fold must never hold one twice
 		case foldable(d):
 			add(d)
 		default:

@@ -84,6 +84,9 @@ func TestTaskDueAtZeroIs400(t *testing.T) {
 		code, out := b.do(t, http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"`+due+`"}`)
 		require.Equal(t, http.StatusBadRequest, code, out)
 		require.Equal(t, "due_at", out["field"])
+		// The reason says what is wrong with it, not which forms are
+		// wanted: it is in one of them.
+		require.Contains(t, out["error"], "zero time", out)
 	}
 }
 

@@ -107,8 +107,11 @@ func (s *server) parseTask(w http.ResponseWriter, r *http.Request) (engine.Submi
 		return engine.SubmitTask{}, &FieldError{"due_at", "required: an RFC 3339 time with offset, like 2026-12-01T15:00:00+08:00"}
 	}
 	due, err := engine.ParseTime(req.DueAt, s.zone())
-	if err != nil || due.IsZero() { // the state machine takes the zero instant for "missing"
+	if err != nil {
 		return engine.SubmitTask{}, s.badTime("due_at", err)
+	}
+	if due.IsZero() { // the state machine takes the zero instant for "missing"
+		return engine.SubmitTask{}, &FieldError{"due_at", "the zero time (0001-01-01T00:00:00Z) is no due time; give when the task should fire"}
 	}
 	now := s.now()
 	if due.Sub(now) > maxTaskAhead {
