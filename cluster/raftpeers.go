@@ -19,9 +19,9 @@ import (
 //
 // The check applies only where it cannot lock a member out:
 //   - when this node's own certificate's common name is its node id
-//     (`herald tls init` names each node so). A cluster whose certificates name hosts instead
-//     is checked by CA alone, as before: its peers' names say nothing of
-//     their ids.
+//     (`herald tls init` names each node so). A cluster whose
+//     certificates name hosts instead is checked by CA alone, as before:
+//     its peers' names say nothing of their ids.
 //   - when this node is in its own configuration and knows a live leader
 //     (or leads) that is in it too. A node that is not in a cluster yet
 //     (empty configuration: the leader that adds it connects first), that
