@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api/held"
 )
 
 // HopHeader marks a request already forwarded once by a follower. A node
@@ -63,7 +64,7 @@ func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		sr := &signedReply{ResponseWriter: w, pa: n.peer, nonce: nonce}
+		sr := &signedReply{Writer: held.Writer{ResponseWriter: w}, pa: n.peer, nonce: nonce}
 		h(sr, r)
 		sr.flush()
 	}

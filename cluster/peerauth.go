@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/heraldhq/herald/engine/api/held"
 )
 
 // Node-to-node requests (join, and any other write one node makes on
@@ -298,39 +300,18 @@ func parseProof(h string) (proof, bool) {
 	return p, true
 }
 
-// signedReply wraps a ResponseWriter so that the answer to a verified
-// request carries the reply HMAC: the body is buffered (cluster answers are
-// small) and the header set before anything is written.
+// signedReply holds the answer to a verified request (cluster answers are
+// small) so that it goes out with the reply HMAC over its status and body.
 type signedReply struct {
-	http.ResponseWriter
-	pa     *peerAuth
-	nonce  string
-	status int
-	buf    bytes.Buffer
+	held.Writer
+	pa    *peerAuth
+	nonce string
 }
 
-func (s *signedReply) WriteHeader(status int) {
-	if s.status == 0 {
-		s.status = status
-	}
-}
-
-func (s *signedReply) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.buf.Write(b)
-}
-
-// flush sends the buffered answer with its HMAC.
+// flush sends the held answer with its HMAC.
 func (s *signedReply) flush() {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	body := s.buf.Bytes()
-	s.ResponseWriter.Header().Set(PeerReplyHeader, s.pa.replyMAC(s.nonce, s.status, body))
-	s.ResponseWriter.WriteHeader(s.status)
-	_, _ = s.ResponseWriter.Write(body)
+	s.Header().Set(PeerReplyHeader, s.pa.replyMAC(s.nonce, s.Status(), s.Body()))
+	s.Send()
 }
 
 // PeerSigned reports whether r is a node-to-node write that this node

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api/held"
 )
 
 // The audit trail (README "Securing Herald"). Every write the API accepts
@@ -173,39 +174,6 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 // reach the real writer.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// heldWriter holds a write's answer (a small JSON document) until release
-// sends it whole, with its Content-Length, and flushes it.
-type heldWriter struct {
-	http.ResponseWriter
-	status int
-	body   bytes.Buffer
-}
-
-func (h *heldWriter) WriteHeader(code int) {
-	if h.status == 0 {
-		h.status = code
-	}
-}
-
-func (h *heldWriter) Write(b []byte) (int, error) {
-	if h.status == 0 {
-		h.status = http.StatusOK
-	}
-	return h.body.Write(b)
-}
-
-func (h *heldWriter) release() {
-	if h.status == 0 {
-		h.status = http.StatusOK
-	}
-	if h.body.Len() > 0 {
-		h.Header().Set("Content-Length", strconv.Itoa(h.body.Len()))
-	}
-	h.ResponseWriter.WriteHeader(h.status)
-	_, _ = h.ResponseWriter.Write(h.body.Bytes())
-	_ = http.NewResponseController(h.ResponseWriter).Flush()
-}
-
 // middleware records every write next accepts. It sits inside the auth
 // middleware (it needs the identity) and outside forwarding (it sees the
 // leader's answer to a forwarded write, and leaves it to the leader).
@@ -219,14 +187,14 @@ func (a *auditor) middleware(next http.Handler) http.Handler {
 		if action, ok := clusterActions[r.URL.Path]; ok && r.Method == http.MethodPost {
 			note.action, note.target = action, clusterTarget(r, a.s.cfg.NodeID)
 		}
-		sw := &heldWriter{ResponseWriter: w}
+		sw := &held.Writer{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, note)))
 		// The answer goes out whole, with its length, before the record is
 		// proposed: a client reading to the end has all of it now, not
 		// after one more commit (a flushed answer without a length would be
 		// chunked, and end only when this handler returns).
-		sw.release()
-		if sw.status < 200 || sw.status > 299 {
+		sw.Send()
+		if sw.Status() < 200 || sw.Status() > 299 {
 			return
 		}
 		if f := a.s.cfg.Forwarding; f != nil && f.Forwarded(w.Header()) {
@@ -240,7 +208,7 @@ func (a *auditor) middleware(next http.Handler) http.Handler {
 		}
 		rec := engine.RecordAudit{
 			At: a.s.now(), Actor: id.Actor, Role: id.Role.String(), Remote: id.Remote, Via: id.Via,
-			Action: note.action, Target: clip(note.target, maxAuditTarget), Status: sw.status, Node: a.s.cfg.NodeID,
+			Action: note.action, Target: clip(note.target, maxAuditTarget), Status: sw.Status(), Node: a.s.cfg.NodeID,
 		}
 		// The write is done whatever happens here, and the request's own
 		// context may end with the client.

@@ -1,0 +1,31 @@
+package held
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestHeldUntilSent: nothing reaches the client before Send; then the
+// first status written and the whole body go, with their length.
+func TestHeldUntilSent(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w := &Writer{ResponseWriter: rec}
+	w.WriteHeader(http.StatusCreated)
+	w.WriteHeader(http.StatusInternalServerError) // the first one stands
+	_, _ = w.Write([]byte(`{"ok":`))
+	_, _ = w.Write([]byte(`true}`))
+	require.Empty(t, rec.Body.String())
+	require.Equal(t, http.StatusCreated, w.Status())
+	w.Send()
+	require.Equal(t, http.StatusCreated, rec.Code)
+	require.Equal(t, `{"ok":true}`, rec.Body.String())
+	require.Equal(t, "11", rec.Header().Get("Content-Length"))
+	require.True(t, rec.Flushed)
+
+	bare := &Writer{ResponseWriter: httptest.NewRecorder()}
+	_, _ = bare.Write([]byte("x"))
+	require.Equal(t, http.StatusOK, bare.Status(), "a write without a status is a 200")
+}
