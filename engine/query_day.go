@@ -23,9 +23,12 @@ func (f *FSM) RunFired(key string) (*Run, bool) {
 // match everything.
 type DeliveryFilter struct {
 	Recipients []string // any of these userids
-	// Date is the run's date (the slot's date in the rule's zone, as the
-	// daily aggregates count it).
+	// Date is a day in Zone (UTC when nil): the deliveries whose run's slot
+	// falls on it (PersonDay). It is the day a person reads the times in,
+	// not the rule's: a person asking "what did lina get today?" means
+	// today where they read the clock, whatever zone each rule runs in.
 	Date string
+	Zone *time.Location
 	Keep func(*Delivery) bool // called under the state's read lock: it must not call the FSM
 	// Newest, when above 0, keeps only the last Newest matches in the
 	// order (the newest): a dashboard asking for 100 of 100,000 pays for
@@ -52,7 +55,7 @@ func (f *FSM) FindDeliveries(flt DeliveryFilter) ([]*Delivery, int) {
 		if flt.Keep != nil && !flt.Keep(d) {
 			continue
 		}
-		if flt.Date != "" && f.st.deliveryDate(d) != flt.Date {
+		if flt.Date != "" && PersonDay(d.Slot, flt.Zone) != flt.Date {
 			continue
 		}
 		total++
@@ -108,6 +111,16 @@ func (f *FSM) DeliveryDate(d *Delivery) string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.st.deliveryDate(d)
+}
+
+// PersonDay is the day, in zone (UTC when nil), that a delivery whose run's
+// slot is slot belongs to for a person reading in that zone. The filter of
+// FindDeliveries and every default "today" of it use this one definition.
+func PersonDay(slot time.Time, zone *time.Location) string {
+	if zone == nil {
+		zone = time.UTC
+	}
+	return slot.In(zone).Format(time.DateOnly)
 }
 
 func (s *state) deliveryDate(d *Delivery) string {

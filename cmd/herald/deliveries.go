@@ -49,7 +49,13 @@ func newDeliveriesCmd() *cobra.Command {
 				day = time.Now().In(zoneOf(cmd)).Format(time.DateOnly)
 				today = " (today in " + zoneOf(cmd).String() + ")"
 			}
-			q, err := listQuery(cmd, limit, map[string]string{"rule": rule, "state": state, "run": run, "recipient": recipient, "date": day}, nil)
+			params := map[string]string{"rule": rule, "state": state, "run": run, "recipient": recipient, "date": day}
+			if z := zoneOf(cmd).String(); day != "" && z != "Local" {
+				// The day is --tz's: the node counts it in the same zone
+				// (engine.PersonDay), not in its display zone.
+				params["tz"] = z
+			}
+			q, err := listQuery(cmd, limit, params, nil)
 			if err != nil {
 				return err
 			}
@@ -89,7 +95,7 @@ func newDeliveriesCmd() *cobra.Command {
 	list.Flags().StringVar(&state, "state", "", "only pending, claimed, sent, failed, expired or cancelled")
 	list.Flags().StringVar(&run, "run", "", "only this run's deliveries (run key)")
 	list.Flags().StringVar(&recipient, "recipient", "", "only this person's deliveries (userid, or name from the people file) of --date")
-	list.Flags().StringVar(&date, "date", "", "only deliveries of runs of this date (YYYY-MM-DD, the slot's date in the rule's zone); with --recipient, default today in --tz")
+	list.Flags().StringVar(&date, "date", "", "only deliveries of runs whose slot falls on this date (YYYY-MM-DD in --tz); with --recipient, default today in --tz")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many, the newest")
 
 	get := &cobra.Command{

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -73,12 +74,22 @@ func (s *server) deliveryViews(ds []*engine.Delivery) []deliveryView {
 
 // deliveries serves GET /v1/deliveries. With recipient (a userid, or a
 // name from the people data) it lists that person's deliveries of a day:
-// date, else today in the display zone.
+// date, else today. A day is tz's (default the display zone's): the one
+// the person asking reads the clock in (engine.PersonDay).
 func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
-	if !onlyParams(w, r, "rule", "run", "state", "recipient", "date", "limit") {
+	if !onlyParams(w, r, "rule", "run", "state", "recipient", "date", "tz", "limit") {
 		return
 	}
 	q := r.URL.Query()
+	zone := s.displayZone()
+	if tz := q.Get("tz"); tz != "" {
+		loc, err := engine.LoadZone(tz)
+		if err != nil || tz == "Local" {
+			writeFieldError(w, &FieldError{"tz", fmt.Sprintf("unknown time zone %q: want an IANA name such as Asia/Shanghai, or UTC", tz)})
+			return
+		}
+		zone = loc
+	}
 	rule, run, state, recipient, date := q.Get("rule"), q.Get("run"), q.Get("state"), q.Get("recipient"), q.Get("date")
 	limit, err := intParam(q.Get("limit"), 100, 10000)
 	if err != nil {
@@ -95,13 +106,13 @@ func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	flt := engine.DeliveryFilter{Date: date, Keep: func(d *engine.Delivery) bool {
+	flt := engine.DeliveryFilter{Date: date, Zone: zone, Keep: func(d *engine.Delivery) bool {
 		return (rule == "" || d.Rule == rule) && (run == "" || d.RunKey == run) && (state == "" || d.State.String() == state)
 	}}
 	var matched []string
 	if recipient != "" {
 		if date == "" {
-			flt.Date = s.now().In(s.displayZone()).Format(time.DateOnly)
+			flt.Date = engine.PersonDay(s.now(), zone)
 		}
 		// The people data decides who is meant; a recipient it does not
 		// know (a group chat, a robot) is taken as a userid.
@@ -133,7 +144,7 @@ func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
 			}
 			people = append(people, p)
 		}
-		body["date"], body["recipients"] = flt.Date, people
+		body["date"], body["timezone"], body["recipients"] = flt.Date, zone.String(), people
 	}
 	writeJSON(w, http.StatusOK, body)
 }

@@ -47,6 +47,9 @@ type Status struct {
 	// DisplayTimezone is the node's display_timezone (IANA name): the zone
 	// the dashboard shows times in.
 	DisplayTimezone string `json:"display_timezone"`
+	// Now is this node's clock when it answered, in the display zone: the
+	// console takes "today" from it, not from the browser's clock.
+	Now time.Time `json:"now"`
 }
 
 // MemberStatus is one cluster member in Status: the cluster's own view
@@ -249,6 +252,7 @@ func allowed(mux *http.ServeMux, r *http.Request) []string {
 
 func (s *server) status(w http.ResponseWriter, r *http.Request) {
 	st := s.cfg.StatusFunc()
+	st.Now = s.now().In(s.displayZone())
 	if id, ok := IdentityFrom(r.Context()); ok && id.Role > RolePublic {
 		st.Role = id.Role.String()
 	}

@@ -27,9 +27,16 @@ import (
 func sendAll(t *testing.T, n *enginetest.Replicator, rule string, slot time.Time, recipients []string,
 	settle func(i int) (heraldtype.Status, time.Time)) string {
 	t.Helper()
+	return sendAllIn(t, n, rule, "Asia/Shanghai", slot, recipients, settle)
+}
+
+// sendAllIn is sendAll for a rule in zone.
+func sendAllIn(t *testing.T, n *enginetest.Replicator, rule, zone string, slot time.Time, recipients []string,
+	settle func(i int) (heraldtype.Status, time.Time)) string {
+	t.Helper()
 	key := engine.RunKey(rule, slot)
-	n.MustApply(t, engine.CmdStartRun, engine.StartRun{Key: key, Rule: rule, Slot: slot, Zone: "Asia/Shanghai",
-		Date: engine.SlotDate(slot, "Asia/Shanghai"), Now: slot})
+	n.MustApply(t, engine.CmdStartRun, engine.StartRun{Key: key, Rule: rule, Slot: slot, Zone: zone,
+		Date: engine.SlotDate(slot, zone), Now: slot})
 	var nds []engine.NewDelivery
 	for _, r := range recipients {
 		nds = append(nds, engine.NewDelivery{ID: engine.DeliveryID(key, r), Recipient: r, Channel: "mock", NotBefore: slot,
@@ -259,4 +266,41 @@ func TestDeliveriesOfAPerson(t *testing.T) {
 	code, out := get("/v1/deliveries?recipient=lina&date=today")
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Equal(t, "date", out["field"])
+}
+
+// A person's day is the display zone's day, for the filter and for its
+// default alike: "did 李娜 get it today?" finds what was sent today as the
+// display zone counts it, whatever zone the rule runs in. Before, the
+// filter took the run's date in the rule's zone while "today" was the
+// display zone's, so for a rule eight hours ahead of (or behind) the
+// display zone the search came back empty eight hours a day.
+func TestPersonDayAtEveryHour(t *testing.T) {
+	t.Parallel()
+	for _, zone := range []string{"Asia/Shanghai", "America/Los_Angeles"} {
+		for hour := range 24 {
+			slot := time.Date(2026, 12, 1, hour, 0, 0, 0, time.UTC)
+			now := slot.Add(30 * time.Minute)
+			n := enginetest.New()
+			h := api.New(api.Config{FSM: n.FSM, Replicator: n, NowFunc: func() time.Time { return now }, DisplayTimezone: "Etc/UTC",
+				StatusFunc: func() api.Status { return api.Status{} }, People: people{"lina": "李娜"}})
+			sendAllIn(t, n, "daily", zone, slot, []string{"lina"}, func(int) (heraldtype.Status, time.Time) {
+				return heraldtype.StatusSent, slot.Add(time.Second)
+			})
+			for _, q := range []string{"", "&date=2026-12-01"} {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/deliveries?recipient=lina"+q, nil))
+				require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+				var out struct {
+					Date  string `json:"date"`
+					Total int    `json:"total"`
+				}
+				require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
+				require.Equal(t, "2026-12-01", out.Date, "%s at %02d:30 UTC%s", zone, hour, q)
+				require.Equal(t, 1, out.Total, "a rule in %s sent at %02d:00 UTC, asked at %02d:30 UTC%s: %s", zone, hour, hour, q, rec.Body.String())
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/deliveries?recipient=lina&date=2026-12-02", nil))
+			require.Contains(t, rec.Body.String(), `"total":0`, "%s at %02d:00 UTC is not the next day's", zone, hour)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 )
@@ -50,6 +51,12 @@ func newBrowser(t *testing.T, lang, zone string, w, h int) *browser {
 	_, err := chromedp.Call(bctx, emulation.SetUserAgentOverride, emulation.SetUserAgentOverrideParams{
 		UserAgent: "Mozilla/5.0 (X11; Linux x86_64) HeraldTest", AcceptLanguage: lang})
 	require.NoError(t, err)
+	// The browser's clock runs 400 days and 13 hours away from the wall
+	// clock (and so from the nodes' fixed clocks): a page that took "today"
+	// from the browser instead of the cluster fails here every day, not
+	// only on the days the wall clock leaves the fixture's.
+	_, err = chromedp.Call(bctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: skewedDate})
+	require.NoError(t, err)
 	go func() {
 		for m, err := range chromedp.Console(bctx) {
 			if err != nil {
@@ -69,6 +76,18 @@ func newBrowser(t *testing.T, lang, zone string, w, h int) *browser {
 	})
 	return b
 }
+
+// skewedDate moves the page's Date (new Date(), Date.now()) by a fixed
+// offset; dates built from a value stay as they are.
+const skewedDate = `(() => {
+  const off = (400 * 24 + 13) * 3600 * 1000;
+  const Real = Date;
+  class Skewed extends Real {
+    constructor(...a) { if (a.length === 0) super(Real.now() + off); else super(...a); }
+    static now() { return Real.now() + off; }
+  }
+  globalThis.Date = Skewed;
+})();`
 
 // until is an action that waits, up to 20 s, until js is true in the
 // page, asking every 50 ms.

@@ -68,9 +68,8 @@ func (b *browser) shot(t *testing.T, name string) {
 func consoleFixture(t *testing.T) (*fixture, *httptest.Server) {
 	f := setup(t)
 	cals := calendar.NewRegistry()
-	now := t0.Add(2*time.Hour + 30*time.Minute) // 11:30 in Shanghai
 	f.api = api.New(api.Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus, Rules: consoleRules,
-		NowFunc: func() time.Time { return now },
+		NowFunc: fixtureNow,
 		People:  consolePeople{"zhangsan": "张三", "lisi": "李四", "wangwu": "王五", "lina": "李娜"},
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone}, cals)

@@ -19,6 +19,8 @@ import (
 // t0 is 09:00 in Asia/Shanghai, the zone the browser tests run in.
 var t0 = time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
 
+func fixtureNow() time.Time { return t0.Add(2*time.Hour + 30*time.Minute) }
+
 const brokenRuleError = "weekly_report.lua:12: attempt to index a nil value (global 'peple')"
 
 // fixture is the API over an in-memory state machine that a test fills
@@ -61,7 +63,9 @@ func setup(t *testing.T) *fixture {
 	t.Helper()
 	rep := enginetest.New()
 	f := &fixture{fsm: rep.FSM, rep: rep}
-	f.api = api.New(api.Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus})
+	// The node's clock is fixed at 11:30 in Shanghai on t0's day: the
+	// console's "today" is the node's, so no test depends on the date.
+	f.api = api.New(api.Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus, NowFunc: fixtureNow})
 	return f
 }
 

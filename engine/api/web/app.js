@@ -288,6 +288,11 @@ async function loadStatus() {
     S.status = st;
     S.statusError = "";
     S.loadedAt = new Date();
+    if (syncClock(st.now)) {
+      // The days the page opened on were the browser's guess: now the
+      // cluster's, unless a person has picked one meanwhile.
+      for (const id of ["s-date", "p-date"]) if (!$(id).dataset.picked) $(id).value = todayInZone();
+    }
     if (st.display_timezone && st.display_timezone !== clock.cluster) {
       clock.cluster = st.display_timezone;
       zoneChanged(false);
@@ -344,7 +349,7 @@ async function loadPerson() {
     return;
   }
   try {
-    const body = await latest("person", () => call("deliveries", { query: { recipient: who, date: $("p-date").value, limit: 1000 } }));
+    const body = await latest("person", () => call("deliveries", { query: { recipient: who, date: $("p-date").value, tz: zoneName(), limit: 1000 } }));
     if (body === undefined) return;
     S.person = { who, body };
     panelError("person", "");
@@ -425,6 +430,8 @@ function renderAll() {
 
 async function poll() {
   clearTimeout(timer);
+  // The first poll reads the cluster's clock before asking for "today".
+  if (!clock.synced) await loadStatus();
   await Promise.all([loadStatus(), loadAlerts(), loadRuns(), loadDeliveries(), loadTasks(), loadStats(),
     S.person ? loadPerson() : null]);
   await loadAudit(); // after status: it says whether this token may read the trail
@@ -502,11 +509,11 @@ document.addEventListener("DOMContentLoaded", () => {
   on("delivery-filters", "submit", (e) => e.preventDefault());
   on("task-filters", "submit", (e) => e.preventDefault());
   on("t-state", "change", loadTasks);
-  on("s-date", "change", loadStats);
+  on("s-date", "change", () => { $("s-date").dataset.picked = "1"; loadStats(); });
   on("stats-filters", "submit", (e) => e.preventDefault());
   on("lat-rule", "change", () => S.stats && renderDay(S.stats));
   on("person-form", "submit", (e) => { e.preventDefault(); writeFilters(); loadPerson(); });
-  on("p-date", "change", () => $("p-query").value.trim() && loadPerson());
+  on("p-date", "change", () => { $("p-date").dataset.picked = "1"; if ($("p-query").value.trim()) loadPerson(); });
   on("lang-zh", "click", () => { setLang("zh"); renderAll(); });
   on("lang-en", "click", () => { setLang("en"); renderAll(); });
   on("zone", "change", () => { chooseZone($("zone").value); zoneChanged(true); poll(); });

@@ -12,6 +12,11 @@ const ZONES = ["Asia/Shanghai", "Asia/Hong_Kong", "Asia/Taipei", "Asia/Singapore
 
 const clock = {
   cluster: "", // display_timezone from /v1/status, when the node gives one
+  // skew is the node's clock less this browser's, in ms, from /v1/status's
+  // "now": "today" is the cluster's day, not the browser's (whose clock may
+  // be off, and whose day is not the one the node counts).
+  skew: 0,
+  synced: false,
   chosen: (() => { try { return localStorage.getItem(ZONE_KEY) || ""; } catch (_) { return ""; } })(),
   fmt: new Map(),
 };
@@ -59,13 +64,28 @@ const clockOf = (d) => { const p = parts(d); return `${p.hour}:${p.minute}:${p.s
 const hmOf = (d) => { const p = parts(d); return `${p.hour}:${p.minute}`; };
 const offsetOf = (d) => parts(d).offset;
 
+// clusterNow is the node's clock as of the last /v1/status.
+function clusterNow() { return new Date(Date.now() + clock.skew); }
+
+// syncClock takes the node's "now" (RFC 3339) from a status answer; it
+// reports whether this was the first one.
+function syncClock(now) {
+  const at = Date.parse(now || "");
+  if (Number.isNaN(at)) return false;
+  clock.skew = at - Date.now();
+  const first = !clock.synced;
+  clock.synced = true;
+  return first;
+}
+
 // zoneLabel names the zone with its offset now: "Asia/Shanghai (UTC+08:00)".
-function zoneLabel() { return `${zoneName()} (UTC${offsetOf(new Date())})`; }
+function zoneLabel() { return `${zoneName()} (UTC${offsetOf(clusterNow())})`; }
 
 // stamp is a full time with its offset: "2026-12-01 09:00:00 +08:00".
 function stamp(d) { const p = parts(d); return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${p.offset}`; }
 
-function todayInZone() { return dateOf(new Date()); }
+// todayInZone is the cluster's today in the display zone.
+function todayInZone() { return dateOf(clusterNow()); }
 
 // isZero: Go's zero time, which the API writes for "never".
 const isZero = (s) => !s || s.startsWith("0001-01-01");
