@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api/reply"
 )
 
 // Limits of a task submission.
@@ -156,13 +157,13 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &conflict):
 		existing, _ := s.cfg.FSM.Task(c.Key)
-		body := map[string]any{"error": conflict.Error(), "differences": conflict.Differences}
+		fields := map[string]any{"differences": conflict.Differences}
 		if existing != nil {
-			body["task"] = s.taskView(existing)
+			fields["task"] = s.taskView(existing)
 		}
-		writeJSON(w, http.StatusConflict, body)
+		writeJSON(w, http.StatusConflict, reply.With(conflict.Error(), fields))
 	case errors.Is(err, engine.ErrTaskKeyUsed):
-		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error()})
+		writeError(w, http.StatusConflict, err.Error())
 	case err != nil:
 		s.writeApplyError(w, err)
 	default:
@@ -190,7 +191,7 @@ func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	var fired *engine.TaskFiredError
 	switch {
 	case errors.As(err, &fired):
-		writeJSON(w, http.StatusConflict, map[string]any{"error": fired.Error(), "task": s.taskView(fired.Task)})
+		writeJSON(w, http.StatusConflict, reply.With(fired.Error(), map[string]any{"task": s.taskView(fired.Task)}))
 	case errors.Is(err, engine.ErrNoTask):
 		writeError(w, http.StatusNotFound, "no task "+key)
 	case err != nil:
@@ -345,11 +346,11 @@ func writeFieldError(w http.ResponseWriter, err error) {
 		be *bodyError
 	)
 	if errors.As(err, &be) {
-		writeJSON(w, be.code, map[string]string{"error": be.reason, "field": "body"})
+		writeJSON(w, be.code, reply.With(be.reason, map[string]any{"field": "body"}))
 		return
 	}
 	if errors.As(err, &fe) {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fe.Error(), "field": fe.Field, "reason": fe.Reason})
+		writeJSON(w, http.StatusBadRequest, reply.With(fe.Error(), map[string]any{"field": fe.Field, "reason": fe.Reason}))
 		return
 	}
 	writeError(w, http.StatusBadRequest, err.Error())
