@@ -116,7 +116,7 @@ type AlertData struct {
 
 // alertData describes al for the alert rule, its times in loc (the
 // display zone: a person reads them).
-func alertData(al *Alert, loc *time.Location) AlertData {
+func AlertDataOf(al *Alert, loc *time.Location) AlertData {
 	d := AlertData{Severity: "warning", Alert: al.ID, Cause: al.Cause, Rule: al.Rule, Message: LocalizeText(al.Message, loc),
 		Count: al.Count, First: al.First.In(loc).Format(time.RFC3339), Last: al.Last.In(loc).Format(time.RFC3339)}
 	kind := al.Kind

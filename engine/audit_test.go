@@ -148,19 +148,3 @@ func TestAuditCap(t *testing.T) {
 	require.Equal(t, uint64(4), oldest[len(oldest)-1].Seq, "the three oldest were dropped")
 	require.Equal(t, uint64(3), roundTrip(t, b.fsm).Audit(AuditQuery{Limit: 1}).Capped, "the count survives a snapshot")
 }
-
-// The leader prunes the trail with the rest, at its cut-off: records past
-// the audit retention (90 days by default) go, younger ones stay.
-func TestLeaderPrunesAudit(t *testing.T) {
-	t.Parallel()
-	later := t0.Add(200 * 24 * time.Hour)
-	s := newSim(t, later)
-	s.apply(CmdRecordAudit, auditAt(later.Add(-91*24*time.Hour), "ci", "task.submit", "old"))
-	s.apply(CmdRecordAudit, auditAt(later.Add(-89*24*time.Hour), "ci", "task.submit", "young"))
-	s.lead("n1")
-	s.step()
-	s.advance(later.Add(pruneAfterElection), time.Minute)
-	recs := s.log.fsm.Audit(AuditQuery{Limit: 10}).Records
-	require.Len(t, recs, 1, "the record past 90 days is pruned, the other kept")
-	require.Equal(t, "young", recs[0].Target)
-}

@@ -97,7 +97,7 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdPruneAudit:  {name: "PruneAudit", since: []uint16{2}, apply: applyJSON(applier.pruneAudit)},
 
 	CmdAddDeliveriesPacked: {name: "AddDeliveriesPacked", since: []uint16{2}, apply: applyPacked(unpackAddDeliveries, applier.addDeliveries)},
-	CmdClaimPacked:         {name: "ClaimPacked", since: []uint16{2}, apply: applyPacked(unpackClaim, applier.claim)},
+	CmdClaimPacked:         {name: "ClaimPacked", since: []uint16{2}, apply: applyPacked(UnpackClaim, applier.claim)},
 	CmdRecordResultsPacked: {name: "RecordResultsPacked", since: []uint16{2}, apply: applyPacked(unpackRecordResults, applier.recordResults)},
 }
 

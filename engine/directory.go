@@ -142,7 +142,7 @@ func (f *FSM) Directory() (current, held *DirectoryRecord) {
 
 // removedFrom lists the userids of cur (sorted) missing from next
 // (sorted).
-func removedFrom(cur, next []string) []string {
+func RemovedFrom(cur, next []string) []string {
 	var out []string
 	for _, id := range cur {
 		if _, found := slices.BinarySearch(next, id); !found {

@@ -26,6 +26,25 @@ import (
 // an unknown flag or status, a varint that overflows are errors (the node
 // stops clearly), never panics and never guesses.
 
+// JSONTwin is the JSON command whose packed twin t is, or t itself if t
+// is not a packed command. Tests outside the package (a replicator that
+// fails a command type) use it to treat a packed twin as its JSON command.
+func JSONTwin(t CommandType) CommandType {
+	for json, packed := range packedOf {
+		if t == packed {
+			return json
+		}
+	}
+	return t
+}
+
+// PackedTwin is the packed twin of JSON command t, if it has one. Tests
+// outside the package (which commands a leader wrote packed) use it.
+func PackedTwin(t CommandType) (CommandType, bool) {
+	p, ok := packedOf[t]
+	return p, ok
+}
+
 // packedOf maps a JSON command to its packed twin.
 var packedOf = map[CommandType]CommandType{
 	CmdAddDeliveries: CmdAddDeliveriesPacked,
@@ -176,7 +195,10 @@ func packClaim(w []byte, c ClaimDeliveries) []byte {
 	return w
 }
 
-func unpackClaim(b []byte) (ClaimDeliveries, error) {
+// UnpackClaim decodes a packed claim's body (a CmdClaimPacked command past
+// its type and version bytes). Exported for the leader's tests, whose
+// replicator records which deliveries each claim took.
+func UnpackClaim(b []byte) (ClaimDeliveries, error) {
 	r := packReader{b: b}
 	c := ClaimDeliveries{Leader: r.string(), Now: r.time(), Timeout: time.Duration(r.varint())}
 	n := r.count(1)

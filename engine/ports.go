@@ -149,3 +149,9 @@ type Snapshot interface {
 	Persist(w io.Writer) error
 	Release()
 }
+
+// Schedule yields the slots of a rule's trigger.
+type Schedule interface {
+	// Next returns the first slot strictly after after, or false if none.
+	Next(after time.Time) (time.Time, bool)
+}

@@ -155,7 +155,7 @@ func (d *Delivery) withFailure(f AttemptFailure) []AttemptFailure {
 
 // dueAt is when the executor should next look at d: a pending delivery when
 // it may be sent, a claimed one when its claim times out.
-func (d *Delivery) dueAt() time.Time {
+func (d *Delivery) DueAt() time.Time {
 	switch d.State {
 	case StatePending:
 		if d.Digest != "" {

@@ -32,7 +32,7 @@ func slotRun(r Rule, zone string, slot time.Time, rulesHash string, now time.Tim
 // scheduledRun is the scheduler's StartRun of a slot, proposed at now:
 // late once it is more than lateAfter behind, skipped (recorded and
 // alerted, nothing sent) beyond catchup.
-func scheduledRun(r Rule, zone string, slot time.Time, rulesHash string, now time.Time, lateAfter, catchup time.Duration) StartRun {
+func ScheduledRun(r Rule, zone string, slot time.Time, rulesHash string, now time.Time, lateAfter, catchup time.Duration) StartRun {
 	c := slotRun(r, zone, slot, rulesHash, now)
 	lateBy := now.Sub(slot)
 	c.Late, c.Skip = lateBy > lateAfter, lateBy > catchup
@@ -49,7 +49,7 @@ func ManualRun(r Rule, zone string, slot time.Time, rulesHash string, now time.T
 
 // taskRun is the StartRun of API task t, whose rule's zone is zone, fired
 // at now: late once it is more than lateAfter behind its due time.
-func taskRun(t *Task, zone, rulesHash string, now time.Time, lateAfter time.Duration) StartRun {
+func TaskRun(t *Task, zone, rulesHash string, now time.Time, lateAfter time.Duration) StartRun {
 	return StartRun{
 		Key: TaskRunKey(t.Key), Rule: t.Rule, Slot: t.DueAt, Zone: zone, TaskKey: t.Key, Data: t.Data,
 		Date: SlotDate(t.DueAt, zone), Late: now.Sub(t.DueAt) > lateAfter, RulesHash: rulesHash, Now: now,

@@ -18,7 +18,7 @@ func TestManualAndScheduledRunsOfASlotAreOneRun(t *testing.T) {
 		{Name: "local", Timezone: "UTC", PerRecipient: true, Zones: []string{"Asia/Shanghai", "Europe/Berlin"}},
 	} {
 		for _, z := range r.FireZones() {
-			sched := scheduledRun(r, z, slot, "h", now, time.Minute, time.Hour)
+			sched := ScheduledRun(r, z, slot, "h", now, time.Minute, time.Hour)
 			manual := ManualRun(r, z, slot, "h", now)
 			require.Equal(t, sched.Key, manual.Key, r.Name)
 			require.Equal(t, sched.Date, manual.Date, r.Name)

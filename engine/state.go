@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/btree"
-
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
@@ -117,7 +116,7 @@ func (s *state) reindex() {
 	s.initIndexes()
 	var due [heraldtype.PriorityLow + 1][]dueItem
 	for id, d := range s.Deliveries.All() {
-		if at := d.dueAt(); !at.IsZero() && !s.held(d) {
+		if at := d.DueAt(); !at.IsZero() && !s.held(d) {
 			p := d.Priority
 			if p < heraldtype.PriorityHigh || p > heraldtype.PriorityLow {
 				p = heraldtype.PriorityLow
@@ -183,7 +182,7 @@ func (s *state) dueTree(p heraldtype.Priority) *btree.BTreeG[dueItem] {
 // putDelivery stores d, keeping the due index in step with it.
 func (s *state) putDelivery(d *Delivery) {
 	if old, ok := s.Deliveries.Get(d.ID); ok {
-		if at := old.dueAt(); !at.IsZero() {
+		if at := old.DueAt(); !at.IsZero() {
 			s.dueTree(old.Priority).Delete(dueItem{at, old.ID}) // a no-op for a held one
 		}
 	} else {
@@ -198,7 +197,7 @@ func (s *state) putDelivery(d *Delivery) {
 // rule's pending deliveries stay out, so the executor neither sends them
 // nor wakes up for them until resume.
 func (s *state) indexDue(d *Delivery) {
-	if at := d.dueAt(); !at.IsZero() && !s.held(d) {
+	if at := d.DueAt(); !at.IsZero() && !s.held(d) {
 		s.dueTree(d.Priority).ReplaceOrInsert(dueItem{at, d.ID})
 	}
 }

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/heraldhq/herald/engine/heraldtype"
+	"github.com/stretchr/testify/require"
 )
 
 func TestSubmitTaskIdempotentByKey(t *testing.T) {
@@ -218,27 +217,6 @@ func TestLedgerKeepsAnOldSlotFiredLate(t *testing.T) {
 	require.ErrorIs(t, err, ErrTaskKeyUsed)
 }
 
-// A leader prunes soon after it is elected, not an hour into its term, so
-// a cluster whose leader moves every hour still prunes.
-func TestNewLeaderPrunesSoon(t *testing.T) {
-	t.Parallel()
-	s := newSim(t, t0)
-	s.cfg.Retention = 7 * 24 * time.Hour
-	s.apply(CmdSubmitTask, SubmitTask{Key: "old", Rule: "r", DueAt: t0, Now: t0})
-	s.apply(CmdCancelTask, CancelTask{Key: "old", Now: t0})
-	later := t0.Add(8 * 24 * time.Hour)
-	for term := range 3 { // three elections, each under an hour apart
-		s.clock.Set(later.Add(time.Duration(term) * 50 * time.Minute))
-		s.lead("n1")
-		s.step()
-		s.advance(s.clock.Now().Add(pruneAfterElection), time.Minute)
-		if _, ok := s.log.fsm.Task("old"); !ok {
-			return
-		}
-	}
-	t.Fatal("the cancelled task was never pruned")
-}
-
 // Missed slots older than the retention are forgotten with the rest, so a
 // person who fails every day does not carry an ever longer list.
 func TestPruneForgetsOldMissedSlots(t *testing.T) {
@@ -257,4 +235,13 @@ func TestPruneForgetsOldMissedSlots(t *testing.T) {
 	res = b.apply(CmdPrune, Prune{Before: later.Add(-7 * 24 * time.Hour), LedgerBefore: later.Add(-90 * 24 * time.Hour), Now: later}).(PruneResult)
 	require.Equal(t, 1, res.Missed)
 	require.Empty(t, b.fsm.Missed("daily"))
+}
+
+// A task key whose run exists is refused at submit, like one in the ledger.
+func TestSubmitRefusesATaskKeyWhoseRunExists(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	require.Nil(t, b.apply(CmdStartRun, StartRun{Key: TaskRunKey("k"), Rule: "r", Slot: t0, Now: t0}))
+	err, _ := b.apply(CmdSubmitTask, SubmitTask{Key: "k", Rule: "r", DueAt: t0, Now: t0}).(error)
+	require.ErrorIs(t, err, ErrTaskKeyUsed)
 }

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest"
 	"github.com/heraldhq/herald/engine/heraldtype"
+	"github.com/heraldhq/herald/engine/leader"
+	"github.com/stretchr/testify/require"
 )
 
 // refusingSender sends to everyone but refuse, whose messages fail for
@@ -46,7 +46,7 @@ func TestCompensationThroughLeader(t *testing.T) {
 	// Past the end of the 10-minute digest window the reminder falls in:
 	// follow_up's reminders go then.
 	now := due.Add(10*time.Minute + time.Second)
-	l, err := engine.NewLeader(engine.LeaderConfig{
+	l, err := leader.New(leader.Config{
 		NodeID: "n1", FSM: node.FSM, Replicator: node, Rules: s, Sender: refusingSender{refuse: "wangfang"},
 		ScheduleFunc: func(engine.Rule) (engine.Schedule, error) { return nil, errors.New("no scheduled rules here") },
 		NowFunc:      func() time.Time { return now },

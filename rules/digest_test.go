@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest"
 	"github.com/heraldhq/herald/engine/heraldtype"
+	"github.com/heraldhq/herald/engine/leader"
+	"github.com/stretchr/testify/require"
 )
 
 // recordingSender sends everything and remembers it.
@@ -61,7 +61,7 @@ func TestFollowUpDigestThroughLeader(t *testing.T) {
 
 	sender := &recordingSender{}
 	now := nine.Add(10*time.Minute + time.Second) // the window 09:00–09:10 has ended
-	l, err := engine.NewLeader(engine.LeaderConfig{
+	l, err := leader.New(leader.Config{
 		NodeID: "n1", FSM: node.FSM, Replicator: node, Rules: s, Sender: sender,
 		ScheduleFunc: func(engine.Rule) (engine.Schedule, error) { return nil, errors.New("no scheduled rules here") },
 		NowFunc:      func() time.Time { return now },

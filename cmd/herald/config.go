@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
-
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
+	"github.com/heraldhq/herald/engine/leader"
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 )
 
 // nodeConfig is one node's configuration: a YAML file (--config), where
@@ -398,14 +398,14 @@ func parseAuditRetention(s string) (time.Duration, error) {
 const planAheadDefault = time.Minute
 
 // parsePlanAhead reads plan_ahead: "" is the default, else a duration from
-// 0s (plan at the slot) to engine.MaxPlanAhead.
+// 0s (plan at the slot) to leader.MaxPlanAhead.
 func parsePlanAhead(s string) (time.Duration, error) {
 	if s == "" {
 		return planAheadDefault, nil
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 || d > engine.MaxPlanAhead {
-		return 0, fmt.Errorf("want a duration from 0s to %s, such as 1m", engine.MaxPlanAhead)
+	if err != nil || d < 0 || d > leader.MaxPlanAhead {
+		return 0, fmt.Errorf("want a duration from 0s to %s, such as 1m", leader.MaxPlanAhead)
 	}
 	return d, nil
 }

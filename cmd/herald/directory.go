@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/leader"
 	"github.com/heraldhq/herald/plugins/host"
 	"github.com/heraldhq/herald/plugins/wecom"
 	"github.com/heraldhq/herald/rules"
@@ -80,7 +81,7 @@ func (d *directoryConfig) settings(channels map[string]map[string]any) (director
 	}
 	s.contacts = wecom.ContactsConfig{BaseURL: base, CorpID: corp, Secret: secret}
 	s.source = "wecom:" + corp
-	if s.interval, err = positiveDuration("directory.interval", d.Interval, engine.DirectoryIntervalDefault); err != nil {
+	if s.interval, err = positiveDuration("directory.interval", d.Interval, leader.DirectoryIntervalDefault); err != nil {
 		return s, err
 	}
 	if s.contacts.Timeout, err = positiveDuration("directory.timeout", d.Timeout, wecom.TimeoutDefault); err != nil {
@@ -109,7 +110,7 @@ func positiveDuration(key, v string, def time.Duration) (time.Duration, error) {
 // parseShare reads "20%" or 0.2; "" is the default.
 func parseShare(v string) (float64, error) {
 	if v == "" {
-		return engine.DirectoryMaxRemovalDefault, nil
+		return leader.DirectoryMaxRemovalDefault, nil
 	}
 	s, pct := strings.CutSuffix(strings.TrimSpace(v), "%")
 	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
@@ -138,20 +139,20 @@ func newWecomDirectory(s directorySettings, hc *http.Client) (*wecomDirectory, e
 	return &wecomDirectory{client: c, source: s.source}, nil
 }
 
-// Fetch implements engine.DirectorySource.
-func (w *wecomDirectory) Fetch(ctx context.Context) (engine.DirectoryFetch, error) {
+// Fetch implements leader.DirectorySource.
+func (w *wecomDirectory) Fetch(ctx context.Context) (leader.DirectoryFetch, error) {
 	c, err := w.client.Fetch(ctx)
 	if err != nil {
-		return engine.DirectoryFetch{}, err
+		return leader.DirectoryFetch{}, err
 	}
 	snap := directoryFromContacts(c, w.source)
 	body, err := snap.EncodeJSON()
 	if err != nil {
-		return engine.DirectoryFetch{}, err
+		return leader.DirectoryFetch{}, err
 	}
 	ids := snap.UserIDs()
 	slices.Sort(ids)
-	return engine.DirectoryFetch{Source: w.source, Body: body, Hash: rules.DirectoryHash(body), UserIDs: ids}, nil
+	return leader.DirectoryFetch{Source: w.source, Body: body, Hash: rules.DirectoryHash(body), UserIDs: ids}, nil
 }
 
 // directoryFromContacts turns WeCom's contacts into the people rules see:
@@ -281,4 +282,4 @@ func directoryWarnings(fsm *engine.FSM, nodeHash string) []string {
 	return out
 }
 
-var _ engine.DirectorySource = (*wecomDirectory)(nil)
+var _ leader.DirectorySource = (*wecomDirectory)(nil)

@@ -14,15 +14,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest"
 	"github.com/heraldhq/herald/engine/heraldtype"
+	"github.com/heraldhq/herald/engine/leader"
 	"github.com/heraldhq/herald/engine/schedule"
 	"github.com/heraldhq/herald/plugins/wecom"
 	"github.com/heraldhq/herald/plugins/wecomfake"
 	"github.com/heraldhq/herald/rules"
+	"github.com/stretchr/testify/require"
 )
 
 // bigCorp is a corp of n people in 12 departments (a root, 销售部 with
@@ -114,18 +114,18 @@ func TestDirectoryFromFakeWecom(t *testing.T) {
 	repl := enginetest.New()
 	clock := &testClock{t: time.Date(2026, 11, 23, 9, 0, 30, 0, time.FixedZone("CST", 8*3600))}
 	refresh := make(chan struct{}, 1)
-	leader, err := engine.NewLeader(engine.LeaderConfig{
+	lead, err := leader.New(leader.Config{
 		NodeID: "n1", FSM: repl.FSM, Replicator: repl, Rules: set, Sender: okSender{},
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, set.Calendars())
 		},
 		NowFunc: clock.now, Logger: newLogger("error"),
-		DirectoryConfig: engine.DirectoryConfig{Directory: src, DirectoryRefresh: refresh},
+		DirectoryConfig: leader.DirectoryConfig{Directory: src, DirectoryRefresh: refresh},
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { leader.Run(ctx) })
+	wg.Go(func() { lead.Run(ctx) })
 	wg.Go(func() { syncDirectory(ctx, repl.FSM, set, newLogger("error")) })
 	t.Cleanup(func() {
 		cancel()
@@ -227,8 +227,8 @@ func TestDirectoryConfig(t *testing.T) {
 	require.Equal(t, 5*time.Minute, s.interval)
 	s, err = (&directoryConfig{CorpID: "ww2", Secret: "own-secret"}).settings(nil)
 	require.NoError(t, err)
-	require.InDelta(t, engine.DirectoryMaxRemovalDefault, s.maxRemoval, 1e-9)
-	require.Equal(t, engine.DirectoryIntervalDefault, s.interval)
+	require.InDelta(t, leader.DirectoryMaxRemovalDefault, s.maxRemoval, 1e-9)
+	require.Equal(t, leader.DirectoryIntervalDefault, s.interval)
 	require.Equal(t, "wecom:ww2", s.source)
 
 	for _, tc := range []struct {

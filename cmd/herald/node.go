@@ -14,17 +14,17 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/heraldhq/herald/cluster"
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/calendar"
 	"github.com/heraldhq/herald/engine/heraldtype"
+	"github.com/heraldhq/herald/engine/leader"
 	"github.com/heraldhq/herald/engine/schedule"
 	"github.com/heraldhq/herald/plugins/host"
 	"github.com/heraldhq/herald/rules"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // node is one running Herald node: replicated state, Raft, rules, channel
@@ -216,19 +216,19 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"phase"})
 	reg.MustRegister(planSeconds)
-	lcfg := engine.LeaderConfig{
+	lcfg := leader.Config{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
 		ScheduleFunc: scheduleFunc, Logger: log,
-		SchedulerConfig: engine.SchedulerConfig{RulesChanged: n.rules.Changed()},
-		PlannerConfig: engine.PlannerConfig{
+		SchedulerConfig: leader.SchedulerConfig{RulesChanged: n.rules.Changed()},
+		PlannerConfig: leader.PlannerConfig{
 			PlanAhead: planAhead,
-			PlanObserver: func(t engine.PlanTiming) {
+			PlanObserver: func(t leader.PlanTiming) {
 				planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
 				planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
 			},
 		},
-		HousekeeperConfig: engine.HousekeeperConfig{DisplayZone: zone, AuditRetention: auditRetention},
-		DirectoryConfig:   engine.DirectoryConfig{DirectoryRefresh: n.dirRefresh},
+		HousekeeperConfig: leader.HousekeeperConfig{DisplayZone: zone, AuditRetention: auditRetention},
+		DirectoryConfig:   leader.DirectoryConfig{DirectoryRefresh: n.dirRefresh},
 	}
 	if cfg.Directory != nil {
 		ds, err := cfg.Directory.settings(cfg.Channels)
@@ -241,12 +241,12 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 		lcfg.DirectoryInterval, lcfg.DirectoryMaxRemoval = ds.interval, ds.maxRemoval
 	}
-	leader, err := engine.NewLeader(lcfg)
+	lead, err := leader.New(lcfg)
 	if err != nil {
 		return n, err
 	}
 	n.wg.Go(func() { syncDirectory(nctx, n.fsm, n.rules, log) })
-	n.wg.Go(func() { n.raft.RunLeader(nctx, leader.Run) })
+	n.wg.Go(func() { n.raft.RunLeader(nctx, lead.Run) })
 	n.startOpsWatch(nctx, reg)
 	n.wg.Go(func() {
 		if err := n.rules.Watch(nctx); err != nil && nctx.Err() == nil {

@@ -11,12 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/heraldhq/herald/cluster"
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/heraldtype"
+	"github.com/heraldhq/herald/engine/leader"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The ops watch turns what only a node can see into alerts within a
@@ -212,7 +212,7 @@ func (n *node) startOpsWatch(ctx context.Context, reg prometheus.Registerer) {
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(ctx, engine.ProposeTimeout)
+			ctx, cancel := context.WithTimeout(ctx, leader.ProposeTimeout)
 			defer cancel()
 			res, err := n.raft.Apply(ctx, cmd)
 			if err != nil {

@@ -1,4 +1,4 @@
-package engine
+package leader
 
 import (
 	"bytes"
@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
-
-	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // chaosSeeds is how many histories TestPipePromisesUnderChaos runs: 300
@@ -37,9 +37,9 @@ func TestPipePromisesUnderChaos(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 42))
 			start := time.Date(2026, 12, 1, 8, 58, 0, 0, time.UTC)
 			s := newSim(t, start,
-				Rule{Name: "busy", Schedule: "*/2 * * * *", Channel: "mock", Deadline: 5 * time.Minute,
+				engine.Rule{Name: "busy", Schedule: "*/2 * * * *", Channel: "mock", Deadline: 5 * time.Minute,
 					Retry: []time.Duration{time.Minute, 2 * time.Minute}},
-				Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour, Digest: 5 * time.Minute})
+				engine.Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour, Digest: 5 * time.Minute})
 			s.cfg.ClaimBatch, s.cfg.BatchSize = 16, 4 // small groups: many passes, lanes busy
 			var who []string
 			for i := range 40 {
@@ -86,18 +86,18 @@ func TestPipePromisesUnderChaos(t *testing.T) {
 				case 2, 3:
 					rule := []string{"busy", "follow_up"}[rng.IntN(2)]
 					if paused[rule] {
-						s.apply(CmdResumeRule, ResumeRule{Rule: rule, By: "op", Now: now})
+						s.apply(engine.CmdResumeRule, engine.ResumeRule{Rule: rule, By: "op", Now: now})
 					} else {
-						s.apply(CmdPauseRule, PauseRule{Rule: rule, By: "op", Now: now})
+						s.apply(engine.CmdPauseRule, engine.PauseRule{Rule: rule, By: "op", Now: now})
 					}
 					paused[rule] = !paused[rule]
 				case 5: // an operator sends what failed or expired again
 					var ids []string
-					for _, d := range s.log.fsm.Deliveries(func(d *Delivery) bool { return d.State == StateFailed || d.State == StateExpired }) {
+					for _, d := range s.log.fsm.Deliveries(func(d *engine.Delivery) bool { return d.State == engine.StateFailed || d.State == engine.StateExpired }) {
 						ids = append(ids, d.ID)
 					}
 					if len(ids) > 0 {
-						s.apply(CmdRetryDeliveries, RetryDeliveries{IDs: ids, By: "op", Deadline: now.Add(10 * time.Minute), Now: now})
+						s.apply(engine.CmdRetryDeliveries, engine.RetryDeliveries{IDs: ids, By: "op", Deadline: now.Add(10 * time.Minute), Now: now})
 					}
 				case 4: // a node restores the state from a snapshot, then leads
 					snap, err := s.log.fsm.Snapshot()
@@ -109,7 +109,7 @@ func TestPipePromisesUnderChaos(t *testing.T) {
 			}
 			for rule, p := range paused {
 				if p {
-					s.apply(CmdResumeRule, ResumeRule{Rule: rule, By: "op", Now: now})
+					s.apply(engine.CmdResumeRule, engine.ResumeRule{Rule: rule, By: "op", Now: now})
 				}
 			}
 			s.sender.failFunc = nil
@@ -121,19 +121,19 @@ func TestPipePromisesUnderChaos(t *testing.T) {
 				keys[m.key]++
 				require.Equal(t, 1, keys[m.key], "key %s (to %s) sent twice", m.key, m.to)
 			}
-			for _, d := range s.log.fsm.Deliveries(func(*Delivery) bool { return true }) {
+			for _, d := range s.log.fsm.Deliveries(func(*engine.Delivery) bool { return true }) {
 				if !(d.State.Final() || d.Digest != "") && d.Slot.Before(end.Add(-time.Hour)) { // the last slots' are still going
 					run, _ := s.log.fsm.Run(d.RunKey)
 					p, _ := s.log.fsm.Paused(d.Rule)
 					t.Fatalf("delivery %s to %s is %s at the end %s: %+v (run %+v) paused %v due %v", d.ID, d.Recipient, d.State, end, *d, *run, p, s.log.fsm.Due(end.Add(time.Hour), 10))
 				}
-				if d.State == StateSent && d.Digest == "" { // a member goes in its digest
+				if d.State == engine.StateSent && d.Digest == "" { // a member goes in its digest
 					require.Equal(t, 1, keys[d.ID], "sent %s once", d.ID)
 				}
 			}
-			st := map[DeliveryState]int{}
+			st := map[engine.DeliveryState]int{}
 			digests := 0
-			for _, d := range s.log.fsm.Deliveries(func(*Delivery) bool { return true }) {
+			for _, d := range s.log.fsm.Deliveries(func(*engine.Delivery) bool { return true }) {
 				st[d.State]++
 				if len(d.Members) > 0 {
 					digests++
@@ -149,13 +149,13 @@ func TestPipePromisesUnderChaos(t *testing.T) {
 
 // requireIndexesAsRestored: the derived indexes Apply keeps (the due
 // index, the runs planning) are what a restore rebuilds from the records.
-func requireIndexesAsRestored(t *testing.T, f *FSM, now time.Time) {
+func requireIndexesAsRestored(t *testing.T, f *engine.FSM, now time.Time) {
 	t.Helper()
 	snap, err := f.Snapshot()
 	require.NoError(t, err)
-	r := NewFSM()
+	r := engine.NewFSM()
 	require.NoError(t, r.Restore(bytes.NewReader(persist(t, snap))))
-	ids := func(f *FSM) []string {
+	ids := func(f *engine.FSM) []string {
 		var out []string
 		for _, d := range f.Due(now.Add(24*time.Hour), 1<<20) {
 			require.NotNil(t, d, "the due index names a delivery the state does not hold")

@@ -1,9 +1,11 @@
-package engine
+package leader
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // fire starts the runs of rule r's due slots and returns its next slot.
@@ -17,9 +19,9 @@ import (
 // their StartRuns leaves the cursor on that instant, so the walk starts
 // just before the cursor and completes it (runs already known are not
 // proposed again).
-func (s *scheduler) fire(ctx context.Context, r Rule, hash string, now time.Time) (time.Time, bool) {
+func (s *scheduler) fire(ctx context.Context, r engine.Rule, hash string, now time.Time) (time.Time, bool) {
 	zones := r.FireZones()
-	scheds := make([]Schedule, len(zones))
+	scheds := make([]engine.Schedule, len(zones))
 	for i, z := range zones {
 		rz := r
 		rz.Timezone = z
@@ -34,7 +36,7 @@ func (s *scheduler) fire(ctx context.Context, r Rule, hash string, now time.Time
 	if !ok {
 		// First sight of the rule, cluster wide: count slots from now on,
 		// replicated, so a later leader misses nothing in between.
-		if _, err := s.l.propose(ctx, CmdInitCursor, InitCursor{Rule: r.Name, At: now}); err != nil {
+		if _, err := s.l.propose(ctx, engine.CmdInitCursor, engine.InitCursor{Rule: r.Name, At: now}); err != nil {
 			s.l.log.Warn("cannot start rule's schedule", "rule", r.Name, "err", err)
 			return time.Time{}, false
 		}
@@ -42,7 +44,7 @@ func (s *scheduler) fire(ctx context.Context, r Rule, hash string, now time.Time
 	}
 	catchup := r.Catchup
 	if catchup <= 0 {
-		catchup = DefaultCatchup
+		catchup = engine.DefaultCatchup
 	}
 	after := cursor
 	if r.PerRecipient {
@@ -93,12 +95,12 @@ func (s *scheduler) fire(ctx context.Context, r Rule, hash string, now time.Time
 
 // startSlot proposes the run of rule r's slot (in zone, for a
 // per-recipient rule). It returns false when the log would not take it.
-func (s *scheduler) startSlot(ctx context.Context, r Rule, zone string, slot time.Time, hash string, now time.Time, catchup time.Duration) bool {
-	c := scheduledRun(r, zone, slot, hash, now, s.l.cfg.LateAfter, catchup)
+func (s *scheduler) startSlot(ctx context.Context, r engine.Rule, zone string, slot time.Time, hash string, now time.Time, catchup time.Duration) bool {
+	c := engine.ScheduledRun(r, zone, slot, hash, now, s.l.cfg.LateAfter, catchup)
 	if r.PerRecipient && s.l.cfg.FSM.RunKnown(c.Key) {
 		return true // started by an earlier pass or leader
 	}
-	if _, err := s.l.propose(ctx, CmdStartRun, c); err != nil && !errors.Is(err, ErrRunExists) {
+	if _, err := s.l.propose(ctx, engine.CmdStartRun, c); err != nil && !errors.Is(err, engine.ErrRunExists) {
 		s.l.log.Warn("cannot start run", "run", c.Key, "err", err)
 		return false
 	}
@@ -111,7 +113,7 @@ func (s *scheduler) startSlot(ctx context.Context, r Rule, zone string, slot tim
 	return true
 }
 
-func (s *scheduler) schedule(r Rule) (Schedule, error) {
+func (s *scheduler) schedule(r engine.Rule) (engine.Schedule, error) {
 	id := r.Name + "\x00" + r.Timezone
 	c, ok := s.schedules[id]
 	if ok && c.spec == r.Schedule && c.zone == r.Timezone && c.cal == r.Calendar && c.shift == r.Shift {

@@ -1,9 +1,10 @@
-package engine
+package leader
 
 import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/engine"
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,13 +14,13 @@ import (
 func TestDeliberateFireIsNotLate(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	s := newSim(t, now, Rule{Name: "r", Schedule: "0 9 * * *", Channel: "mock"})
+	s := newSim(t, now, engine.Rule{Name: "r", Schedule: "0 9 * * *", Channel: "mock"})
 	s.lead("n1")
-	backfill := RunKey("r", now.Add(-3*time.Hour))
-	s.apply(CmdStartRun, StartRun{Key: backfill, Rule: "r", Slot: now.Add(-3 * time.Hour), Manual: true, Now: now})
+	backfill := engine.RunKey("r", now.Add(-3*time.Hour))
+	s.apply(engine.CmdStartRun, engine.StartRun{Key: backfill, Rule: "r", Slot: now.Add(-3 * time.Hour), Manual: true, Now: now})
 	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
-	s.apply(CmdSubmitTask, SubmitTask{Key: "old", Rule: "r", DueAt: old, Now: now})
-	s.apply(CmdStartRun, StartRun{Key: TaskRunKey("old"), Rule: "r", Slot: old, TaskKey: "old", Now: now})
+	s.apply(engine.CmdSubmitTask, engine.SubmitTask{Key: "old", Rule: "r", DueAt: old, Now: now})
+	s.apply(engine.CmdStartRun, engine.StartRun{Key: engine.TaskRunKey("old"), Rule: "r", Slot: old, TaskKey: "old", Now: now})
 
 	wake := s.l.reportLateRuns(s.ctx, now)
 	require.Empty(t, alertsWith(s.log.fsm, "late-run:"), "nothing is late the moment it starts")

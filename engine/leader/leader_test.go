@@ -1,4 +1,4 @@
-package engine
+package leader
 
 import (
 	"context"
@@ -9,16 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest/poll"
 	"github.com/heraldhq/herald/engine/heraldtype"
+	"github.com/stretchr/testify/require"
 )
 
 // localLog replicates by applying directly: a one-node "cluster".
 type localLog struct {
 	mu     sync.Mutex
-	fsm    *FSM
+	fsm    *engine.FSM
 	index  uint64
 	term   uint64
 	leader bool
@@ -28,7 +28,7 @@ func (r *localLog) Apply(_ context.Context, cmd []byte) (any, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.leader {
-		return nil, ErrNotLeader
+		return nil, engine.ErrNotLeader
 	}
 	r.index++
 	return r.fsm.Apply(r.index, r.term, cmd), nil
@@ -38,30 +38,33 @@ func (r *localLog) VerifyLeader(context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.leader {
-		return ErrNotLeader
+		return engine.ErrNotLeader
 	}
 	return nil
 }
 
 type staticRules struct {
-	rules []Rule
+	rules []engine.Rule
 	fail  error
 }
 
-func (s *staticRules) Rules() []Rule { return s.rules }
-func (s *staticRules) Hash() string  { return "h1" }
-func (s *staticRules) Plan(_ context.Context, rule string, run RunContext) ([]Planned, error) {
+func (s *staticRules) Rules() []engine.Rule { return s.rules }
+
+func (s *staticRules) Hash() string { return "h1" }
+
+func (s *staticRules) Plan(_ context.Context, rule string, run engine.RunContext) ([]engine.Planned, error) {
 	if s.fail != nil {
 		return nil, s.fail
 	}
-	var out []Planned
+	var out []engine.Planned
 	for _, who := range []string{"alice", "bob"} {
 		p, _ := json.Marshal(map[string]string{"msgtype": "text", "content": run.Slot.Format(time.RFC3339)})
-		out = append(out, Planned{Recipient: who, Payload: p})
+		out = append(out, engine.Planned{Recipient: who, Payload: p})
 	}
 	return out, nil
 }
-func (s *staticRules) OnFailed(context.Context, string, RunContext, FailedDelivery, SubmitFunc) error {
+
+func (s *staticRules) OnFailed(context.Context, string, engine.RunContext, engine.FailedDelivery, engine.SubmitFunc) error {
 	return nil
 }
 
@@ -75,6 +78,7 @@ type recordingSender struct {
 func (s *recordingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration {
 	return 0
 }
+
 func (s *recordingSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,13 +121,13 @@ type leaderBundle struct {
 
 func setupLeader(t *testing.T) *leaderBundle {
 	b := &leaderBundle{
-		log:    &localLog{fsm: NewFSM(), term: 1, leader: true},
+		log:    &localLog{fsm: engine.NewFSM(), term: 1, leader: true},
 		sender: &recordingSender{sent: map[string]int{}},
-		rules:  &staticRules{rules: []Rule{{Name: "tick", Schedule: "@every 1s", Channel: "mock"}}},
+		rules:  &staticRules{rules: []engine.Rule{{Name: "tick", Schedule: "@every 1s", Channel: "mock"}}},
 	}
-	l, err := NewLeader(LeaderConfig{
+	l, err := New(Config{
 		NodeID: "n1", FSM: b.log.fsm, Replicator: b.log, Rules: b.rules, Sender: b.sender,
-		ScheduleFunc: func(Rule) (Schedule, error) { return everySecond{}, nil },
+		ScheduleFunc: func(engine.Rule) (engine.Schedule, error) { return everySecond{}, nil },
 	})
 	require.NoError(t, err)
 	b.leader = l
@@ -166,7 +170,7 @@ func TestLeaderRetriesThenSends(t *testing.T) {
 	done := make(chan struct{})
 	go func() { b.leader.Run(ctx); close(done) }()
 	waitFor(t, "a delivery sent after retries", func() bool {
-		return len(b.log.fsm.Deliveries(func(d *Delivery) bool { return d.State == StateSent && d.Attempts > 1 })) > 0
+		return len(b.log.fsm.Deliveries(func(d *engine.Delivery) bool { return d.State == engine.StateSent && d.Attempts > 1 })) > 0
 	})
 	cancel()
 	<-done
@@ -181,7 +185,7 @@ func TestLeaderRecordsRuleErrors(t *testing.T) {
 	done := make(chan struct{})
 	go func() { b.leader.Run(ctx); close(done) }()
 	waitFor(t, "a failed run", func() bool {
-		return len(b.log.fsm.Runs(func(r *Run) bool { return r.State == RunFailed })) > 0
+		return len(b.log.fsm.Runs(func(r *engine.Run) bool { return r.State == engine.RunFailed })) > 0
 	})
 	cancel()
 	<-done
@@ -195,12 +199,12 @@ func TestNewLeaderFinishesOldLeadersWork(t *testing.T) {
 	t.Parallel()
 	b := setupLeader(t)
 	now := time.Now().Truncate(time.Second)
-	key := RunKey("tick", now)
+	key := engine.RunKey("tick", now)
 	fb := &fsmBundle{t: t, fsm: b.log.fsm, term: 1}
-	fb.apply(CmdInitCursor, InitCursor{Rule: "tick", At: now})
-	fb.apply(CmdStartRun, StartRun{Key: key, Rule: "tick", Slot: now, Now: now})
-	fb.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{{ID: DeliveryID(key, "alice"), Recipient: "alice", Channel: "mock", NotBefore: now, Deadline: now.Add(time.Hour)}}})
-	fb.claim("old", now, DeliveryID(key, "alice"))
+	fb.apply(engine.CmdInitCursor, engine.InitCursor{Rule: "tick", At: now})
+	fb.apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: "tick", Slot: now, Now: now})
+	fb.apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: []engine.NewDelivery{{ID: engine.DeliveryID(key, "alice"), Recipient: "alice", Channel: "mock", NotBefore: now, Deadline: now.Add(time.Hour)}}})
+	fb.claim("old", now, engine.DeliveryID(key, "alice"))
 	b.log.index, b.log.term = fb.index, 2
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -208,13 +212,13 @@ func TestNewLeaderFinishesOldLeadersWork(t *testing.T) {
 	go func() { b.leader.Run(ctx); close(done) }()
 	waitFor(t, "the half-done run finished", func() bool {
 		r, _ := b.log.fsm.Run(key)
-		return r.State == RunPlanned && len(b.log.fsm.Deliveries(func(d *Delivery) bool { return d.RunKey == key && d.State == StateSent })) == 2
+		return r.State == engine.RunPlanned && len(b.log.fsm.Deliveries(func(d *engine.Delivery) bool { return d.RunKey == key && d.State == engine.StateSent })) == 2
 	})
 	cancel()
 	<-done
 	b.sender.mu.Lock()
 	defer b.sender.mu.Unlock()
-	require.Equal(t, 1, b.sender.sent[DeliveryID(key, "alice")])
+	require.Equal(t, 1, b.sender.sent[engine.DeliveryID(key, "alice")])
 }
 
 // refusingSender's channel is always full.
@@ -232,17 +236,17 @@ func TestExecutorWaitsOutRateLimits(t *testing.T) {
 	b.leader.cfg.Sender = &refusingSender{}
 	now := time.Now()
 	fb := &fsmBundle{t: t, fsm: b.log.fsm, term: 1}
-	key := RunKey("tick", now)
-	fb.apply(CmdStartRun, StartRun{Key: key, Rule: "tick", Slot: now, Now: now})
-	fb.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
-		{ID: DeliveryID(key, "alice"), Recipient: "alice", Channel: "mock", NotBefore: now.Add(-time.Minute), Deadline: now.Add(2 * time.Hour)},
+	key := engine.RunKey("tick", now)
+	fb.apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: "tick", Slot: now, Now: now})
+	fb.apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: []engine.NewDelivery{
+		{ID: engine.DeliveryID(key, "alice"), Recipient: "alice", Channel: "mock", NotBefore: now.Add(-time.Minute), Deadline: now.Add(2 * time.Hour)},
 	}})
 	b.log.index = fb.index
 	x := newExecutor(b.leader)
 	wake := x.runOnce(context.Background())
 	require.True(t, wake.After(time.Now().Add(30*time.Second)), "next look at %s: the executor would spin", wake)
-	d, _ := b.log.fsm.Delivery(DeliveryID(key, "alice"))
-	require.Equal(t, StatePending, d.State, "nothing is claimed while the channel is full")
+	d, _ := b.log.fsm.Delivery(engine.DeliveryID(key, "alice"))
+	require.Equal(t, engine.StatePending, d.State, "nothing is claimed while the channel is full")
 }
 
 // blockingRules plans and runs on_failed until the context ends.
@@ -251,7 +255,7 @@ type blockingRules struct {
 	planning chan struct{}
 }
 
-func (r *blockingRules) Plan(ctx context.Context, _ string, _ RunContext) ([]Planned, error) {
+func (r *blockingRules) Plan(ctx context.Context, _ string, _ engine.RunContext) ([]engine.Planned, error) {
 	select {
 	case r.planning <- struct{}{}:
 	default:
@@ -282,11 +286,11 @@ func TestLeaderStopsEverythingOnLeadershipLoss(t *testing.T) {
 	t.Parallel()
 	b := setupLeader(t)
 	now := time.Now()
-	key := RunKey("tick", now.Add(-time.Second))
+	key := engine.RunKey("tick", now.Add(-time.Second))
 	fb := &fsmBundle{t: t, fsm: b.log.fsm, term: 1}
-	fb.apply(CmdInitCursor, InitCursor{Rule: "tick", At: now.Add(time.Hour)})
-	fb.apply(CmdStartRun, StartRun{Key: key, Rule: "tick", Slot: now.Add(-time.Second), Now: now})
-	fb.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{{ID: DeliveryID(key, "alice"), Recipient: "alice", Channel: "mock", NotBefore: now.Add(-time.Second), Deadline: now.Add(time.Hour)}}})
+	fb.apply(engine.CmdInitCursor, engine.InitCursor{Rule: "tick", At: now.Add(time.Hour)})
+	fb.apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: "tick", Slot: now.Add(-time.Second), Now: now})
+	fb.apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: []engine.NewDelivery{{ID: engine.DeliveryID(key, "alice"), Recipient: "alice", Channel: "mock", NotBefore: now.Add(-time.Second), Deadline: now.Add(time.Hour)}}})
 	b.log.index = fb.index
 	rules := &blockingRules{staticRules: *b.rules, planning: make(chan struct{}, 1)}
 	sender := &blockingSender{sending: make(chan struct{}, 1)}
@@ -308,10 +312,10 @@ func TestLeaderStopsEverythingOnLeadershipLoss(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after leadership was lost")
 	}
-	d, _ := b.log.fsm.Delivery(DeliveryID(key, "alice"))
-	require.Equal(t, StateClaimed, d.State, "the ambiguous claim is left for the next leader")
+	d, _ := b.log.fsm.Delivery(engine.DeliveryID(key, "alice"))
+	require.Equal(t, engine.StateClaimed, d.State, "the ambiguous claim is left for the next leader")
 	r, _ := b.log.fsm.Run(key)
-	require.Equal(t, RunPlanning, r.State, "the next leader plans it again")
+	require.Equal(t, engine.RunPlanning, r.State, "the next leader plans it again")
 }
 
 // unsureLog is a leader whose quorum does not confirm it once.
@@ -340,18 +344,18 @@ func TestUnconfirmedLeadershipHandsClaimsBack(t *testing.T) {
 	b.leader.cfg.Replicator = u
 	now := time.Now()
 	fb := &fsmBundle{t: t, fsm: b.log.fsm, term: 1}
-	key := RunKey("tick", now)
-	fb.apply(CmdStartRun, StartRun{Key: key, Rule: "tick", Slot: now, Now: now})
-	fb.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
-		{ID: DeliveryID(key, "alice"), Recipient: "alice", Channel: "mock", NotBefore: now.Add(-time.Second), Deadline: now.Add(time.Hour)},
+	key := engine.RunKey("tick", now)
+	fb.apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: "tick", Slot: now, Now: now})
+	fb.apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: []engine.NewDelivery{
+		{ID: engine.DeliveryID(key, "alice"), Recipient: "alice", Channel: "mock", NotBefore: now.Add(-time.Second), Deadline: now.Add(time.Hour)},
 	}})
 	b.log.index = fb.index
 
 	x := newExecutor(b.leader)
 	x.runOnce(context.Background())
 	x.wg.Wait()
-	d, _ := b.log.fsm.Delivery(DeliveryID(key, "alice"))
-	require.Equal(t, StatePending, d.State, "the claim was handed back")
+	d, _ := b.log.fsm.Delivery(engine.DeliveryID(key, "alice"))
+	require.Equal(t, engine.StatePending, d.State, "the claim was handed back")
 	require.Zero(t, d.Attempts)
 	require.WithinDuration(t, time.Now().Add(time.Second), d.NextAt, time.Second)
 	require.Empty(t, b.log.fsm.Alerts())

@@ -1,4 +1,4 @@
-package engine
+package leader
 
 import (
 	"context"
@@ -11,42 +11,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
+	"github.com/stretchr/testify/require"
 )
-
-// Digest builds, for the sim's rules, a message listing the folded run
-// keys in order; rule "broken" fails and rule "optout" returns nil.
-func (r *simRules) Digest(_ context.Context, rule, recipient string, items []DigestItem) (json.RawMessage, error) {
-	switch rule {
-	case "broken":
-		return nil, errors.New("digest.message: attempt to index a nil value")
-	case "optout":
-		return nil, nil
-	}
-	keys := make([]string, len(items))
-	for i, it := range items {
-		keys[i] = it.RunKey
-	}
-	b, err := json.Marshal(map[string]any{"digest": recipient, "items": keys})
-	return b, err
-}
 
 // submitFollowUps submits n tasks of rule for owner, due from at on, one
 // per spacing.
 func (s *sim) submitFollowUps(rule, owner string, n int, at time.Time, spacing time.Duration) {
 	for i := range n {
-		s.apply(CmdSubmitTask, SubmitTask{Key: fmt.Sprintf("%s-%s-%02d", rule, owner, i), Rule: rule,
+		s.apply(engine.CmdSubmitTask, engine.SubmitTask{Key: fmt.Sprintf("%s-%s-%02d", rule, owner, i), Rule: rule,
 			DueAt: at.Add(time.Duration(i) * spacing), Data: []byte(`{"owner":"` + owner + `"}`), Now: at.Add(-time.Hour)})
 	}
 }
 
 // ownerOf plans a task's message to the owner named in its data.
-func ownerOf(run RunContext) []Planned {
+func ownerOf(run engine.RunContext) []engine.Planned {
 	var d struct{ Owner string }
 	_ = json.Unmarshal(run.Data, &d)
-	return []Planned{{Recipient: d.Owner, Payload: json.RawMessage(`{"msgtype":"text","content":"follow up ` + run.Key + `"}`)}}
+	return []engine.Planned{{Recipient: d.Owner, Payload: json.RawMessage(`{"msgtype":"text","content":"follow up ` + run.Key + `"}`)}}
 }
 
 // followUpSim is a sim a minute before 09:00 in Shanghai with the digest
@@ -54,7 +37,7 @@ func ownerOf(run RunContext) []Planned {
 func followUpSim(t *testing.T) (*sim, time.Time) {
 	sh := mustZone(t, "Asia/Shanghai")
 	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, sh)
-	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Timezone: "Asia/Shanghai", Channel: "mock",
+	s := newSim(t, nine.Add(-time.Minute), engine.Rule{Name: "follow_up", Timezone: "Asia/Shanghai", Channel: "mock",
 		Deadline: time.Hour, Digest: 10 * time.Minute})
 	s.rules.plan["follow_up"] = ownerOf
 	return s, nine
@@ -83,7 +66,7 @@ func TestDigestThirtyAndOne(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(w[0].payload), &body))
 	require.Len(t, body.Items, 30)
 	for i, k := range body.Items {
-		require.Equal(t, TaskRunKey(fmt.Sprintf("follow_up-wangfang-%02d", i)), k, "in the order of their times")
+		require.Equal(t, engine.TaskRunKey(fmt.Sprintf("follow_up-wangfang-%02d", i)), k, "in the order of their times")
 	}
 	l := s.sender.sentTo("lina")
 	require.Len(t, l, 1)
@@ -94,12 +77,12 @@ func TestDigestThirtyAndOne(t *testing.T) {
 	dg, ok := s.log.fsm.Delivery(w[0].key)
 	require.True(t, ok)
 	require.Len(t, dg.Members, 30)
-	require.Equal(t, StateSent, dg.State)
-	require.Equal(t, DigestRunKey(dg.ID), dg.RunKey)
+	require.Equal(t, engine.StateSent, dg.State)
+	require.Equal(t, engine.DigestRunKey(dg.ID), dg.RunKey)
 	for _, id := range dg.Members {
 		m, _ := s.log.fsm.Delivery(id)
 		require.Equal(t, dg.ID, m.Digest)
-		require.Equal(t, StateSent, m.State)
+		require.Equal(t, engine.StateSent, m.State)
 		require.Equal(t, "p-"+dg.ID, m.ProviderID)
 	}
 	require.Equal(t, 31, s.log.fsm.DayStats("2026-12-01")["follow_up"].Sent, "counted per reminder, not per message")
@@ -111,7 +94,7 @@ func TestDigestThirtyAndOne(t *testing.T) {
 func TestDigestResentAfterLeaderChange(t *testing.T) {
 	t.Parallel()
 	nine := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
-	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute})
+	s := newSim(t, nine.Add(-time.Minute), engine.Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute})
 	s.rules.plan["follow_up"] = ownerOf
 	s.submitFollowUps("follow_up", "wangfang", 3, nine, time.Minute)
 	s.lead("n1")
@@ -126,15 +109,15 @@ func TestDigestResentAfterLeaderChange(t *testing.T) {
 	due, failed := s.exec.foldDigests(s.ctx, due, s.clock.Now(), hold, false)
 	require.False(t, failed)
 	require.Len(t, due, 1)
-	res := s.apply(CmdClaim, ClaimDeliveries{IDs: []string{due[0].ID}, Leader: "n1", Now: s.clock.Now(), Timeout: 30 * time.Second})
-	require.Len(t, res.(ClaimResult).Claimed, 1)
+	res := s.apply(engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{due[0].ID}, Leader: "n1", Now: s.clock.Now(), Timeout: 30 * time.Second})
+	require.Len(t, res.(engine.ClaimResult).Claimed, 1)
 	s.lead("n2")
 	s.advance(nine.Add(20*time.Minute), time.Second)
 	got := s.sender.sentTo("wangfang")
 	require.Len(t, got, 1)
 	require.Equal(t, due[0].ID, got[0].key)
 	d, _ := s.log.fsm.Delivery(due[0].ID)
-	require.Equal(t, StateSent, d.State)
+	require.Equal(t, engine.StateSent, d.State)
 	require.Len(t, d.Members, 3)
 }
 
@@ -143,7 +126,7 @@ func TestDigestResentAfterLeaderChange(t *testing.T) {
 func TestDigestFailsItsMembers(t *testing.T) {
 	t.Parallel()
 	nine := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
-	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour,
+	s := newSim(t, nine.Add(-time.Minute), engine.Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour,
 		Digest: 10 * time.Minute, Retry: []time.Duration{time.Minute}})
 	s.rules.plan["follow_up"] = ownerOf
 	attempts := 0
@@ -174,8 +157,8 @@ func TestDigestNotBuiltGoesPlain(t *testing.T) {
 	t.Parallel()
 	nine := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
 	s := newSim(t, nine.Add(-time.Minute),
-		Rule{Name: "broken", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute},
-		Rule{Name: "optout", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute})
+		engine.Rule{Name: "broken", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute},
+		engine.Rule{Name: "optout", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute})
 	s.rules.plan["broken"] = ownerOf
 	s.rules.plan["optout"] = ownerOf
 	s.submitFollowUps("broken", "a", 3, nine, time.Minute)
@@ -187,7 +170,7 @@ func TestDigestNotBuiltGoesPlain(t *testing.T) {
 	al := alertsWith(s.log.fsm, "digest-error:broken")
 	require.Len(t, al, 1)
 	require.Contains(t, al[0].Message, "attempt to index a nil value")
-	require.Equal(t, AlertDigestError, al[0].Kind, "a typed cause, worded by the dashboard in each language")
+	require.Equal(t, engine.AlertDigestError, al[0].Kind, "a typed cause, worded by the dashboard in each language")
 	require.Equal(t, "a", al[0].Params.Recipient)
 	require.Equal(t, 3, al[0].Params.Count)
 	require.Empty(t, alertsWith(s.log.fsm, "digest-error:optout"))
@@ -198,16 +181,16 @@ func TestFoldDigestApply(t *testing.T) {
 	slot := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
 	s := newSim(t, slot)
 	add := func(run, who string) string {
-		key := TaskRunKey(run)
-		s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: slot, TaskKey: "", Now: slot})
-		id := DeliveryID(key, who)
-		s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{{ID: id, Recipient: who, Channel: "mock",
+		key := engine.TaskRunKey(run)
+		s.apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: "r", Slot: slot, TaskKey: "", Now: slot})
+		id := engine.DeliveryID(key, who)
+		s.apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: []engine.NewDelivery{{ID: id, Recipient: who, Channel: "mock",
 			Priority: heraldtype.PriorityNormal, NotBefore: slot.Add(10 * time.Minute), Deadline: slot.Add(time.Hour)}}})
 		return id
 	}
 	a, b, c, other := add("a", "ann"), add("b", "ann"), add("c", "ann"), add("d", "bob")
 	fold := func(ids ...string) any {
-		cmd, err := Encode(CmdFoldDigest, FoldDigest{ID: DigestID("r", "ann", ids), Members: ids, Payload: []byte(`{}`), Now: slot})
+		cmd, err := engine.Encode(engine.CmdFoldDigest, engine.FoldDigest{ID: engine.DigestID("r", "ann", ids), Members: ids, Payload: []byte(`{}`), Now: slot})
 		require.NoError(t, err)
 		res, err := s.log.Apply(s.ctx, cmd)
 		require.NoError(t, err)
@@ -217,15 +200,15 @@ func TestFoldDigestApply(t *testing.T) {
 	require.ErrorContains(t, err, "two members or more")
 	err, _ = fold(a, other).(error)
 	require.ErrorContains(t, err, "not r to ann", "one person's digest only")
-	bad := FoldDigest{ID: "nope", Members: []string{a, b}, Payload: []byte(`{}`), Now: slot}
-	err, _ = s.apply(CmdFoldDigest, bad).(error)
+	bad := engine.FoldDigest{ID: "nope", Members: []string{a, b}, Payload: []byte(`{}`), Now: slot}
+	err, _ = s.apply(engine.CmdFoldDigest, bad).(error)
 	require.ErrorContains(t, err, "not the id")
 
 	require.Nil(t, fold(b, a))
 	require.Nil(t, fold(a, b), "the same members again: the same digest, nothing changes")
 	err, _ = fold(a, c).(error)
-	require.ErrorIs(t, err, ErrDigestStale, "a is in a digest already")
-	dg, ok := s.log.fsm.Delivery(DigestID("r", "ann", []string{a, b}))
+	require.ErrorIs(t, err, engine.ErrDigestStale, "a is in a digest already")
+	dg, ok := s.log.fsm.Delivery(engine.DigestID("r", "ann", []string{a, b}))
 	require.True(t, ok)
 	require.ElementsMatch(t, []string{a, b}, dg.Members)
 	require.True(t, slices.IsSorted(dg.Members))
@@ -236,14 +219,14 @@ func TestFoldDigestApply(t *testing.T) {
 	}
 	require.Equal(t, map[string]bool{dg.ID: true, c: true, other: true}, ids, "the digest instead of its members")
 	// A folded member cannot be claimed alone, nor expired alone.
-	res := s.apply(CmdClaim, ClaimDeliveries{IDs: []string{a}, Leader: "n1", Now: slot.Add(10 * time.Minute), Timeout: time.Minute})
-	require.Empty(t, res.(ClaimResult).Claimed)
-	require.Equal(t, 0, s.apply(CmdExpire, Expire{IDs: []string{a}, Now: slot.Add(2 * time.Hour)}))
+	res := s.apply(engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{a}, Leader: "n1", Now: slot.Add(10 * time.Minute), Timeout: time.Minute})
+	require.Empty(t, res.(engine.ClaimResult).Claimed)
+	require.Equal(t, 0, s.apply(engine.CmdExpire, engine.Expire{IDs: []string{a}, Now: slot.Add(2 * time.Hour)}))
 	// Expiring the digest expires its members.
-	require.Equal(t, 1, s.apply(CmdExpire, Expire{IDs: []string{dg.ID}, Now: slot.Add(2 * time.Hour)}))
+	require.Equal(t, 1, s.apply(engine.CmdExpire, engine.Expire{IDs: []string{dg.ID}, Now: slot.Add(2 * time.Hour)}))
 	for _, id := range []string{a, b} {
 		m, _ := s.log.fsm.Delivery(id)
-		require.Equal(t, StateExpired, m.State)
+		require.Equal(t, engine.StateExpired, m.State)
 		require.True(t, strings.HasPrefix(m.LastError, "digest "+dg.ID+" expired"), m.LastError)
 	}
 }
@@ -253,18 +236,18 @@ func TestFoldDigestApply(t *testing.T) {
 func TestCancelFoldedTaskRefused(t *testing.T) {
 	t.Parallel()
 	nine := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
-	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute})
+	s := newSim(t, nine.Add(-time.Minute), engine.Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute})
 	s.rules.plan["follow_up"] = ownerOf
 	s.submitFollowUps("follow_up", "wangfang", 2, nine, time.Minute)
 	s.lead("n1")
 	s.advance(nine.Add(5*time.Minute), time.Second)
 	// Before the window ends it can still be cancelled.
-	res := s.apply(CmdCancelTask, CancelTask{Key: "follow_up-wangfang-01", Now: nine.Add(5 * time.Minute)})
-	require.Equal(t, TaskCancelled, res.(CancelResult).Task.State)
+	res := s.apply(engine.CmdCancelTask, engine.CancelTask{Key: "follow_up-wangfang-01", Now: nine.Add(5 * time.Minute)})
+	require.Equal(t, engine.TaskCancelled, res.(engine.CancelResult).Task.State)
 	s.submitFollowUps("follow_up", "lina", 2, nine, time.Minute)
 	s.advance(nine.Add(10*time.Minute), time.Second)
-	err, _ := s.apply(CmdCancelTask, CancelTask{Key: "follow_up-lina-00", Now: nine.Add(10 * time.Minute)}).(error)
-	require.ErrorIs(t, err, ErrTaskFired)
+	err, _ := s.apply(engine.CmdCancelTask, engine.CancelTask{Key: "follow_up-lina-00", Now: nine.Add(10 * time.Minute)}).(error)
+	require.ErrorIs(t, err, engine.ErrTaskFired)
 	require.Len(t, s.sender.sentTo("wangfang"), 1, "the one left goes plain")
 	require.Len(t, s.sender.sentTo("lina"), 1, "one digest")
 }
@@ -274,9 +257,9 @@ func TestCancelFoldedTaskRefused(t *testing.T) {
 func TestDigestWaitsForNoOldMember(t *testing.T) {
 	t.Parallel()
 	nine := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
-	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute})
+	s := newSim(t, nine.Add(-time.Minute), engine.Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute})
 	s.rules.plan["follow_up"] = ownerOf
-	s.apply(CmdUpsertMember, Member{ID: "old", RaftAddr: "a", HTTPAddr: "b"}) // no FSM version: 1
+	s.apply(engine.CmdUpsertMember, engine.Member{ID: "old", RaftAddr: "a", HTTPAddr: "b"}) // no FSM version: 1
 	s.cfg.Replicator = admittingLog{s.log}
 	s.submitFollowUps("follow_up", "wangfang", 3, nine, time.Minute)
 	s.lead("n1")
@@ -301,7 +284,7 @@ func (r admittingLog) Apply(ctx context.Context, cmd []byte) (any, error) {
 func TestRetryFoldedByHand(t *testing.T) {
 	t.Parallel()
 	nine := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
-	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour,
+	s := newSim(t, nine.Add(-time.Minute), engine.Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour,
 		Digest: 10 * time.Minute, Retry: []time.Duration{}})
 	s.rules.plan["follow_up"] = ownerOf
 	fail := true
@@ -309,12 +292,12 @@ func TestRetryFoldedByHand(t *testing.T) {
 	s.submitFollowUps("follow_up", "wangfang", 2, nine, time.Minute)
 	s.lead("n1")
 	s.advance(nine.Add(15*time.Minute), time.Second)
-	digests := s.log.fsm.Deliveries(func(d *Delivery) bool { return len(d.Members) > 0 })
+	digests := s.log.fsm.Deliveries(func(d *engine.Delivery) bool { return len(d.Members) > 0 })
 	require.Len(t, digests, 1)
 	dg := digests[0]
-	require.Equal(t, StateFailed, dg.State)
+	require.Equal(t, engine.StateFailed, dg.State)
 	fail = false
-	res := s.apply(CmdRetryDeliveries, RetryDeliveries{IDs: append([]string{dg.ID}, dg.Members...), By: "ops", Now: nine.Add(15 * time.Minute), Deadline: nine.Add(2 * time.Hour)}).(RetryResult)
+	res := s.apply(engine.CmdRetryDeliveries, engine.RetryDeliveries{IDs: append([]string{dg.ID}, dg.Members...), By: "ops", Now: nine.Add(15 * time.Minute), Deadline: nine.Add(2 * time.Hour)}).(engine.RetryResult)
 	require.ElementsMatch(t, dg.Members, res.Retried)
 	require.Len(t, res.Skipped, 1)
 	require.Contains(t, res.Skipped[0].Reason, "a digest")
@@ -355,15 +338,15 @@ func TestDigestOfManyPeopleIsOneMessageEach(t *testing.T) {
 type typeLog struct {
 	*localLog
 	mu    sync.Mutex
-	types []CommandType
+	types []engine.CommandType
 	ids   [][]string // a Claim's ids, beside its type
 }
 
 func (r *typeLog) Apply(ctx context.Context, cmd []byte) (any, error) {
-	t := CommandType(cmd[0])
+	t := engine.CommandType(cmd[0])
 	var ids []string
-	if t == CmdClaimPacked {
-		c, err := unpackClaim(cmd[2:])
+	if t == engine.CmdClaimPacked {
+		c, err := engine.UnpackClaim(cmd[2:])
 		if err != nil {
 			return nil, err
 		}
@@ -383,8 +366,8 @@ func TestDigestFoldsLetOtherWorkThrough(t *testing.T) {
 	t.Parallel()
 	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	s := newSim(t, nine.Add(-time.Minute),
-		Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute},
-		Rule{Name: "daily", Schedule: "10 9 * * *", Channel: "mock"})
+		engine.Rule{Name: "follow_up", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute},
+		engine.Rule{Name: "daily", Schedule: "10 9 * * *", Channel: "mock"})
 	tl := &typeLog{localLog: s.log}
 	s.cfg.Replicator = tl
 	s.rules.plan["follow_up"] = ownerOf
@@ -396,13 +379,13 @@ func TestDigestFoldsLetOtherWorkThrough(t *testing.T) {
 	s.lead("n1")
 	s.advance(nine.Add(20*time.Minute), time.Second)
 
-	boss := DeliveryID(RunKey("daily", nine.Add(10*time.Minute)), "boss")
+	boss := engine.DeliveryID(engine.RunKey("daily", nine.Add(10*time.Minute)), "boss")
 	folds, foldsBefore := 0, -1
 	for i, typ := range tl.types {
-		if typ == CmdFoldDigest {
+		if typ == engine.CmdFoldDigest {
 			folds++
 		}
-		if typ == CmdClaimPacked && slices.Contains(tl.ids[i], boss) {
+		if typ == engine.CmdClaimPacked && slices.Contains(tl.ids[i], boss) {
 			foldsBefore = folds
 		}
 	}
@@ -419,7 +402,7 @@ func TestDigestFoldsLetOtherWorkThrough(t *testing.T) {
 func TestPlainMarksAreForgotten(t *testing.T) {
 	t.Parallel()
 	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	s := newSim(t, nine.Add(-time.Minute), Rule{Name: "optout", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute})
+	s := newSim(t, nine.Add(-time.Minute), engine.Rule{Name: "optout", Channel: "mock", Deadline: time.Hour, Digest: 10 * time.Minute})
 	s.rules.plan["optout"] = ownerOf
 	const people, windows = 500, 4
 	for w := range windows {
@@ -431,4 +414,21 @@ func TestPlainMarksAreForgotten(t *testing.T) {
 	s.advance(nine.Add(time.Duration(windows+1)*10*time.Minute), time.Second)
 	require.Len(t, s.sender.all(), people*windows*2, "one by one")
 	require.LessOrEqual(t, len(s.exec.plain), 2*people*2, "marks of what was sent are forgotten (at most two windows' worth)")
+}
+
+// Digest builds, for the sim's rules, a message listing the folded run
+// keys in order; rule "broken" fails and rule "optout" returns nil.
+func (r *simRules) Digest(_ context.Context, rule, recipient string, items []engine.DigestItem) (json.RawMessage, error) {
+	switch rule {
+	case "broken":
+		return nil, errors.New("digest.message: attempt to index a nil value")
+	case "optout":
+		return nil, nil
+	}
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i] = it.RunKey
+	}
+	b, err := json.Marshal(map[string]any{"digest": recipient, "items": keys})
+	return b, err
 }

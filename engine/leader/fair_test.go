@@ -1,4 +1,4 @@
-package engine
+package leader
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/calendar"
 	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/schedule"
+	"github.com/stretchr/testify/require"
 )
 
 // A backlog that fills Due's limit with its oldest deliveries does not hide
@@ -30,14 +30,14 @@ func TestDueShowsTheNewestBesideABacklog(t *testing.T) {
 	bigKey := b.planned("big", big...)
 
 	slot := t0.Add(2 * time.Second)
-	smallKey := RunKey("small", slot)
-	require.Nil(t, b.apply(CmdStartRun, StartRun{Key: smallKey, Rule: "small", Slot: slot, Now: slot}))
-	var nds []NewDelivery
+	smallKey := engine.RunKey("small", slot)
+	require.Nil(t, b.apply(engine.CmdStartRun, engine.StartRun{Key: smallKey, Rule: "small", Slot: slot, Now: slot}))
+	var nds []engine.NewDelivery
 	for _, r := range []string{"a", "b"} {
-		nds = append(nds, NewDelivery{ID: DeliveryID(smallKey, r), Recipient: r, Channel: "mock",
+		nds = append(nds, engine.NewDelivery{ID: engine.DeliveryID(smallKey, r), Recipient: r, Channel: "mock",
 			Payload: json.RawMessage(`{}`), Priority: heraldtype.PriorityNormal, NotBefore: slot, Deadline: slot.Add(time.Hour)})
 	}
-	require.Equal(t, 2, b.apply(CmdAddDeliveries, AddDeliveries{RunKey: smallKey, Deliveries: nds}))
+	require.Equal(t, 2, b.apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: smallKey, Deliveries: nds}))
 
 	due := b.fsm.Due(slot, 100)
 	runs := map[string]int{}
@@ -59,10 +59,10 @@ func TestDueShowsTheNewestBesideABacklog(t *testing.T) {
 // Priority still comes first: a high delivery goes before any normal one,
 // whatever the runs.
 func TestFairOrderKeepsPriority(t *testing.T) {
-	mk := func(id, run string, p heraldtype.Priority, at time.Duration) *Delivery {
-		return &Delivery{ID: id, RunKey: run, Priority: p, State: StatePending, NotBefore: t0.Add(at)}
+	mk := func(id, run string, p heraldtype.Priority, at time.Duration) *engine.Delivery {
+		return &engine.Delivery{ID: id, RunKey: run, Priority: p, State: engine.StatePending, NotBefore: t0.Add(at)}
 	}
-	due := []*Delivery{mk("a1", "a", heraldtype.PriorityNormal, 0), mk("a2", "a", heraldtype.PriorityNormal, 1), mk("b1", "b", heraldtype.PriorityNormal, 5),
+	due := []*engine.Delivery{mk("a1", "a", heraldtype.PriorityNormal, 0), mk("a2", "a", heraldtype.PriorityNormal, 1), mk("b1", "b", heraldtype.PriorityNormal, 5),
 		mk("c-high", "c", heraldtype.PriorityHigh, 9), mk("a-low", "a", heraldtype.PriorityLow, 0)}
 	fairOrder(due)
 	var got []string
@@ -112,9 +112,9 @@ func (s *slowChannel) Send(ctx context.Context, _ string, batch []heraldtype.Mes
 func TestSmallRuleBesideAHugeRunIsOnTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		log := &localLog{fsm: NewFSM(), term: 1, leader: true}
-		apply := func(ct CommandType, body any) {
-			cmd, err := Encode(ct, body)
+		log := &localLog{fsm: engine.NewFSM(), term: 1, leader: true}
+		apply := func(ct engine.CommandType, body any) {
+			cmd, err := engine.Encode(ct, body)
 			require.NoError(t, err)
 			res, err := log.Apply(t.Context(), cmd)
 			require.NoError(t, err)
@@ -123,27 +123,27 @@ func TestSmallRuleBesideAHugeRunIsOnTime(t *testing.T) {
 			}
 		}
 		due := start.Add(time.Second)
-		big := RunKey("blast", due)
-		apply(CmdStartRun, StartRun{Key: big, Rule: "blast", Slot: due, Now: start})
+		big := engine.RunKey("blast", due)
+		apply(engine.CmdStartRun, engine.StartRun{Key: big, Rule: "blast", Slot: due, Now: start})
 		const n = 50000
 		for c := 0; c < n; c += 500 {
-			nds := make([]NewDelivery, 0, 500)
+			nds := make([]engine.NewDelivery, 0, 500)
 			for i := c; i < c+500; i++ {
 				who := fmt.Sprintf("u%05d", i)
-				nds = append(nds, NewDelivery{ID: DeliveryID(big, who), Recipient: who, Channel: "mock", Payload: json.RawMessage(`{}`),
+				nds = append(nds, engine.NewDelivery{ID: engine.DeliveryID(big, who), Recipient: who, Channel: "mock", Payload: json.RawMessage(`{}`),
 					Priority: heraldtype.PriorityNormal, NotBefore: due, Deadline: due.Add(time.Hour)})
 			}
-			apply(CmdAddDeliveries, AddDeliveries{RunKey: big, Deliveries: nds})
+			apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: big, Deliveries: nds})
 		}
-		apply(CmdFinishPlan, FinishPlan{RunKey: big, Now: start})
+		apply(engine.CmdFinishPlan, engine.FinishPlan{RunKey: big, Now: start})
 
 		ch := &slowChannel{line: make(chan struct{}, 1), perMsg: time.Second / 7000, sent: map[string][]time.Time{}}
-		rules := &simRules{rules: []Rule{{Name: "tick", Schedule: "*/2 * * * * *", Timezone: "UTC", Channel: "mock", Deadline: time.Hour}},
-			plan: map[string]func(RunContext) []Planned{"tick": to("alice")}}
+		rules := &simRules{rules: []engine.Rule{{Name: "tick", Schedule: "*/2 * * * * *", Timezone: "UTC", Channel: "mock", Deadline: time.Hour}},
+			plan: map[string]func(engine.RunContext) []engine.Planned{"tick": to("alice")}}
 		cals := calendar.NewRegistry()
-		l, err := NewLeader(LeaderConfig{NodeID: "n1", FSM: log.fsm, Replicator: log, Rules: rules, Sender: ch,
+		l, err := New(Config{NodeID: "n1", FSM: log.fsm, Replicator: log, Rules: rules, Sender: ch,
 			PlannerConfig: PlannerConfig{PlanAhead: time.Minute}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			ScheduleFunc: func(r Rule) (Schedule, error) {
+			ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 				return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone}, cals)
 			}})
 		require.NoError(t, err)

@@ -1,9 +1,10 @@
-package engine
+package leader
 
 import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/engine"
 	"github.com/stretchr/testify/require"
 )
 
@@ -12,7 +13,7 @@ import (
 func TestPlanAheadPlansBeforeTheSlotAndSendsAtIt(t *testing.T) {
 	t.Parallel()
 	slot := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
-	s := newSim(t, slot.Add(-5*time.Minute), Rule{Name: "daily", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai", Channel: "mock"})
+	s := newSim(t, slot.Add(-5*time.Minute), engine.Rule{Name: "daily", Schedule: "0 9 * * *", Timezone: "Asia/Shanghai", Channel: "mock"})
 	s.cfg.PlanAhead = time.Minute
 	s.rules.plan["daily"] = to("alice", "bob")
 	s.lead("n1")
@@ -22,7 +23,7 @@ func TestPlanAheadPlansBeforeTheSlotAndSendsAtIt(t *testing.T) {
 	s.advance(slot.Add(-time.Minute), time.Millisecond)
 	runs := s.runs("daily")
 	require.Len(t, runs, 1)
-	require.Equal(t, RunPlanned, runs[0].State, "planned before the slot")
+	require.Equal(t, engine.RunPlanned, runs[0].State, "planned before the slot")
 	require.True(t, slot.Equal(runs[0].Slot))
 	require.False(t, runs[0].Late)
 	require.Len(t, s.log.fsm.RunDeliveries(runs[0].Key), 2)

@@ -1,10 +1,11 @@
-package engine
+package leader
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/engine"
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,25 +14,16 @@ import (
 func TestSchedulerDoesNotSpinOnARefusedTask(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
-	s := newSim(t, start, Rule{Name: "r", Channel: "mock"})
+	s := newSim(t, start, engine.Rule{Name: "r", Channel: "mock"})
 	s.rules.plan["r"] = to("alice")
 	s.lead("n1")
-	require.True(t, s.apply(CmdSubmitTask, SubmitTask{Key: "k", Rule: "r", DueAt: start, Now: start}).(SubmitResult).Created)
+	require.True(t, s.apply(engine.CmdSubmitTask, engine.SubmitTask{Key: "k", Rule: "r", DueAt: start, Now: start}).(engine.SubmitResult).Created)
 	// Its run key taken by a run that is not the task's (a log written
 	// before tasks had records): the task can never fire.
-	require.Nil(t, s.apply(CmdStartRun, StartRun{Key: TaskRunKey("k"), Rule: "r", Slot: start, Now: start}))
+	require.Nil(t, s.apply(engine.CmdStartRun, engine.StartRun{Key: engine.TaskRunKey("k"), Rule: "r", Slot: start, Now: start}))
 	wake := s.sched.runOnce(s.ctx)
 	s.sched.wg.Wait()
 	require.True(t, wake.After(start), "next look at %s: the scheduler would spin", wake)
-}
-
-// A task key whose run exists is refused at submit, like one in the ledger.
-func TestSubmitRefusesATaskKeyWhoseRunExists(t *testing.T) {
-	t.Parallel()
-	b := setupFSM(t)
-	require.Nil(t, b.apply(CmdStartRun, StartRun{Key: TaskRunKey("k"), Rule: "r", Slot: t0, Now: t0}))
-	err, _ := b.apply(CmdSubmitTask, SubmitTask{Key: "k", Rule: "r", DueAt: t0, Now: t0}).(error)
-	require.ErrorIs(t, err, ErrTaskKeyUsed)
 }
 
 // The scheduler reads the runs still planning, then starts a planner for
@@ -41,13 +33,13 @@ func TestSubmitRefusesATaskKeyWhoseRunExists(t *testing.T) {
 func TestStalePlanningRunIsNotPlannedAgain(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	s := newSim(t, start.Add(-time.Minute), Rule{Name: "r", Schedule: "0 9 * * *", Channel: "mock"})
+	s := newSim(t, start.Add(-time.Minute), engine.Rule{Name: "r", Schedule: "0 9 * * *", Channel: "mock"})
 	calls := 0
 	// The first plan waits until the test has read the run: without that,
 	// the planner may finish before the read and the "stale" record would
 	// already be planned (what a loaded machine did).
 	read := make(chan struct{})
-	s.rules.plan["r"] = func(run RunContext) []Planned {
+	s.rules.plan["r"] = func(run engine.RunContext) []engine.Planned {
 		calls++
 		if calls == 1 {
 			<-read
@@ -59,14 +51,14 @@ func TestStalePlanningRunIsNotPlannedAgain(t *testing.T) {
 	s.sched.runOnce(s.ctx)
 	s.clock.Set(start)
 	s.sched.runOnce(s.ctx)
-	key := RunKey("r", start)
+	key := engine.RunKey("r", start)
 	stale, ok := s.log.fsm.Run(key)
 	require.True(t, ok)
 	close(read)
 	s.sched.wg.Wait()
 	r, _ := s.log.fsm.Run(key)
-	require.Equal(t, RunPlanned, r.State)
-	require.Equal(t, RunPlanning, stale.State)
+	require.Equal(t, engine.RunPlanned, r.State)
+	require.Equal(t, engine.RunPlanning, stale.State)
 
 	s.sched.startPlanning(s.ctx, stale)
 	s.sched.wg.Wait()
@@ -81,14 +73,14 @@ func TestBackfilledSlotIsSentNotExpired(t *testing.T) {
 	t.Parallel()
 	slot := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	now := slot.Add(25 * time.Hour)
-	s := newSim(t, now, Rule{Name: "daily", Schedule: "0 9 * * *", Channel: "mock", Stagger: Stagger{Jitter: time.Minute}})
+	s := newSim(t, now, engine.Rule{Name: "daily", Schedule: "0 9 * * *", Channel: "mock", Stagger: engine.Stagger{Jitter: time.Minute}})
 	s.rules.plan["daily"] = to("alice", "bob")
 	s.lead("n1")
-	require.Nil(t, s.apply(CmdStartRun, StartRun{Key: RunKey("daily", slot), Rule: "daily", Slot: slot, Manual: true, Now: now}))
+	require.Nil(t, s.apply(engine.CmdStartRun, engine.StartRun{Key: engine.RunKey("daily", slot), Rule: "daily", Slot: slot, Manual: true, Now: now}))
 	s.advance(now.Add(2*time.Minute), time.Second)
-	for _, d := range s.log.fsm.RunDeliveries(RunKey("daily", slot)) {
-		require.Equal(t, StateSent, d.State, "%s: %s", d.Recipient, d.LastError)
-		require.Equal(t, now.Add(DefaultDeadline), d.Deadline)
+	for _, d := range s.log.fsm.RunDeliveries(engine.RunKey("daily", slot)) {
+		require.Equal(t, engine.StateSent, d.State, "%s: %s", d.Recipient, d.LastError)
+		require.Equal(t, now.Add(engine.DefaultDeadline), d.Deadline)
 		require.False(t, d.NotBefore.Before(now), "the stagger counts from the fire too")
 	}
 	require.Empty(t, alertsWith(s.log.fsm, "expired:"))
@@ -110,18 +102,18 @@ func (o onceAt) Next(after time.Time) (time.Time, bool) {
 func TestFailedPlanIsRetriedSoon(t *testing.T) {
 	t.Parallel()
 	b := setupLeader(t)
-	flaky := &flakyLog{localLog: b.log, fail: map[CommandType]int{CmdAddDeliveries: 1}}
+	flaky := &flakyLog{localLog: b.log, fail: map[engine.CommandType]int{engine.CmdAddDeliveries: 1}}
 	slot := time.Now().Add(50 * time.Millisecond)
 	b.leader.cfg.Replicator = flaky
-	b.leader.cfg.ScheduleFunc = func(Rule) (Schedule, error) { return onceAt{slot}, nil }
+	b.leader.cfg.ScheduleFunc = func(engine.Rule) (engine.Schedule, error) { return onceAt{slot}, nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { b.leader.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	key := RunKey("tick", slot)
+	key := engine.RunKey("tick", slot)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if r, ok := b.log.fsm.Run(key); ok && r.State == RunPlanned {
+		if r, ok := b.log.fsm.Run(key); ok && r.State == engine.RunPlanned {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "the run is still not planned")

@@ -1,12 +1,12 @@
-package engine
+package leader
 
 import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
+	"github.com/stretchr/testify/require"
 )
 
 // An acknowledged alert is pruned after retention; when its cause comes
@@ -29,25 +29,25 @@ func TestAlertRaisedAgainAfterPruneIsDelivered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
-			s := newSim(t, start, Rule{Name: "ops_alert", Channel: "wecom_ops", Priority: heraldtype.PriorityHigh})
-			s.rules.plan["ops_alert"] = func(run RunContext) []Planned {
-				return []Planned{{Recipient: "oncall", Payload: run.Data}}
+			s := newSim(t, start, engine.Rule{Name: "ops_alert", Channel: "wecom_ops", Priority: heraldtype.PriorityHigh})
+			s.rules.plan["ops_alert"] = func(run engine.RunContext) []engine.Planned {
+				return []engine.Planned{{Recipient: "oncall", Payload: run.Data}}
 			}
 			s.lead("n1")
-			s.apply(CmdRaiseAlert, RaiseAlert{Cause: "stuck:wecom", Message: "stuck", Now: start})
+			s.apply(engine.CmdRaiseAlert, engine.RaiseAlert{Cause: "stuck:wecom", Message: "stuck", Now: start})
 			s.advance(start.Add(time.Minute), time.Second)
 			require.Len(t, s.sender.sentTo("oncall"), 1)
-			id := AlertID("stuck:wecom")
-			require.Nil(t, s.apply(CmdAckAlert, AckAlert{ID: id}))
+			id := engine.AlertID("stuck:wecom")
+			require.Nil(t, s.apply(engine.CmdAckAlert, engine.AckAlert{ID: id}))
 
 			later := start.Add(8 * 24 * time.Hour)
 			s.clock.Set(later)
-			res := s.apply(CmdPrune, Prune{Before: tc.prune(start), LedgerBefore: later.Add(-90 * 24 * time.Hour), Now: later}).(PruneResult)
+			res := s.apply(engine.CmdPrune, engine.Prune{Before: tc.prune(start), LedgerBefore: later.Add(-90 * 24 * time.Hour), Now: later}).(engine.PruneResult)
 			require.Equal(t, 1, res.Alerts)
 			_, ok := s.log.fsm.Alert(id)
 			require.False(t, ok, "the acknowledged alert is pruned")
 
-			s.apply(CmdRaiseAlert, RaiseAlert{Cause: "stuck:wecom", Message: "stuck again", Now: later})
+			s.apply(engine.CmdRaiseAlert, engine.RaiseAlert{Cause: "stuck:wecom", Message: "stuck again", Now: later})
 			s.advance(later.Add(time.Minute), time.Second)
 			// Nothing left due that the loops would spin on.
 			now := s.clock.Now()

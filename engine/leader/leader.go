@@ -1,4 +1,4 @@
-package engine
+package leader
 
 import (
 	"context"
@@ -7,31 +7,27 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // ProposeTimeout bounds one proposal of a leader loop (Leader.propose).
 const ProposeTimeout = 10 * time.Second
 
-// Schedule yields the slots of a rule's trigger.
-type Schedule interface {
-	// Next returns the first slot strictly after after, or false if none.
-	Next(after time.Time) (time.Time, bool)
-}
-
-// LeaderConfig configures the leader-only parts: scheduler, planner,
+// Config configures the leader-only parts: scheduler, planner,
 // executor, housekeeper and directory refresher. They run only while this
 // node leads. The fields every loop shares are here; each loop's own
 // settings are in its config (embedded, so cfg.BatchSize reads as before),
 // beside that loop's code and defaults: a new setting of one loop touches
 // that loop's file.
-type LeaderConfig struct {
+type Config struct {
 	NodeID     string
-	FSM        *FSM
-	Replicator Replicator
-	Rules      RuleSource
-	Sender     Sender
+	FSM        *engine.FSM
+	Replicator engine.Replicator
+	Rules      engine.RuleSource
+	Sender     engine.Sender
 	// ScheduleFunc builds the schedule of a rule (engine/schedule.New).
-	ScheduleFunc func(Rule) (Schedule, error)
+	ScheduleFunc func(engine.Rule) (engine.Schedule, error)
 	NowFunc      func() time.Time
 	Logger       *slog.Logger
 
@@ -42,7 +38,7 @@ type LeaderConfig struct {
 	DirectoryConfig
 }
 
-func (c *LeaderConfig) setDefaults() error {
+func (c *Config) setDefaults() error {
 	if c.FSM == nil || c.Replicator == nil || c.Rules == nil || c.Sender == nil || c.ScheduleFunc == nil {
 		return errors.New("leader: FSM, Replicator, Rules, Sender and ScheduleFunc are required")
 	}
@@ -83,15 +79,15 @@ type PlanTiming struct {
 // Leader runs the leader-only loops. Build one per node; Run it each time
 // the node gains leadership, with a context cancelled when it loses it.
 type Leader struct {
-	cfg LeaderConfig
+	cfg Config
 	log *slog.Logger
 	// planTook remembers how long each rule's last run took to plan (rule
 	// name → time.Duration), for the plan-ahead lead.
 	planTook sync.Map
 }
 
-// NewLeader validates cfg and returns a Leader.
-func NewLeader(cfg LeaderConfig) (*Leader, error) {
+// New validates cfg and returns a Leader.
+func New(cfg Config) (*Leader, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
@@ -119,8 +115,8 @@ func (l *Leader) Run(ctx context.Context) {
 
 // propose replicates one command and returns the state machine's answer.
 // The burst's commands go packed once every member reads them (EncodeFor).
-func (l *Leader) propose(ctx context.Context, t CommandType, body any) (any, error) {
-	cmd, err := EncodeFor(t, body, l.cfg.FSM.OldestMemberFSM())
+func (l *Leader) propose(ctx context.Context, t engine.CommandType, body any) (any, error) {
+	cmd, err := engine.EncodeFor(t, body, l.cfg.FSM.OldestMemberFSM())
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +136,8 @@ func (l *Leader) now() time.Time { return l.cfg.NowFunc() }
 
 // raise raises an alert. It cannot do more than log if the log will not
 // take it (leadership lost): the next leader sees the same cause.
-func (l *Leader) raise(ctx context.Context, a RaiseAlert) {
-	if _, err := l.propose(ctx, CmdRaiseAlert, a); err != nil {
+func (l *Leader) raise(ctx context.Context, a engine.RaiseAlert) {
+	if _, err := l.propose(ctx, engine.CmdRaiseAlert, a); err != nil {
 		l.log.Error("cannot raise alert", "cause", a.Cause, "message", a.Message, "err", err)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package leader
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/engine"
 	"github.com/stretchr/testify/require"
 )
 
@@ -14,14 +15,14 @@ import (
 // still goes, alone.
 func TestBatchesBoundCountAndBytes(t *testing.T) {
 	t.Parallel()
-	x := &executor{l: &Leader{cfg: LeaderConfig{ExecutorConfig: ExecutorConfig{BatchSize: 3}}}}
+	x := &executor{l: &Leader{cfg: Config{ExecutorConfig: ExecutorConfig{BatchSize: 3}}}}
 	sizes := []int{10, 10, 10, 10, MaxBatchBytes / 2, MaxBatchBytes / 2, 1, 2 * MaxBatchBytes, 5}
-	var claimed []Claimed
-	byID := map[string]*Delivery{}
+	var claimed []engine.Claimed
+	byID := map[string]*engine.Delivery{}
 	for i, n := range sizes {
 		id := fmt.Sprint(i)
-		claimed = append(claimed, Claimed{ID: id})
-		byID[id] = &Delivery{ID: id, Payload: []byte(strings.Repeat("x", n))}
+		claimed = append(claimed, engine.Claimed{ID: id})
+		byID[id] = &engine.Delivery{ID: id, Payload: []byte(strings.Repeat("x", n))}
 	}
 	var got [][]string
 	for part := range x.batches(claimed, byID) {

@@ -1,10 +1,12 @@
-package engine
+package leader
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // Defaults of the directory refresh (DirectoryConfig).
@@ -118,7 +120,7 @@ func (r *dirRefresher) runOnce(ctx context.Context) time.Time {
 			if cur != nil {
 				inForce = fmt.Sprintf("%s, %d people, fetched %s", cur.Hash, len(cur.UserIDs), cur.FetchedAt.Format(time.RFC3339))
 			}
-			l.raise(ctx, NewRaiseAlert(ParseAlertCause(AlertDirectoryRefresh), "", AlertParams{Error: err.Error()},
+			l.raise(ctx, engine.NewRaiseAlert(engine.ParseAlertCause(engine.AlertDirectoryRefresh), "", engine.AlertParams{Error: err.Error()},
 				fmt.Sprintf("directory refresh failed; the last good snapshot stays in force (%s): %v", inForce, err), now))
 		}
 		r.failing = err.Error()
@@ -146,27 +148,27 @@ func (r *dirRefresher) apply(ctx context.Context, got DirectoryFetch, now time.T
 			return nil
 		}
 		// WeCom is back to what is in force: the hold is moot.
-		_, err := l.propose(ctx, CmdSetDirectory, setDirectory(got, now))
+		_, err := l.propose(ctx, engine.CmdSetDirectory, setDirectory(got, now))
 		return err
 	}
 	if cur != nil && len(cur.UserIDs) > 0 {
-		removed := removedFrom(cur.UserIDs, got.UserIDs)
+		removed := engine.RemovedFrom(cur.UserIDs, got.UserIDs)
 		if share := float64(len(removed)) / float64(len(cur.UserIDs)); share > l.cfg.DirectoryMaxRemoval {
 			if held != nil && held.Hash == got.Hash {
 				return nil // held already; the alert says so
 			}
 			l.log.Warn("directory refresh held for confirmation", "hash", got.Hash, "removed", len(removed), "of", len(cur.UserIDs))
-			_, err := l.propose(ctx, CmdHoldDirectory, HoldDirectory{Hash: got.Hash, Source: got.Source, Body: got.Body,
+			_, err := l.propose(ctx, engine.CmdHoldDirectory, engine.HoldDirectory{Hash: got.Hash, Source: got.Source, Body: got.Body,
 				UserIDs: got.UserIDs, Removed: removed, FetchedAt: now, Now: now})
 			return err
 		}
 	}
 	l.log.Info("directory refreshed", "hash", got.Hash, "people", len(got.UserIDs))
-	_, err := l.propose(ctx, CmdSetDirectory, setDirectory(got, now))
+	_, err := l.propose(ctx, engine.CmdSetDirectory, setDirectory(got, now))
 	return err
 }
 
 // setDirectory is the command that puts the fetched snapshot got in force.
-func setDirectory(got DirectoryFetch, now time.Time) SetDirectory {
-	return SetDirectory{Hash: got.Hash, Source: got.Source, Body: got.Body, UserIDs: got.UserIDs, FetchedAt: now, Now: now}
+func setDirectory(got DirectoryFetch, now time.Time) engine.SetDirectory {
+	return engine.SetDirectory{Hash: got.Hash, Source: got.Source, Body: got.Body, UserIDs: got.UserIDs, FetchedAt: now, Now: now}
 }

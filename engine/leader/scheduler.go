@@ -1,17 +1,19 @@
-package engine
+package leader
 
 import (
 	"context"
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // LateAfterDefault is SchedulerConfig.LateAfter's default.
 const LateAfterDefault = 5 * time.Second
 
 // SchedulerConfig configures the scheduler, which fires rules' slots and
-// tasks (its one required part, ScheduleFunc, is in LeaderConfig with the
+// tasks (its one required part, ScheduleFunc, is in Config with the
 // other ports).
 type SchedulerConfig struct {
 	// RulesChanged, when set, wakes the scheduler after a rule reload.
@@ -40,7 +42,7 @@ type scheduler struct {
 
 type cachedSchedule struct {
 	spec, zone, cal, shift string
-	s                      Schedule
+	s                      engine.Schedule
 	err                    error
 }
 
@@ -96,13 +98,13 @@ func (s *scheduler) fireTasks(ctx context.Context, hash string, now time.Time) (
 			return now, true
 		}
 		r, _ := s.l.findRule(t.Rule)
-		c := taskRun(t, r.Timezone, hash, now, s.l.cfg.LateAfter)
-		if _, err := s.l.propose(ctx, CmdStartRun, c); err != nil {
-			if !errors.Is(err, ErrRunExists) {
+		c := engine.TaskRun(t, r.Timezone, hash, now, s.l.cfg.LateAfter)
+		if _, err := s.l.propose(ctx, engine.CmdStartRun, c); err != nil {
+			if !errors.Is(err, engine.ErrRunExists) {
 				s.l.log.Warn("cannot fire task", "task", t.Key, "err", err)
 				return now.Add(time.Second), true
 			}
-			if tk, ok := s.l.cfg.FSM.Task(t.Key); ok && tk.State == TaskPending {
+			if tk, ok := s.l.cfg.FSM.Task(t.Key); ok && tk.State == engine.TaskPending {
 				s.l.log.Warn("a due task cannot fire: its run key is taken", "task", t.Key)
 			}
 		}

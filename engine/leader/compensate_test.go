@@ -1,13 +1,13 @@
-package engine
+package leader
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
+	"github.com/stretchr/testify/require"
 )
 
 // cancellingRules' on_failed is cut short by the end of leadership.
@@ -16,7 +16,7 @@ type cancellingRules struct {
 	cancel context.CancelFunc
 }
 
-func (r *cancellingRules) OnFailed(ctx context.Context, _ string, _ RunContext, _ FailedDelivery, _ SubmitFunc) error {
+func (r *cancellingRules) OnFailed(ctx context.Context, _ string, _ engine.RunContext, _ engine.FailedDelivery, _ engine.SubmitFunc) error {
 	r.cancel()
 	<-ctx.Done()
 	return ctx.Err()
@@ -30,8 +30,8 @@ func TestOnFailedCutShortIsNotRecordedAsRun(t *testing.T) {
 	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	s := newSim(t, start)
 	_, id := s.oneDelivery(start)
-	c := s.apply(CmdClaim, ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: start, Timeout: time.Minute}).(ClaimResult)
-	s.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: start, Results: []Settlement{{ID: id, Seq: c.Claimed[0].Seq, Status: heraldtype.StatusPermanent}}})
+	c := s.apply(engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: start, Timeout: time.Minute}).(engine.ClaimResult)
+	s.apply(engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: start, Results: []engine.Settlement{{ID: id, Seq: c.Claimed[0].Seq, Status: heraldtype.StatusPermanent}}})
 	require.Len(t, s.log.fsm.ToCompensate(10), 1)
 
 	ctx, cancel := context.WithCancel(s.ctx)

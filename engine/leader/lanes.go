@@ -1,4 +1,6 @@
-package engine
+package leader
+
+import "github.com/heraldhq/herald/engine"
 
 // The executor's two lanes. A huge run keeps every claim group and send
 // slot busy for as long as it drains (8 groups of 1,000 are a second of
@@ -21,7 +23,7 @@ type lanes struct {
 	expressShare int
 }
 
-func newLanes(cfg *LeaderConfig) *lanes {
+func newLanes(cfg *Config) *lanes {
 	express := max(cfg.SendConcurrency/8, 1)
 	return &lanes{
 		expressGroups: make(chan struct{}, 1),
@@ -38,7 +40,7 @@ type claimGroup struct {
 	channel string
 	express bool
 	slot    chan struct{} // the group slot taken (of either lane)
-	ds      []*Delivery
+	ds      []*engine.Delivery
 }
 
 // canOpen says whether a group of the lane can be opened now. Only the

@@ -1,4 +1,4 @@
-package engine
+package leader
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/backoff"
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
@@ -55,7 +56,7 @@ func (c *PlannerConfig) setDefaults() {
 // plan evaluates a run's rule and replicates its deliveries in chunks,
 // then marks the run planned. Ids are deterministic, so planning a run that
 // an earlier leader left half planned adds only what is missing.
-func (l *Leader) plan(ctx context.Context, run *Run) error {
+func (l *Leader) plan(ctx context.Context, run *engine.Run) error {
 	rule, ok := l.findRule(run.Rule)
 	if !ok {
 		return l.finishPlan(ctx, run, "rule "+run.Rule+" is not loaded")
@@ -64,15 +65,15 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 	if zone == "" {
 		zone = rule.Timezone
 	}
-	loc := ZoneLocation(zone)
-	rc := RunContext{
+	loc := engine.ZoneLocation(zone)
+	rc := engine.RunContext{
 		Rule: run.Rule, Key: run.Key, Slot: run.Slot.In(loc), Zone: loc.String(),
 		Data: run.Data, Missed: l.cfg.FSM.Missed(run.Rule), DirectoryHash: run.DirectoryHash,
 	}
 	pctx, cancel := context.WithTimeout(ctx, l.cfg.PlanTimeout)
 	evalStart := time.Now()
 	planned, perr := l.cfg.Rules.Plan(pctx, rule.Name, rc)
-	if cur, _ := l.cfg.FSM.Directory(); errors.Is(perr, ErrDirectoryPending) && cur != nil && cur.Hash != run.DirectoryHash {
+	if cur, _ := l.cfg.FSM.Directory(); errors.Is(perr, engine.ErrDirectoryPending) && cur != nil && cur.Hash != run.DirectoryHash {
 		// The run's snapshot was replaced in the log and this node no
 		// longer keeps it (a run re-planned long after it started): the
 		// one in force is the best there is.
@@ -86,7 +87,7 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // leadership lost: the next leader plans it again
 	}
-	if errors.Is(perr, ErrDirectoryPending) {
+	if errors.Is(perr, engine.ErrDirectoryPending) {
 		return perr // the scheduler tries again in a moment
 	}
 	if perr != nil {
@@ -100,7 +101,7 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 	if len(doomed) > 0 {
 		// Said now, when it is known, not only when the deadline passes:
 		// the expiry's own alert cannot say why it was held.
-		l.raise(ctx, NewRaiseAlert(AlertCause{AlertQuietExpired, run.Key}, run.Rule, AlertParams{Run: run.Key, Slot: run.Slot, Count: len(doomed)},
+		l.raise(ctx, engine.NewRaiseAlert(engine.AlertCause{Kind: engine.AlertQuietExpired, Subject: run.Key}, run.Rule, engine.AlertParams{Run: run.Key, Slot: run.Slot, Count: len(doomed)},
 			fmt.Sprintf("%d message(s) of %s (rule %s) fall in quiet hours that end after their deadline; they will expire unsent at it: %s",
 				len(doomed), run.Key, run.Rule, strings.Join(doomed, "; ")), l.now()))
 	}
@@ -117,8 +118,8 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 
 // finishPlan marks run planned, or failed with the rule's error (ruleErr
 // not empty).
-func (l *Leader) finishPlan(ctx context.Context, run *Run, ruleErr string) error {
-	_, err := l.propose(ctx, CmdFinishPlan, FinishPlan{RunKey: run.Key, Error: ruleErr, Now: l.now()})
+func (l *Leader) finishPlan(ctx context.Context, run *engine.Run, ruleErr string) error {
+	_, err := l.propose(ctx, engine.CmdFinishPlan, engine.FinishPlan{RunKey: run.Key, Error: ruleErr, Now: l.now()})
 	return err
 }
 
@@ -126,7 +127,7 @@ func (l *Leader) finishPlan(ctx context.Context, run *Run, ruleErr string) error
 // times (stagger, quiet hours, digest window), the rule's channel,
 // priority, retry policy and deadline.
 // doomed describes those held by quiet hours past their deadline.
-func (l *Leader) deliveries(run *Run, rule Rule, planned []Planned) (out []NewDelivery, doomed []string) {
+func (l *Leader) deliveries(run *engine.Run, rule engine.Rule, planned []engine.Planned) (out []engine.NewDelivery, doomed []string) {
 	// A slot fired by hand after it passed (a backfill) counts its stagger
 	// and deadline from when it was fired: from its slot, every message
 	// would expire at once.
@@ -137,10 +138,10 @@ func (l *Leader) deliveries(run *Run, rule Rule, planned []Planned) (out []NewDe
 	zone := cmp.Or(run.Zone, rule.Timezone)
 	idKey := run.Key
 	if rule.PerRecipient && run.TaskKey == "" {
-		idKey = LocalSlotKey(run.Rule, run.Slot, zone)
+		idKey = engine.LocalSlotKey(run.Rule, run.Slot, zone)
 	}
 	seen := make(map[string]bool, len(planned))
-	out = make([]NewDelivery, 0, len(planned))
+	out = make([]engine.NewDelivery, 0, len(planned))
 	for i, p := range planned {
 		if p.Recipient == "" || seen[p.Recipient] {
 			continue // one message per person per run
@@ -157,8 +158,8 @@ func (l *Leader) deliveries(run *Run, rule Rule, planned []Planned) (out []NewDe
 			}
 			doomed = append(doomed, fmt.Sprintf("%s (deadline %s, %s)", p.Recipient, t.Deadline.Format(time.RFC3339), why))
 		}
-		out = append(out, NewDelivery{
-			ID:        DeliveryID(idKey, p.Recipient),
+		out = append(out, engine.NewDelivery{
+			ID:        engine.DeliveryID(idKey, p.Recipient),
 			Recipient: p.Recipient,
 			Channel:   rule.Channel,
 			Payload:   p.Payload,
@@ -174,13 +175,13 @@ func (l *Leader) deliveries(run *Run, rule Rule, planned []Planned) (out []NewDe
 // maxDoomedListed bounds the recipients one quiet-expired alert names.
 const maxDoomedListed = 20
 
-func (l *Leader) findRule(name string) (Rule, bool) {
+func (l *Leader) findRule(name string) (engine.Rule, bool) {
 	for _, r := range l.cfg.Rules.Rules() {
 		if r.Name == name {
 			return r, true
 		}
 	}
-	return Rule{}, false
+	return engine.Rule{}, false
 }
 
 // planPipeline is how many AddDeliveries chunks of one run are in flight
@@ -191,7 +192,7 @@ const planPipeline = 8
 // replicatePlan proposes a run's deliveries in chunks, up to planPipeline
 // at once. The chunks may commit in any order: AddDeliveries leaves ids
 // already present alone, and FinishPlan comes only after all of them.
-func (l *Leader) replicatePlan(ctx context.Context, runKey string, all []NewDelivery) error {
+func (l *Leader) replicatePlan(ctx context.Context, runKey string, all []engine.NewDelivery) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := make(chan struct{}, planPipeline)
@@ -208,7 +209,7 @@ func (l *Leader) replicatePlan(ctx context.Context, runKey string, all []NewDeli
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if _, err := l.propose(ctx, CmdAddDeliveries, AddDeliveries{RunKey: runKey, Deliveries: chunk}); err != nil {
+			if _, err := l.propose(ctx, engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: runKey, Deliveries: chunk}); err != nil {
 				select {
 				case errs <- fmt.Errorf("replicate plan of %s: %w", runKey, err):
 				default:
@@ -240,8 +241,10 @@ func (l *Leader) planLead(rule string) time.Duration {
 	}
 	took, ok := l.planTook.Load(rule)
 	if !ok {
-		var last *Run
-		for _, r := range l.cfg.FSM.Runs(func(r *Run) bool { return r.Rule == rule && r.State == RunPlanned && !r.PlannedAt.IsZero() }) {
+		var last *engine.Run
+		for _, r := range l.cfg.FSM.Runs(func(r *engine.Run) bool {
+			return r.Rule == rule && r.State == engine.RunPlanned && !r.PlannedAt.IsZero()
+		}) {
 			last = r
 		}
 		d := time.Duration(-1) // never planned: remembered, so as not to look again each pass
@@ -266,7 +269,7 @@ func (s *scheduler) planPending(ctx context.Context) {
 }
 
 // startPlanning plans run in the background unless a planner has it.
-func (s *scheduler) startPlanning(ctx context.Context, run *Run) {
+func (s *scheduler) startPlanning(ctx context.Context, run *engine.Run) {
 	s.mu.Lock()
 	busy := s.planning[run.Key]
 	s.planning[run.Key] = true
@@ -305,7 +308,7 @@ const (
 
 // planOnce plans run under the planners' bound. done is false when it
 // failed and is worth trying again.
-func (s *scheduler) planOnce(ctx context.Context, run *Run) (done bool, err error) {
+func (s *scheduler) planOnce(ctx context.Context, run *engine.Run) (done bool, err error) {
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -314,7 +317,7 @@ func (s *scheduler) planOnce(ctx context.Context, run *Run) (done bool, err erro
 	defer func() { <-s.sem }()
 	// run was read before this planner took it: another one may have
 	// finished it since.
-	if cur, ok := s.l.cfg.FSM.Run(run.Key); !ok || cur.State != RunPlanning {
+	if cur, ok := s.l.cfg.FSM.Run(run.Key); !ok || cur.State != engine.RunPlanning {
 		return true, nil
 	}
 	err = s.l.plan(ctx, run)

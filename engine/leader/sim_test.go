@@ -1,4 +1,4 @@
-package engine
+package leader
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-	"golang.org/x/time/rate"
-
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/calendar"
 	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/schedule"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 )
 
 // This file is a deterministic harness for the leader: a fake clock, a
@@ -47,18 +47,20 @@ func (c *fakeClock) Set(t time.Time) {
 // simRules is a RuleSource whose rules plan with Go functions.
 type simRules struct {
 	mu       sync.Mutex
-	rules    []Rule
-	plan     map[string]func(RunContext) []Planned
-	onFailed []FailedDelivery
+	rules    []engine.Rule
+	plan     map[string]func(engine.RunContext) []engine.Planned
+	onFailed []engine.FailedDelivery
 }
 
-func (r *simRules) Rules() []Rule {
+func (r *simRules) Rules() []engine.Rule {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.rules)
 }
+
 func (r *simRules) Hash() string { return "sim" }
-func (r *simRules) Plan(_ context.Context, rule string, run RunContext) ([]Planned, error) {
+
+func (r *simRules) Plan(_ context.Context, rule string, run engine.RunContext) ([]engine.Planned, error) {
 	r.mu.Lock()
 	f := r.plan[rule]
 	r.mu.Unlock()
@@ -67,7 +69,8 @@ func (r *simRules) Plan(_ context.Context, rule string, run RunContext) ([]Plann
 	}
 	return f(run), nil
 }
-func (r *simRules) OnFailed(_ context.Context, _ string, _ RunContext, d FailedDelivery, _ SubmitFunc) error {
+
+func (r *simRules) OnFailed(_ context.Context, _ string, _ engine.RunContext, d engine.FailedDelivery, _ engine.SubmitFunc) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.onFailed = append(r.onFailed, d)
@@ -75,11 +78,11 @@ func (r *simRules) OnFailed(_ context.Context, _ string, _ RunContext, d FailedD
 }
 
 // to plans the same text message for each of who.
-func to(who ...string) func(RunContext) []Planned {
-	return func(run RunContext) []Planned {
-		out := make([]Planned, len(who))
+func to(who ...string) func(engine.RunContext) []engine.Planned {
+	return func(run engine.RunContext) []engine.Planned {
+		out := make([]engine.Planned, len(who))
 		for i, w := range who {
-			out[i] = Planned{Recipient: w, Payload: json.RawMessage(`{"msgtype":"text","content":"hi"}`)}
+			out[i] = engine.Planned{Recipient: w, Payload: json.RawMessage(`{"msgtype":"text","content":"hi"}`)}
 		}
 		return out
 	}
@@ -165,7 +168,7 @@ type sim struct {
 	log    *localLog
 	rules  *simRules
 	sender *simSender
-	cfg    LeaderConfig
+	cfg    Config
 	// The current leader's loops; nil while there is no leader.
 	l     *Leader
 	sched *scheduler
@@ -173,20 +176,20 @@ type sim struct {
 	house *housekeeper
 }
 
-func newSim(t *testing.T, start time.Time, rules ...Rule) *sim {
+func newSim(t *testing.T, start time.Time, rules ...engine.Rule) *sim {
 	clock := &fakeClock{now: start}
 	s := &sim{
 		t: t, ctx: t.Context(), clock: clock,
-		log:    &localLog{fsm: NewFSM(), term: 0, leader: true},
-		rules:  &simRules{rules: rules, plan: map[string]func(RunContext) []Planned{}},
+		log:    &localLog{fsm: engine.NewFSM(), term: 0, leader: true},
+		rules:  &simRules{rules: rules, plan: map[string]func(engine.RunContext) []engine.Planned{}},
 		sender: &simSender{clock: clock},
 	}
 	cals := calendar.NewRegistry()
-	s.cfg = LeaderConfig{
+	s.cfg = Config{
 		FSM: s.log.fsm, Replicator: s.log, Rules: s.rules, Sender: s.sender, NowFunc: clock.Now,
 		HousekeeperConfig: HousekeeperConfig{Retention: 10 * 366 * 24 * time.Hour}, // tests of pruning set their own
 		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
-		ScheduleFunc: func(r Rule) (Schedule, error) {
+		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			sc, err := schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, cals)
 			if err != nil {
 				return nil, err
@@ -206,7 +209,7 @@ func (s *sim) lead(node string) {
 	s.log.mu.Unlock()
 	cfg := s.cfg
 	cfg.NodeID = node
-	l, err := NewLeader(cfg)
+	l, err := New(cfg)
 	require.NoError(s.t, err)
 	s.l, s.sched, s.exec, s.house = l, newScheduler(l), newExecutor(l), newHousekeeper(l)
 	s.exec.resend = s.log.fsm.InFlight()
@@ -215,10 +218,10 @@ func (s *sim) lead(node string) {
 // oneDelivery plans a run of rule "r" at slot with one delivery, to
 // alice through mock, due at once, and returns the run key and its id.
 func (s *sim) oneDelivery(slot time.Time) (key, id string) {
-	key = RunKey("r", slot)
-	id = DeliveryID(key, "alice")
-	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: slot, Now: slot})
-	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{
+	key = engine.RunKey("r", slot)
+	id = engine.DeliveryID(key, "alice")
+	s.apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: "r", Slot: slot, Now: slot})
+	s.apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: []engine.NewDelivery{
 		{ID: id, Recipient: "alice", Channel: "mock", Priority: heraldtype.PriorityNormal, NotBefore: slot, Deadline: slot.Add(time.Hour)}}})
 	return key, id
 }
@@ -302,20 +305,20 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-func (s *sim) apply(t CommandType, body any) any {
+func (s *sim) apply(t engine.CommandType, body any) any {
 	s.t.Helper()
-	cmd, err := Encode(t, body)
+	cmd, err := engine.Encode(t, body)
 	require.NoError(s.t, err)
 	res, err := s.log.Apply(s.ctx, cmd)
 	require.NoError(s.t, err)
 	return res
 }
 
-func (s *sim) runs(rule string) []*Run {
-	return s.log.fsm.Runs(func(r *Run) bool { return r.Rule == rule })
+func (s *sim) runs(rule string) []*engine.Run {
+	return s.log.fsm.Runs(func(r *engine.Run) bool { return r.Rule == rule })
 }
 
-func slotsIn(runs []*Run, zone string) []string {
+func slotsIn(runs []*engine.Run, zone string) []string {
 	loc, _ := time.LoadLocation(zone)
 	out := make([]string, len(runs))
 	for i, r := range runs {
@@ -324,8 +327,8 @@ func slotsIn(runs []*Run, zone string) []string {
 	return out
 }
 
-func alertsWith(f *FSM, prefix string) []*Alert {
-	var out []*Alert
+func alertsWith(f *engine.FSM, prefix string) []*engine.Alert {
+	var out []*engine.Alert
 	for _, a := range f.Alerts() {
 		if strings.HasPrefix(a.Cause, prefix) {
 			out = append(out, a)

@@ -1,4 +1,4 @@
-package engine
+package leader
 
 import (
 	"cmp"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // The executor's half of digests: grouping the due deliveries of a digest
@@ -30,7 +32,7 @@ const maxFoldsPerPass = 64
 type digestGroup struct {
 	rule, recipient, channel string
 	at                       time.Time
-	members                  []*Delivery
+	members                  []*engine.Delivery
 }
 
 // foldDigests folds, among the due deliveries, those of digest rules that
@@ -41,22 +43,22 @@ type digestGroup struct {
 //
 // cut says that due is only part of what is due (the pass's limit): the
 // groups are then completed from the due index (completeDigestGroups).
-func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Time, hold *digestHold, cut bool) (out []*Delivery, failed bool) {
-	b, ok := x.l.cfg.Rules.(DigestBuilder)
+func (x *executor) foldDigests(ctx context.Context, due []*engine.Delivery, now time.Time, hold *digestHold, cut bool) (out []*engine.Delivery, failed bool) {
+	b, ok := x.l.cfg.Rules.(engine.DigestBuilder)
 	if !ok || hold == nil {
 		return due, false
 	}
 	x.sweepPlain()
 	windows := hold.windows
-	foldable := func(d *Delivery) bool {
+	foldable := func(d *engine.Delivery) bool {
 		w := windows[d.Rule]
-		return w > 0 && d.State == StatePending && d.Attempts == 0 && d.Retries == 0 && d.Digest == "" && len(d.Members) == 0 &&
+		return w > 0 && d.State == engine.StatePending && d.Attempts == 0 && d.Retries == 0 && d.Digest == "" && len(d.Members) == 0 &&
 			d.NotBefore.UnixNano()%int64(w) == 0 && (d.Deadline.IsZero() || now.Before(d.Deadline)) && !x.plain[d.ID]
 	}
 	groups := map[string]*digestGroup{}
 	grouped := map[string]bool{}
 	var keys []string
-	add := func(d *Delivery) {
+	add := func(d *engine.Delivery) {
 		k := d.Rule + "\x00" + d.Recipient + "\x00" + d.Channel + "\x00" + d.NotBefore.UTC().Format(time.RFC3339Nano)
 		g := groups[k]
 		if g == nil {
@@ -79,7 +81,7 @@ func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Ti
 	}
 	var walked map[int64]bool
 	if cut {
-		walked = x.completeDigestGroups(groups, hold, now, func(d *Delivery) {
+		walked = x.completeDigestGroups(groups, hold, now, func(d *engine.Delivery) {
 			if foldable(d) && !grouped[d.ID] {
 				add(d)
 			}
@@ -96,7 +98,7 @@ func (x *executor) foldDigests(ctx context.Context, due []*Delivery, now time.Ti
 		}
 		// Every leader orders and cuts a group the same way: by slot, run
 		// key and id.
-		slices.SortFunc(g.members, func(a, b *Delivery) int {
+		slices.SortFunc(g.members, func(a, b *engine.Delivery) int {
 			return cmp.Or(a.Slot.Compare(b.Slot), cmp.Compare(a.RunKey, b.RunKey), cmp.Compare(a.ID, b.ID))
 		})
 		for start := 0; start < len(g.members); start += maxDigestItems {
@@ -168,7 +170,7 @@ func (x *executor) sweepPlain() {
 // groups found there are folded in this pass, and what is alone there
 // goes plain. It returns the instants walked; foldDigests remembers those
 // whose groups all folded (walkedDigests), forgetting them after an hour.
-func (x *executor) completeDigestGroups(groups map[string]*digestGroup, hold *digestHold, now time.Time, add func(*Delivery)) map[int64]bool {
+func (x *executor) completeDigestGroups(groups map[string]*digestGroup, hold *digestHold, now time.Time, add func(*engine.Delivery)) map[int64]bool {
 	for at := range x.walkedDigests {
 		if at < now.Add(-time.Hour).UnixNano() {
 			delete(x.walkedDigests, at)
@@ -203,8 +205,8 @@ const digestSettle = time.Minute
 // never folded without a member that was on its way.
 type digestHold struct {
 	windows  map[string]time.Duration // digest rules and their windows
-	planning []*Run
-	tasks    []*Task
+	planning []*engine.Run
+	tasks    []*engine.Task
 }
 
 // digestHold reads the hold at now; nil when no rule has a digest.
@@ -256,8 +258,8 @@ func (h *digestHold) waits(g *digestGroup, now time.Time) bool {
 // foldJob is one digest a pass folds, and what came of it.
 type foldJob struct {
 	g    *digestGroup
-	part []*Delivery
-	dg   *Delivery
+	part []*engine.Delivery
+	dg   *engine.Delivery
 	err  error
 }
 
@@ -267,7 +269,7 @@ type foldJob struct {
 const foldPipeline = 8
 
 // foldAll folds the jobs, up to foldPipeline at once.
-func (x *executor) foldAll(ctx context.Context, b DigestBuilder, jobs []foldJob) {
+func (x *executor) foldAll(ctx context.Context, b engine.DigestBuilder, jobs []foldJob) {
 	slots := make(chan struct{}, foldPipeline)
 	var wg sync.WaitGroup
 	for i := range jobs {
@@ -284,17 +286,17 @@ func (x *executor) foldAll(ctx context.Context, b DigestBuilder, jobs []foldJob)
 // fold builds and proposes one digest. It returns nil and no error when
 // the group is to go as plain messages (the caller marks them plain). It
 // runs beside other folds: it touches no executor state.
-func (x *executor) fold(ctx context.Context, b DigestBuilder, g *digestGroup, part []*Delivery) (*Delivery, error) {
+func (x *executor) fold(ctx context.Context, b engine.DigestBuilder, g *digestGroup, part []*engine.Delivery) (*engine.Delivery, error) {
 	ids := make([]string, len(part))
-	items := make([]DigestItem, len(part))
+	items := make([]engine.DigestItem, len(part))
 	for i, d := range part {
 		ids[i] = d.ID
-		items[i] = DigestItem{ID: d.ID, RunKey: d.RunKey, Slot: d.Slot, Payload: d.Payload}
+		items[i] = engine.DigestItem{ID: d.ID, RunKey: d.RunKey, Slot: d.Slot, Payload: d.Payload}
 		if run, ok := x.l.cfg.FSM.Run(d.RunKey); ok {
 			items[i].Zone, items[i].Data = run.Zone, run.Data
 		}
 	}
-	id := DigestID(g.rule, g.recipient, ids)
+	id := engine.DigestID(g.rule, g.recipient, ids)
 	if d, ok := x.l.cfg.FSM.Delivery(id); ok {
 		if d.State.Final() {
 			// The same deliveries ended once as this digest and were
@@ -311,14 +313,14 @@ func (x *executor) fold(ctx context.Context, b DigestBuilder, g *digestGroup, pa
 	}
 	if err != nil || payload == nil {
 		if err != nil {
-			x.l.raise(ctx, NewRaiseAlert(AlertCause{AlertDigestError, g.rule}, g.rule,
-				AlertParams{Recipient: g.recipient, Count: len(part), Error: err.Error()}, fmt.Sprintf(
+			x.l.raise(ctx, engine.NewRaiseAlert(engine.AlertCause{Kind: engine.AlertDigestError, Subject: g.rule}, g.rule,
+				engine.AlertParams{Recipient: g.recipient, Count: len(part), Error: err.Error()}, fmt.Sprintf(
 					"rule %s could not build the digest of %d messages to %s (%v); they go one by one", g.rule, len(part), g.recipient, err), x.l.now()))
 		}
 		return nil, nil
 	}
-	if _, err := x.l.propose(ctx, CmdFoldDigest, FoldDigest{ID: id, Members: ids, Payload: payload, Now: x.l.now()}); err != nil {
-		if errors.Is(err, ErrMembersBehind) {
+	if _, err := x.l.propose(ctx, engine.CmdFoldDigest, engine.FoldDigest{ID: id, Members: ids, Payload: payload, Now: x.l.now()}); err != nil {
+		if errors.Is(err, engine.ErrMembersBehind) {
 			// A rolling upgrade: a member could not apply the fold. The
 			// messages go one by one rather than wait for it.
 			x.l.log.Warn("digest not folded: a member runs an older build; sending one by one", "rule", g.rule, "recipient", g.recipient, "err", err)

@@ -1,4 +1,4 @@
-package engine
+package leader
 
 import (
 	"cmp"
@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
@@ -91,7 +92,7 @@ type executor struct {
 	limited bool
 	// resend holds deliveries an older leader claimed and never settled:
 	// this leader sends them again at once, with the same key.
-	resend []*Delivery
+	resend []*engine.Delivery
 	// plain holds deliveries of digest rules whose digest could not be
 	// built: they go one by one. Swept (sweepPlain) of those attempted or
 	// ended, which no pass would fold anyway; plainKept is what was left.
@@ -221,7 +222,7 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 	}
 	failed := foldFailed
 	if len(expired) > 0 {
-		if _, err := x.l.propose(ctx, CmdExpire, Expire{IDs: expired, Now: now}); err != nil {
+		if _, err := x.l.propose(ctx, engine.CmdExpire, engine.Expire{IDs: expired, Now: now}); err != nil {
 			x.l.log.Warn("cannot expire deliveries", "n", len(expired), "err", err)
 			failed = true
 		}
@@ -246,7 +247,7 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 	// limited, claim failed) stays to be resent: the due index would show
 	// it again only when the old claim runs out.
 	for _, d := range resend {
-		if cur, ok := x.l.cfg.FSM.Delivery(d.ID); ok && cur.State == StateClaimed && cur.Claim.Seq == d.Claim.Seq {
+		if cur, ok := x.l.cfg.FSM.Delivery(d.ID); ok && cur.State == engine.StateClaimed && cur.Claim.Seq == d.Claim.Seq {
 			x.resend = append(x.resend, cur)
 		}
 	}
@@ -279,12 +280,12 @@ func (x *executor) runBusy(run string) bool {
 // failed), and failed is set if it failed.
 func (x *executor) claimAndSend(ctx context.Context, g *claimGroup, claimed func(), failed *atomic.Bool) {
 	ids := make([]string, len(g.ds))
-	byID := make(map[string]*Delivery, len(g.ds))
+	byID := make(map[string]*engine.Delivery, len(g.ds))
 	for i, d := range g.ds {
 		ids[i] = d.ID
 		byID[d.ID] = d
 	}
-	res, err := x.l.propose(ctx, CmdClaim, ClaimDeliveries{IDs: ids, Leader: x.l.cfg.NodeID, Now: x.l.now(), Timeout: x.l.cfg.ClaimTimeout})
+	res, err := x.l.propose(ctx, engine.CmdClaim, engine.ClaimDeliveries{IDs: ids, Leader: x.l.cfg.NodeID, Now: x.l.now(), Timeout: x.l.cfg.ClaimTimeout})
 	if err != nil {
 		failed.Store(true)
 		claimed()
@@ -292,7 +293,7 @@ func (x *executor) claimAndSend(ctx context.Context, g *claimGroup, claimed func
 		x.l.log.Warn("claim failed", "channel", g.channel, "n", len(ids), "err", err)
 		return
 	}
-	got := res.(ClaimResult).Claimed
+	got := res.(engine.ClaimResult).Claimed
 	if len(got) == 0 {
 		claimed()
 		g.close()
@@ -329,7 +330,7 @@ func (x *executor) claimAndSend(ctx context.Context, g *claimGroup, claimed func
 // the group's lane) and replicates all their results in one entry. If
 // leadership is lost, nothing is recorded: the claims become ambiguous
 // and the next leader sends them again with the same keys.
-func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, byID map[string]*Delivery) {
+func (x *executor) send(ctx context.Context, g *claimGroup, claimed []engine.Claimed, byID map[string]*engine.Delivery) {
 	channel := g.channel
 	if err := x.l.cfg.Replicator.VerifyLeader(ctx); err != nil {
 		x.l.log.Warn("not sending: leadership not confirmed", "channel", channel, "err", err)
@@ -338,7 +339,7 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, b
 		// attempt, rather than leave them to time out as ambiguous; if it
 		// does not, this proposal fails and the next leader takes over.
 		if ctx.Err() == nil {
-			results := make([]Settlement, len(claimed))
+			results := make([]engine.Settlement, len(claimed))
 			for i, c := range claimed {
 				results[i] = handBack(c, "leadership not confirmed")
 			}
@@ -354,7 +355,7 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, b
 	defer cancel()
 	var (
 		mu            sync.Mutex
-		results       = make([]Settlement, 0, len(claimed))
+		results       = make([]engine.Settlement, 0, len(claimed))
 		stuckLost     int // messages of batches stuck past the claim, unanswered
 		stuckAnswered int // answered, but only after the claim ran out
 		wg            sync.WaitGroup
@@ -382,7 +383,7 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, b
 			// claimed: a pause that committed while it waited for its
 			// slot holds it.
 			part, back := x.holdPaused(part, byID)
-			var rs []Settlement
+			var rs []engine.Settlement
 			var lost, late int
 			if len(part) > 0 {
 				rs, lost, late = x.sendBatch(sctx, channel, part, byID)
@@ -400,7 +401,7 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, b
 	}
 	if stuckLost > 0 {
 		x.l.log.Warn("send stuck past its claim; it will be sent again with the same keys", "channel", channel, "n", stuckLost)
-		x.l.raise(ctx, NewRaiseAlert(AlertCause{AlertSendStuck, channel}, "", AlertParams{Channel: channel, Count: stuckLost, Late: x.l.cfg.ClaimTimeout},
+		x.l.raise(ctx, engine.NewRaiseAlert(engine.AlertCause{Kind: engine.AlertSendStuck, Subject: channel}, "", engine.AlertParams{Channel: channel, Count: stuckLost, Late: x.l.cfg.ClaimTimeout},
 			fmt.Sprintf("%d message(s) on channel %s were still in flight after %s; they will be sent again with the same idempotency keys",
 				stuckLost, channel, x.l.cfg.ClaimTimeout), x.l.now()))
 	}
@@ -408,7 +409,7 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, b
 		// They outlived their claim, but the channel answered: record
 		// that, rather than send them again.
 		x.l.log.Warn("send answered only after its claim ran out", "channel", channel, "n", stuckAnswered)
-		x.l.raise(ctx, NewRaiseAlert(AlertCause{AlertSendStuck, channel}, "", AlertParams{Channel: channel, Count: stuckAnswered, Late: x.l.cfg.ClaimTimeout},
+		x.l.raise(ctx, engine.NewRaiseAlert(engine.AlertCause{Kind: engine.AlertSendStuck, Subject: channel}, "", engine.AlertParams{Channel: channel, Count: stuckAnswered, Late: x.l.cfg.ClaimTimeout},
 			fmt.Sprintf("%d message(s) on channel %s were answered only after %s, when their claim had run out",
 				stuckAnswered, channel, x.l.cfg.ClaimTimeout), x.l.now()))
 	}
@@ -423,8 +424,8 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []Claimed, b
 // batches cuts a claimed group into the batches handed to the channel: at
 // most BatchSize messages and, past the first, MaxBatchBytes of payload
 // (a batch is one plugin call, one message of the plugin protocol).
-func (x *executor) batches(claimed []Claimed, byID map[string]*Delivery) iter.Seq[[]Claimed] {
-	return func(yield func([]Claimed) bool) {
+func (x *executor) batches(claimed []engine.Claimed, byID map[string]*engine.Delivery) iter.Seq[[]engine.Claimed] {
+	return func(yield func([]engine.Claimed) bool) {
 		start, size := 0, 0
 		for i, c := range claimed {
 			n := len(byID[c.ID].Payload)
@@ -446,7 +447,7 @@ func (x *executor) batches(claimed []Claimed, byID map[string]*Delivery) iter.Se
 // results. lost counts the messages of a batch that was stuck past its
 // claim without an answer (no results: they go again with the same keys);
 // late those answered only after the claim ran out (results recorded).
-func (x *executor) sendBatch(sctx context.Context, channel string, claimed []Claimed, byID map[string]*Delivery) (results []Settlement, lost, late int) {
+func (x *executor) sendBatch(sctx context.Context, channel string, claimed []engine.Claimed, byID map[string]*engine.Delivery) (results []engine.Settlement, lost, late int) {
 	batch := make([]heraldtype.Message, len(claimed))
 	for i, c := range claimed {
 		d := byID[c.ID]
@@ -464,7 +465,7 @@ func (x *executor) sendBatch(sctx context.Context, channel string, claimed []Cla
 	for _, o := range outs {
 		byOut[o.ID] = o
 	}
-	results = make([]Settlement, 0, len(claimed))
+	results = make([]engine.Settlement, 0, len(claimed))
 	for _, c := range claimed {
 		o, ok := byOut[c.ID]
 		switch {
@@ -482,19 +483,19 @@ func (x *executor) sendBatch(sctx context.Context, channel string, claimed []Cla
 }
 
 // record replicates the settlements of this leader's claims.
-func (x *executor) record(ctx context.Context, results []Settlement) error {
-	_, err := x.l.propose(ctx, CmdRecordResults, RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results})
+func (x *executor) record(ctx context.Context, results []engine.Settlement) error {
+	_, err := x.l.propose(ctx, engine.CmdRecordResults, engine.RecordResults{Leader: x.l.cfg.NodeID, Now: x.l.now(), Results: results})
 	return err
 }
 
 // settle answers claim c with the channel's verdict r.
-func settle(c Claimed, r heraldtype.Result) Settlement {
-	return Settlement{ID: c.ID, Seq: c.Seq, Status: r.Status, ProviderID: r.ProviderID, RetryAfter: r.RetryAfter, Code: r.Code, Error: r.Error}
+func settle(c engine.Claimed, r heraldtype.Result) engine.Settlement {
+	return engine.Settlement{ID: c.ID, Seq: c.Seq, Status: r.Status, ProviderID: r.ProviderID, RetryAfter: r.RetryAfter, Code: r.Code, Error: r.Error}
 }
 
 // handBack answers claim c without a send, saying why: pending again
 // within a second, spending no attempt (a rate limit's verdict).
-func handBack(c Claimed, why string) Settlement {
+func handBack(c engine.Claimed, why string) engine.Settlement {
 	return settle(c, heraldtype.Result{Status: heraldtype.StatusRateLimited, RetryAfter: time.Second, Error: "not sent: " + why})
 }
 
@@ -502,25 +503,25 @@ func handBack(c Claimed, why string) Settlement {
 // round-robin across runs (each run's own in due order): the first of
 // every run, then the second of every run, and so on. One huge run then
 // takes its turn beside a small rule's slot instead of ahead of it.
-func fairOrder(due []*Delivery) {
-	slices.SortStableFunc(due, func(a, b *Delivery) int {
+func fairOrder(due []*engine.Delivery) {
+	slices.SortStableFunc(due, func(a, b *engine.Delivery) int {
 		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
 			return c
 		}
-		return a.dueAt().Compare(b.dueAt())
+		return a.DueAt().Compare(b.DueAt())
 	})
 	type runPrio struct {
 		run string
 		p   heraldtype.Priority
 	}
-	rank := make(map[*Delivery]int, len(due))
+	rank := make(map[*engine.Delivery]int, len(due))
 	next := map[runPrio]int{}
 	for _, d := range due {
 		k := runPrio{d.RunKey, d.Priority}
 		rank[d] = next[k]
 		next[k]++
 	}
-	slices.SortStableFunc(due, func(a, b *Delivery) int {
+	slices.SortStableFunc(due, func(a, b *engine.Delivery) int {
 		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
 			return c
 		}
@@ -533,7 +534,7 @@ func fairOrder(due []*Delivery) {
 // were claimed: the pause committed between the claim and this batch's
 // turn. Recorded with the group's results, they are pending and held: out
 // of the due index until the rule is resumed.
-func (x *executor) holdPaused(claimed []Claimed, byID map[string]*Delivery) (send []Claimed, back []Settlement) {
+func (x *executor) holdPaused(claimed []engine.Claimed, byID map[string]*engine.Delivery) (send []engine.Claimed, back []engine.Settlement) {
 	for _, c := range claimed {
 		if _, paused := x.l.cfg.FSM.Paused(byID[c.ID].Rule); paused {
 			back = append(back, handBack(c, "rule paused"))

@@ -1,4 +1,4 @@
-package engine
+package leader
 
 import (
 	"context"
@@ -8,29 +8,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
+	"github.com/stretchr/testify/require"
 )
 
 // flakyLog fails the next proposals of the given command types, as a
 // replication timeout would.
+var errTimeout = errors.New("timed out enqueuing operation")
+
 type flakyLog struct {
 	*localLog
 	mu   sync.Mutex
-	fail map[CommandType]int
+	fail map[engine.CommandType]int
 }
-
-var errTimeout = errors.New("timed out enqueuing operation")
 
 func (f *flakyLog) Apply(ctx context.Context, cmd []byte) (any, error) {
 	f.mu.Lock()
-	t := CommandType(cmd[0])
-	for json, packed := range packedOf {
-		if t == packed {
-			t = json // a packed twin fails as its JSON command would
-		}
-	}
+	t := engine.JSONTwin(engine.CommandType(cmd[0])) // a packed twin fails as its JSON command would
 	if n := f.fail[t]; n > 0 {
 		f.fail[t] = n - 1
 		f.mu.Unlock()
@@ -45,22 +40,22 @@ func (f *flakyLog) Apply(ctx context.Context, cmd []byte) (any, error) {
 // wakes it in a quiet cluster).
 func TestExecutorRetriesSoonAfterAFailedProposal(t *testing.T) {
 	t.Parallel()
-	for _, ct := range []CommandType{CmdClaim, CmdExpire} {
+	for _, ct := range []engine.CommandType{engine.CmdClaim, engine.CmdExpire} {
 		t.Run(ct.String(), func(t *testing.T) {
 			t.Parallel()
 			start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-			s := newSim(t, start.Add(-time.Minute), Rule{Name: "r", Schedule: "0 9 * * *", Channel: "mock", Deadline: time.Hour})
+			s := newSim(t, start.Add(-time.Minute), engine.Rule{Name: "r", Schedule: "0 9 * * *", Channel: "mock", Deadline: time.Hour})
 			s.rules.plan["r"] = to("alice")
-			flaky := &flakyLog{localLog: s.log, fail: map[CommandType]int{}}
+			flaky := &flakyLog{localLog: s.log, fail: map[engine.CommandType]int{}}
 			s.cfg.Replicator = flaky
 			s.lead("n1")
 			s.sched.runOnce(s.ctx) // the rule's schedule starts counting
 			s.clock.Set(start)
 			s.sched.runOnce(s.ctx)
 			s.sched.wg.Wait()
-			require.Len(t, s.log.fsm.RunDeliveries(RunKey("r", start)), 1)
+			require.Len(t, s.log.fsm.RunDeliveries(engine.RunKey("r", start)), 1)
 			now := start
-			if ct == CmdExpire {
+			if ct == engine.CmdExpire {
 				now = start.Add(2 * time.Hour) // past the deadline
 				s.clock.Set(now)
 			}
@@ -70,7 +65,7 @@ func TestExecutorRetriesSoonAfterAFailedProposal(t *testing.T) {
 			s.clock.Set(wake)
 			s.exec.runOnce(s.ctx)
 			s.exec.wg.Wait()
-			d, _ := s.log.fsm.Delivery(DeliveryID(RunKey("r", start), "alice"))
+			d, _ := s.log.fsm.Delivery(engine.DeliveryID(engine.RunKey("r", start), "alice"))
 			require.True(t, d.State.Final(), "still %s after the retry", d.State)
 		})
 	}
@@ -109,13 +104,13 @@ func TestResendHeldBackByRateLimitsGoesWhenAdmitted(t *testing.T) {
 			start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 			s := newSim(t, start)
 			_, id := s.oneDelivery(start)
-			s.apply(CmdClaim, ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: start, Timeout: 30 * time.Second})
+			s.apply(engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{id}, Leader: "n1", Now: start, Timeout: 30 * time.Second})
 
-			flaky := &flakyLog{localLog: s.log, fail: map[CommandType]int{}}
+			flaky := &flakyLog{localLog: s.log, fail: map[engine.CommandType]int{}}
 			sender := &refusingOnce{simSender: s.sender}
 			s.cfg.Replicator, s.cfg.Sender = flaky, sender
 			if failClaim {
-				flaky.fail[CmdClaim] = 1
+				flaky.fail[engine.CmdClaim] = 1
 			} else {
 				sender.refuses = 1
 			}
@@ -159,7 +154,7 @@ func TestSendPastItsClaimStillRecordsOutcomes(t *testing.T) {
 	s.exec.wg.Wait()
 	require.Len(t, alertsWith(s.log.fsm, "stuck:mock"), 1)
 	d, _ := s.log.fsm.Delivery(id)
-	require.Equal(t, StateSent, d.State, "the channel's answer was thrown away")
+	require.Equal(t, engine.StateSent, d.State, "the channel's answer was thrown away")
 }
 
 // refusingChannel refuses every message of one channel, like a provider
@@ -186,15 +181,15 @@ func TestRateLimitedBacklogDoesNotHideAnotherChannel(t *testing.T) {
 	s.cfg.ClaimBatch, s.cfg.MaxSends = 10, 1 // two group slots: a pass looks at 20
 	s.cfg.Sender = &refusingChannel{simSender: s.sender, channel: "slow"}
 	plan := func(rule, channel string, n int, at time.Time) {
-		key := RunKey(rule, at)
-		s.apply(CmdStartRun, StartRun{Key: key, Rule: rule, Slot: at, Now: at})
-		var nds []NewDelivery
+		key := engine.RunKey(rule, at)
+		s.apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: rule, Slot: at, Now: at})
+		var nds []engine.NewDelivery
 		for i := range n {
 			who := fmt.Sprintf("%s%d", rule, i)
-			nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: channel,
+			nds = append(nds, engine.NewDelivery{ID: engine.DeliveryID(key, who), Recipient: who, Channel: channel,
 				Priority: heraldtype.PriorityNormal, NotBefore: at, Deadline: at.Add(time.Hour)})
 		}
-		s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds})
+		s.apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: nds})
 	}
 	plan("old", "slow", 30, start.Add(-10*time.Minute))
 	plan("mid", "mock", 3, start.Add(-5*time.Minute)) // neither the oldest 20 nor the newest
@@ -215,15 +210,15 @@ func TestBacklogGoesOnAsGroupsSettle(t *testing.T) {
 	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	s := newSim(t, start)
 	s.cfg.ClaimBatch, s.cfg.MaxSends = 10, 1 // two group slots: a pass sends at most 11 of a run
-	key := RunKey("r", start)
-	s.apply(CmdStartRun, StartRun{Key: key, Rule: "r", Slot: start, Now: start})
-	var nds []NewDelivery
+	key := engine.RunKey("r", start)
+	s.apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: "r", Slot: start, Now: start})
+	var nds []engine.NewDelivery
 	for i := range 50 {
 		who := fmt.Sprintf("u%d", i)
-		nds = append(nds, NewDelivery{ID: DeliveryID(key, who), Recipient: who, Channel: "mock",
+		nds = append(nds, engine.NewDelivery{ID: engine.DeliveryID(key, who), Recipient: who, Channel: "mock",
 			Priority: heraldtype.PriorityNormal, NotBefore: start, Deadline: start.Add(time.Hour)})
 	}
-	s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: nds})
+	s.apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: nds})
 	s.lead("n1")
 	s.step()
 	sends := s.sender.all()
@@ -243,10 +238,10 @@ func TestRefusedBacklogDoesNotDelayAMessageDueSoon(t *testing.T) {
 	s := newSim(t, start)
 	s.cfg.Sender = &refusingChannel{simSender: s.sender, channel: "slow"}
 	plan := func(rule, channel string, at time.Time) string {
-		key := RunKey(rule, at)
-		s.apply(CmdStartRun, StartRun{Key: key, Rule: rule, Slot: at, Now: at})
-		id := DeliveryID(key, "ann")
-		s.apply(CmdAddDeliveries, AddDeliveries{RunKey: key, Deliveries: []NewDelivery{{ID: id, Recipient: "ann", Channel: channel,
+		key := engine.RunKey(rule, at)
+		s.apply(engine.CmdStartRun, engine.StartRun{Key: key, Rule: rule, Slot: at, Now: at})
+		id := engine.DeliveryID(key, "ann")
+		s.apply(engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: key, Deliveries: []engine.NewDelivery{{ID: id, Recipient: "ann", Channel: channel,
 			Priority: heraldtype.PriorityNormal, NotBefore: at, Deadline: at.Add(time.Hour)}}})
 		return id
 	}

@@ -1,10 +1,12 @@
-package engine
+package leader
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // The housekeeper is the leader's third loop, beside the scheduler and the
@@ -54,10 +56,10 @@ func (c *HousekeeperConfig) setDefaults() {
 	}
 	setDefault(&c.AlertInterval, AlertIntervalDefault)
 	setDefault(&c.LatePlan, LatePlanDefault)
-	setDefault(&c.Retention, RetentionDefault)
-	setDefault(&c.LedgerRetention, LedgerRetentionDefault)
-	setDefault(&c.PruneEvery, PruneEveryDefault)
-	setDefault(&c.AuditRetention, AuditRetentionDefault)
+	setDefault(&c.Retention, engine.RetentionDefault)
+	setDefault(&c.LedgerRetention, engine.LedgerRetentionDefault)
+	setDefault(&c.PruneEvery, engine.PruneEveryDefault)
+	setDefault(&c.AuditRetention, engine.AuditRetentionDefault)
 	if c.AlertRule == "" {
 		c.AlertRule = AlertRuleDefault
 	}
@@ -127,27 +129,27 @@ func (l *Leader) compensate(ctx context.Context) {
 	if len(ds) == 0 {
 		return
 	}
-	submit := SubmitFunc(func(ctx context.Context, t SubmitTask) (*Task, error) {
+	submit := engine.SubmitFunc(func(ctx context.Context, t engine.SubmitTask) (*engine.Task, error) {
 		t.Now = l.now()
-		res, err := l.propose(ctx, CmdSubmitTask, t)
+		res, err := l.propose(ctx, engine.CmdSubmitTask, t)
 		if err != nil {
 			return nil, err
 		}
-		return res.(SubmitResult).Task, nil
+		return res.(engine.SubmitResult).Task, nil
 	})
 	ids := make([]string, 0, len(ds))
 	for _, d := range ds {
 		if ctx.Err() != nil {
 			return
 		}
-		rc := RunContext{Rule: d.Rule, Key: d.RunKey, Slot: d.Slot}
+		rc := engine.RunContext{Rule: d.Rule, Key: d.RunKey, Slot: d.Slot}
 		if run, ok := l.cfg.FSM.Run(d.RunKey); ok {
 			rc.Zone, rc.Data = run.Zone, run.Data
-			if loc, err := LoadLocation(run.Zone); err == nil {
+			if loc, err := engine.LoadLocation(run.Zone); err == nil {
 				rc.Slot = d.Slot.In(loc)
 			}
 		}
-		fd := FailedDelivery{ID: d.ID, Recipient: d.Recipient, State: d.State, Attempts: d.Attempts, Error: d.LastError}
+		fd := engine.FailedDelivery{ID: d.ID, Recipient: d.Recipient, State: d.State, Attempts: d.Attempts, Error: d.LastError}
 		cctx, cancel := context.WithTimeout(ctx, l.cfg.PlanTimeout)
 		err := l.cfg.Rules.OnFailed(cctx, d.Rule, rc, fd, submit)
 		cancel()
@@ -156,13 +158,13 @@ func (l *Leader) compensate(ctx context.Context) {
 		}
 		if err != nil {
 			l.log.Warn("rule's on_failed failed", "rule", d.Rule, "delivery", d.ID, "err", err)
-			l.raise(ctx, NewRaiseAlert(AlertCause{AlertCompensationError, d.Rule}, d.Rule,
-				AlertParams{Run: d.RunKey, Slot: d.Slot, Recipient: d.Recipient, Error: err.Error()},
+			l.raise(ctx, engine.NewRaiseAlert(engine.AlertCause{Kind: engine.AlertCompensationError, Subject: d.Rule}, d.Rule,
+				engine.AlertParams{Run: d.RunKey, Slot: d.Slot, Recipient: d.Recipient, Error: err.Error()},
 				fmt.Sprintf("on_failed of rule %s failed for delivery %s to %s: %v", d.Rule, d.ID, d.Recipient, err), l.now()))
 		}
 		ids = append(ids, d.ID)
 	}
-	if _, err := l.propose(ctx, CmdCompensated, Compensated{IDs: ids}); err != nil {
+	if _, err := l.propose(ctx, engine.CmdCompensated, engine.Compensated{IDs: ids}); err != nil {
 		l.log.Warn("cannot record compensation; it will run again", "err", err)
 	}
 }
@@ -189,11 +191,11 @@ func (l *Leader) notifyAlerts(ctx context.Context, now time.Time) time.Time {
 				continue
 			}
 		}
-		data, err := json.Marshal(alertData(al, l.cfg.DisplayZone))
+		data, err := json.Marshal(engine.AlertDataOf(al, l.cfg.DisplayZone))
 		if err != nil {
 			continue
 		}
-		_, err = l.propose(ctx, CmdNotifyAlert, NotifyAlert{ID: al.ID, Seq: al.Notified + 1, Interval: l.cfg.AlertInterval, Rule: l.cfg.AlertRule, Data: data, Now: now})
+		_, err = l.propose(ctx, engine.CmdNotifyAlert, engine.NotifyAlert{ID: al.ID, Seq: al.Notified + 1, Interval: l.cfg.AlertInterval, Rule: l.cfg.AlertRule, Data: data, Now: now})
 		if err != nil && ctx.Err() == nil {
 			l.log.Debug("alert not notified", "alert", al.ID, "err", err)
 		}
@@ -220,12 +222,12 @@ func (l *Leader) reportLateRuns(ctx context.Context, now time.Time) time.Time {
 			}
 			continue
 		}
-		cause := AlertCause{AlertRunLate, r.Key}
-		if _, ok := l.cfg.FSM.Alert(AlertID(cause.Key())); ok {
+		cause := engine.AlertCause{Kind: engine.AlertRunLate, Subject: r.Key}
+		if _, ok := l.cfg.FSM.Alert(engine.AlertID(cause.Key())); ok {
 			continue
 		}
 		late := now.Sub(start).Round(time.Second)
-		l.raise(ctx, NewRaiseAlert(cause, r.Rule, AlertParams{Run: r.Key, Slot: r.Slot, Late: late},
+		l.raise(ctx, engine.NewRaiseAlert(cause, r.Rule, engine.AlertParams{Run: r.Key, Slot: r.Slot, Late: late},
 			fmt.Sprintf("run %s is still planning %s after it started", r.Key, late), now))
 	}
 	return wake
@@ -237,18 +239,18 @@ func (l *Leader) reportLateRuns(ctx context.Context, now time.Time) time.Time {
 // trail the proposal would only be refused).
 func (l *Leader) pruneOnce(ctx context.Context, now time.Time) {
 	if l.cfg.FSM.AuditLen() > 0 {
-		if res, err := l.propose(ctx, CmdPruneAudit, PruneAudit{Before: now.Add(-l.cfg.AuditRetention), Now: now}); err != nil {
+		if res, err := l.propose(ctx, engine.CmdPruneAudit, engine.PruneAudit{Before: now.Add(-l.cfg.AuditRetention), Now: now}); err != nil {
 			l.log.Warn("cannot prune the audit trail", "err", err)
 		} else if n := res.(int); n > 0 {
 			l.log.Info("pruned audit records past retention", "records", n, "retention", l.cfg.AuditRetention)
 		}
 	}
-	res, err := l.propose(ctx, CmdPrune, Prune{Before: now.Add(-l.cfg.Retention), LedgerBefore: now.Add(-l.cfg.LedgerRetention), Now: now})
+	res, err := l.propose(ctx, engine.CmdPrune, engine.Prune{Before: now.Add(-l.cfg.Retention), LedgerBefore: now.Add(-l.cfg.LedgerRetention), Now: now})
 	if err != nil {
 		l.log.Warn("cannot prune finished deliveries", "err", err)
 		return
 	}
-	if r := res.(PruneResult); r != (PruneResult{}) {
+	if r := res.(engine.PruneResult); r != (engine.PruneResult{}) {
 		l.log.Info("pruned past retention", "deliveries", r.Deliveries, "runs", r.Runs, "tasks", r.Tasks, "alerts", r.Alerts, "ledger", r.Ledger)
 	}
 }
