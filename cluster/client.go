@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+
+	"github.com/heraldhq/herald/engine/api/reply"
 )
 
 // Client talks to any node's /v1/cluster/ endpoints. The CLI uses it, and so
@@ -258,9 +260,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		}
 	}
 	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error string `json:"error"`
-		}
+		var e reply.Body
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(b))
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api/held"
+	"github.com/heraldhq/herald/engine/api/reply"
 )
 
 // HopHeader marks a request already forwarded once by a follower. A node
@@ -291,12 +292,14 @@ func writeErr(w http.ResponseWriter, err error) {
 	writeError(w, status, err.Error())
 }
 
+// writeError answers with the error envelope the API's endpoints also
+// fail with (reply.Error), so a client reads every Herald error alike.
+// The cluster's answers stay compact even under the API's ?pretty=1, as
+// they always were.
 func writeError(w http.ResponseWriter, status int, reason string) {
-	writeJSON(w, status, map[string]string{"error": reason})
+	reply.Error(w, status, reason, false)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	reply.JSON(w, status, v, false)
 }

@@ -27,7 +27,7 @@ type NotifyAlert struct {
 }
 
 // AlertTaskKey names the task of an alert's seq-th notification.
-func AlertTaskKey(id string, seq int) string { return fmt.Sprintf("alert:%s:%d", id, seq) }
+func AlertTaskKey(id string, seq int) string { return fmt.Sprintf(alertTaskPrefix+"%s:%d", id, seq) }
 
 func (a applier) notifyAlert(c NotifyAlert) any {
 	al, ok := a.st.Alerts[c.ID]

@@ -84,18 +84,6 @@ func instantsAt(wall time.Time, loc *time.Location) []time.Time {
 	return out
 }
 
-// LoadZone loads a display zone: "" and "Local" are the machine's zone.
-func LoadZone(name string) (*time.Location, error) {
-	if name == "" || name == "Local" {
-		return time.Local, nil
-	}
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		return nil, fmt.Errorf("time zone %q: %w (want an IANA name such as Asia/Shanghai, or UTC)", name, err)
-	}
-	return loc, nil
-}
-
 // rfc3339InText finds a time in a text, with the character before it: one
 // after an "@" is part of a run key (rule@slot), a name to copy, not a
 // time to read.

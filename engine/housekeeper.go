@@ -89,7 +89,7 @@ func (l *Leader) compensate(ctx context.Context) {
 		rc := RunContext{Rule: d.Rule, Key: d.RunKey, Slot: d.Slot}
 		if run, ok := l.cfg.FSM.Run(d.RunKey); ok {
 			rc.Zone, rc.Data = run.Zone, run.Data
-			if loc, err := time.LoadLocation(run.Zone); err == nil {
+			if loc, err := LoadLocation(run.Zone); err == nil {
 				rc.Slot = d.Slot.In(loc)
 			}
 		}

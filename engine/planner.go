@@ -25,7 +25,7 @@ func (l *Leader) plan(ctx context.Context, run *Run) error {
 	if zone == "" {
 		zone = rule.Timezone
 	}
-	loc := location(zone)
+	loc := ZoneLocation(zone)
 	rc := RunContext{
 		Rule: run.Rule, Key: run.Key, Slot: run.Slot.In(loc), Zone: loc.String(),
 		Data: run.Data, Missed: l.cfg.FSM.Missed(run.Rule), DirectoryHash: run.DirectoryHash,

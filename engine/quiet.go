@@ -152,7 +152,7 @@ func (r Rule) Timing(runKey string, base time.Time, p Planned, i, n int, zone st
 		if z == "" {
 			z = zone
 		}
-		loc := location(z)
+		loc := ZoneLocation(z)
 		if end, held := p.Quiet.Release(t.SendAt, loc); held {
 			// The stagger goes on after the window, so that everyone held
 			// does not leave at 08:00:00 sharp.

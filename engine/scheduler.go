@@ -103,24 +103,3 @@ func (s *scheduler) fireTasks(ctx context.Context, hash string, now time.Time) (
 	}
 	return next, ok
 }
-
-// SlotDate is slot's date (YYYY-MM-DD) in zone (UTC when zone is empty
-// or unknown): the date a run's statistics are counted under.
-func SlotDate(slot time.Time, zone string) string {
-	return slot.In(location(zone)).Format(time.DateOnly)
-}
-
-// locations caches loaded zones: LoadLocation reads zone data every call.
-var locations sync.Map
-
-func location(zone string) *time.Location {
-	if l, ok := locations.Load(zone); ok {
-		return l.(*time.Location)
-	}
-	loc, err := time.LoadLocation(zone)
-	if err != nil {
-		loc = time.UTC
-	}
-	locations.Store(zone, loc)
-	return loc
-}

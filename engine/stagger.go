@@ -32,7 +32,7 @@ func ZoneRunKey(rule, zone string, slot time.Time) string {
 // instead of the run key, so a person whose zone changed on the day still
 // gets 09:00 once.
 func LocalSlotKey(rule string, slot time.Time, zone string) string {
-	return rule + "@local:" + slot.In(location(zone)).Format("2006-01-02T15:04:05")
+	return rule + "@local:" + slot.In(ZoneLocation(zone)).Format("2006-01-02T15:04:05")
 }
 
 // TaskRunKey names the run of an API task.

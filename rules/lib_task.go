@@ -2,10 +2,9 @@ package rules
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -33,12 +32,6 @@ import (
 // given (the delivery's id, the run's key), never from a counter or the
 // clock: the engine answers the same key and body with the task it already
 // has, so a second run of the hook adds nothing.
-
-// Limits of a task submitted from Lua, the same as the HTTP API's.
-const (
-	maxTaskKey   = 200
-	maxTaskAhead = 10 * 366 * 24 * time.Hour
-)
 
 const (
 	fnTaskSubmit   = "task.submit"
@@ -211,27 +204,21 @@ func (sb *sandbox) taskDue(args *lua.LTable) (time.Time, string) {
 		}
 		at = slot.Add(d)
 	}
-	if at.Sub(slot) > maxTaskAhead {
+	if at.Sub(slot) > engine.MaxTaskAhead {
 		return time.Time{}, "due more than ten years after the run's slot"
 	}
 	return at, ""
 }
 
-// checkTaskKey applies the HTTP API's rules for task keys: they name the
-// task in URLs, and keys starting with "alert:" are Herald's own.
+// checkTaskKey applies engine.CheckTaskKey, the HTTP API's rule for task
+// keys, so that a hook cannot make a task the API cannot read or cancel.
+// A missing key gets advice for a hook: on_failed runs at least once.
 func checkTaskKey(k string) string {
-	switch {
-	case k == "":
+	switch err := engine.CheckTaskKey(k); {
+	case errors.Is(err, engine.ErrTaskKeyMissing):
 		return "key is required: build it from the failed delivery (d.id) so that a second run of on_failed finds the same task"
-	case len(k) > maxTaskKey:
-		return fmt.Sprintf("key is longer than %d bytes", maxTaskKey)
-	case strings.HasPrefix(k, "alert:"):
-		return `keys starting with "alert:" are Herald's own`
-	}
-	for _, r := range k {
-		if r == '/' || r == '?' || r == '#' || r == '%' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return fmt.Sprintf("key %q must not contain %q (it goes in URLs)", k, r)
-		}
+	case err != nil:
+		return err.Error()
 	}
 	return ""
 }

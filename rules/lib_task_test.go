@@ -284,3 +284,36 @@ func TestTaskSubmitKeyDeterministic(t *testing.T) {
 		require.Equal(t, first, got[0])
 	}
 }
+
+// TestTaskSubmitDotKeys: "." and ".." are refused from Lua as the API
+// refuses them: a URL path cleans them away (/v1/tasks/.. is /v1/), so a
+// task an on_failed hook made under such a key could never be read or
+// cancelled by URL.
+func TestTaskSubmitDotKeys(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"target.lua":  simpleRule("target", "return {}"),
+		"dot.lua":     taskRule("dot", `{ key = ".", rule = "target", after = "1m" }`),
+		"dotdot.lua":  taskRule("dotdot", `{ key = "..", rule = "target", after = "1m" }`),
+		"dotted.lua":  taskRule("dotted", `{ key = "...", rule = "target", after = "1m" }`),
+		"dotname.lua": taskRule("dotname", `{ key = "a..b", rule = "target", after = "1m" }`),
+	}
+	s := load(t, newDir(t, files))
+	run := func(rule string, submit engine.SubmitFunc) error {
+		return s.OnFailed(context.Background(), rule, engine.RunContext{Rule: rule, Key: "r", Slot: mustTime(t, "2026-12-01T09:00:00+08:00")},
+			engine.FailedDelivery{ID: "d1", Recipient: "alice", State: engine.StateFailed}, submit)
+	}
+	for rule, key := range map[string]string{"dot": ".", "dotdot": ".."} {
+		f := &fakeSubmitter{}
+		err := run(rule, f.submit)
+		require.ErrorIs(t, err, ErrRule, rule)
+		require.ErrorContains(t, err, fmt.Sprintf("task.submit: key: %q cannot be a key (it goes in URLs)", key), rule)
+		require.Empty(t, f.submitted(), rule)
+	}
+	// Only the whole key: dots inside a longer one survive a URL.
+	for _, rule := range []string{"dotted", "dotname"} {
+		f := &fakeSubmitter{}
+		require.NoError(t, run(rule, f.submit), rule)
+		require.Len(t, f.submitted(), 1, rule)
+	}
+}

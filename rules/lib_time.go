@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // The `time` module. A time is a userdata holding a Go time.Time with its
@@ -21,27 +22,17 @@ import (
 // parseLayouts are tried in order by time.parse without a layout.
 var parseLayouts = []string{time.RFC3339Nano, "2006-01-02 15:04:05", "2006-01-02 15:04", time.DateOnly}
 
-// zones caches loaded locations: LoadLocation reads the zone database on
-// every call, and rules may convert zones for every recipient.
-var zones sync.Map // string -> *time.Location
-
 // errLocalZone refuses the zone "Local": it is each machine's own, so two
 // leaders would disagree (the engine's schedules refuse it too).
 var errLocalZone = errors.New(`"Local" depends on the machine; name an IANA zone like Asia/Shanghai`)
 
+// loadZone is the engine's cached loader (rules may convert zones for
+// every recipient) with "Local" refused.
 func loadZone(name string) (*time.Location, error) {
 	if name == "Local" {
 		return nil, errLocalZone
 	}
-	if loc, ok := zones.Load(name); ok {
-		return loc.(*time.Location), nil
-	}
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		return nil, err
-	}
-	zones.Store(name, loc)
-	return loc, nil
+	return engine.LoadLocation(name)
 }
 
 // zoneError says why a rule's zone name was refused.

@@ -118,13 +118,13 @@ func machineZoneName() string {
 // target of /etc/localtime says it.
 func machineZone() (string, bool) {
 	if tz := strings.TrimPrefix(os.Getenv("TZ"), ":"); tz != "" {
-		if _, err := time.LoadLocation(tz); err == nil {
+		if _, err := engine.LoadLocation(tz); err == nil {
 			return tz, true
 		}
 	}
 	if target, err := os.Readlink("/etc/localtime"); err == nil {
 		if _, name, ok := strings.Cut(target, "zoneinfo/"); ok {
-			if _, err := time.LoadLocation(name); err == nil {
+			if _, err := engine.LoadLocation(name); err == nil {
 				return name, true
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/heraldhq/herald/engine/api/reply"
 )
 
 // Role is what a token may do. Each role includes the ones below it.
@@ -264,7 +266,7 @@ const (
 )
 
 func writeAuthError(w http.ResponseWriter, code int, auth, reason string) {
-	writeJSON(w, code, map[string]string{"error": reason, "auth": auth})
+	writeJSON(w, code, reply.With(reason, map[string]any{"auth": auth}))
 }
 
 // bearer returns the token of an "Authorization: Bearer TOKEN" header, or

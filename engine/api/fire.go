@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api/reply"
 )
 
 // FireRequest is the (optional) body of POST /v1/rules/{name}/fire.
@@ -97,7 +98,7 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 		if run, ok := s.cfg.FSM.Run(c.Key); ok {
 			msg += fmt.Sprintf(" (run %s, %s)", run.Key, run.State)
 		}
-		writeJSON(w, http.StatusConflict, map[string]string{"error": msg, "run": c.Key})
+		writeJSON(w, http.StatusConflict, reply.With(msg, map[string]any{"run": c.Key}))
 	case err != nil:
 		s.writeFireError(w, err, name, req.Slot == "")
 	default:

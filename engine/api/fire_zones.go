@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api/reply"
 )
 
 // fireZones fires a slot of a per-recipient rule (timezone = "recipient")
@@ -58,10 +59,9 @@ func (s *server) fireZones(w http.ResponseWriter, r *http.Request, rule engine.R
 		}
 	}
 	if len(res.Runs) == 0 {
-		writeJSON(w, http.StatusConflict, map[string]string{
-			"error": fmt.Sprintf("slot %s of rule %s already fired in every zone it names (%s)", slot.Format(time.RFC3339), rule.Name, strings.Join(exists, ", ")),
-			"run":   exists[0],
-		})
+		writeJSON(w, http.StatusConflict, reply.With(
+			fmt.Sprintf("slot %s of rule %s already fired in every zone it names (%s)", slot.Format(time.RFC3339), rule.Name, strings.Join(exists, ", ")),
+			map[string]any{"run": exists[0]}))
 		return
 	}
 	res.Run = res.Runs[0]

@@ -92,3 +92,18 @@ func TestCompactAnswers(t *testing.T) {
 	rec = b.send(t, http.MethodGet, "/v1/tasks?pretty=1", nil)
 	require.Equal(t, "{\n  \"tasks\": []\n}\n", rec.Body.String())
 }
+
+// The error envelope's bytes, compact and on ?pretty=1, with fields beside
+// the reason: clients and users' scripts read them (reply owns them).
+func TestErrorEnvelopeBytes(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	rec := b.send(t, http.MethodGet, "/v1/tasks/nope", nil)
+	require.Equal(t, http.StatusNotFound, rec.Code)
+	require.Equal(t, `{"error":"no task nope"}`+"\n", rec.Body.String())
+	rec = b.send(t, http.MethodGet, "/v1/tasks/nope?pretty=1", nil)
+	require.Equal(t, "{\n  \"error\": \"no task nope\"\n}\n", rec.Body.String())
+	rec = b.send(t, http.MethodPost, "/v1/tasks", strings.NewReader(`{"key":"a b","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`))
+	require.Equal(t, http.StatusBadRequest, rec.Code)
+	require.Equal(t, `{"error":"key: must not contain ' ' (it goes in URLs)","field":"key","reason":"must not contain ' ' (it goes in URLs)"}`+"\n", rec.Body.String())
+}

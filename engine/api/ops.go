@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api/reply"
 )
 
 // Operators' writes: pause and resume a rule, retry finished deliveries by
@@ -103,7 +104,7 @@ func (s *server) pauseRule(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, engine.ErrAlreadyPaused):
 		p, _ := s.cfg.FSM.Paused(name)
-		writeJSON(w, http.StatusConflict, map[string]any{"error": "rule " + name + " is already paused", "pause": pauseView(name, p)})
+		writeJSON(w, http.StatusConflict, reply.With("rule "+name+" is already paused", map[string]any{"pause": pauseView(name, p)}))
 	case err != nil:
 		s.writeApplyError(w, err)
 	default:
@@ -125,7 +126,7 @@ func (s *server) resumeRule(w http.ResponseWriter, r *http.Request) {
 	_, err := s.apply(r.Context(), engine.CmdResumeRule, engine.ResumeRule{Rule: name, By: actor(r, req.By), Now: s.now()})
 	switch {
 	case errors.Is(err, engine.ErrNotPaused):
-		writeJSON(w, http.StatusConflict, map[string]any{"error": "rule " + name + " is not paused", "pause": pauseView(name, nil)})
+		writeJSON(w, http.StatusConflict, reply.With("rule "+name+" is not paused", map[string]any{"pause": pauseView(name, nil)}))
 	case err != nil:
 		s.writeApplyError(w, err)
 	default:
@@ -168,7 +169,7 @@ func (s *server) retryOne(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(res.Skipped) > 0 {
-		writeJSON(w, http.StatusConflict, map[string]any{"error": fmt.Sprintf("delivery %s not retried: %s", d.ID, res.Skipped[0].Reason), "id": d.ID, "state": d.State.String()})
+		writeJSON(w, http.StatusConflict, reply.With(fmt.Sprintf("delivery %s not retried: %s", d.ID, res.Skipped[0].Reason), map[string]any{"id": d.ID, "state": d.State.String()}))
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

@@ -3,10 +3,16 @@ package api
 import "net/http"
 
 // prettyWriter marks a response that asked for indented JSON (?pretty=1);
-// writeJSON looks for it.
+// writeJSON looks for it (isPretty).
 type prettyWriter struct{ http.ResponseWriter }
 
 func (prettyWriter) pretty() bool { return true }
+
+// isPretty reports whether w asked for indented JSON.
+func isPretty(w http.ResponseWriter) bool {
+	p, ok := w.(interface{ pretty() bool })
+	return ok && p.pretty()
+}
 
 // Unwrap lets http.ResponseController reach the real writer.
 func (p prettyWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }

@@ -5,7 +5,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api/reply"
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
@@ -284,7 +284,7 @@ func (s *server) findDelivery(w http.ResponseWriter, id string) (*engine.Deliver
 func writePrefixError(w http.ResponseWriter, what, id string, err error) {
 	var amb *engine.AmbiguousError
 	if errors.As(err, &amb) {
-		writeJSON(w, http.StatusConflict, map[string]any{"error": amb.Error(), "matches": amb.Matches})
+		writeJSON(w, http.StatusConflict, reply.With(amb.Error(), map[string]any{"matches": amb.Matches}))
 		return
 	}
 	msg := fmt.Sprintf("no %s %s", what, id)
@@ -397,20 +397,15 @@ func intParam(s string, def, most int) (int, error) {
 	return n, nil
 }
 
-// writeJSON answers with v as compact JSON (indented on ?pretty=1): an
-// indented deep document is many times its compact size.
+// writeJSON answers with v as compact JSON, indented on ?pretty=1.
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	if p, ok := w.(interface{ pretty() bool }); ok && p.pretty() {
-		enc.SetIndent("", "  ")
-	}
-	_ = enc.Encode(v)
+	reply.JSON(w, code, v, isPretty(w))
 }
 
+// writeError answers with the error envelope shared with the cluster's
+// endpoints (reply.Error).
 func writeError(w http.ResponseWriter, code int, reason string) {
-	writeJSON(w, code, map[string]string{"error": reason})
+	reply.Error(w, code, reason, isPretty(w))
 }
 
 // RulesHashView is the body of GET /v1/rules/hash: what one node runs. Nodes

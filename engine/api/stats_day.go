@@ -28,7 +28,7 @@ func (s *server) displayZone() *time.Location {
 	if name == "" {
 		name = DefaultDisplayTimezone
 	}
-	if loc, err := time.LoadLocation(name); err == nil {
+	if loc, err := engine.LoadZone(name); err == nil {
 		return loc
 	}
 	return time.UTC
@@ -39,12 +39,7 @@ func (s *server) displayZone() *time.Location {
 // fire as they should.
 func (s *server) addSchedule(rs *RuleStats, rule engine.Rule, date string, now time.Time) {
 	rs.Schedule, rs.Timezone = rule.Schedule, rule.Timezone
-	loc := time.UTC
-	if rule.Timezone != "" {
-		if l, err := time.LoadLocation(rule.Timezone); err == nil {
-			loc = l
-		}
-	}
+	loc := engine.ZoneLocation(rule.Timezone)
 	day, err := time.ParseInLocation(time.DateOnly, date, loc)
 	if err != nil {
 		return

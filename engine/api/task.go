@@ -9,17 +9,18 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api/reply"
 )
 
 // Limits of a task submission.
+// The key's limits and how far ahead a task may be due are the engine's
+// (engine.CheckTaskKey, engine.MaxTaskAhead), shared with the Lua task
+// library.
 const (
-	maxTaskKey   = 200
-	maxTaskData  = 64 << 10
-	maxTaskAhead = 10 * 366 * 24 * time.Hour
-	maxTaskPage  = 1000
+	maxTaskData = 64 << 10
+	maxTaskPage = 1000
 )
 
 // TaskRequest is the body of POST /v1/tasks.
@@ -114,7 +115,7 @@ func (s *server) parseTask(w http.ResponseWriter, r *http.Request) (engine.Submi
 		return engine.SubmitTask{}, &FieldError{"due_at", "the zero time (0001-01-01T00:00:00Z) is no due time; give when the task should fire"}
 	}
 	now := s.now()
-	if due.Sub(now) > maxTaskAhead {
+	if due.Sub(now) > engine.MaxTaskAhead {
 		return engine.SubmitTask{}, &FieldError{"due_at", "more than ten years ahead"}
 	}
 	if now.Sub(due) > maxPastDue {
@@ -129,23 +130,17 @@ func (s *server) parseTask(w http.ResponseWriter, r *http.Request) (engine.Submi
 	return engine.SubmitTask{Key: req.Key, Rule: req.Rule, DueAt: due, Data: data, Now: now}, nil
 }
 
+// checkKey is engine.CheckTaskKey as a field error, with the API's advice
+// for a missing key.
 func checkKey(k string) error {
-	switch {
-	case k == "":
+	var ke *engine.TaskKeyError
+	switch err := engine.CheckTaskKey(k); {
+	case errors.Is(err, engine.ErrTaskKeyMissing):
 		return &FieldError{"key", "required: a key of your choice that names the task (you cancel it by it)"}
-	case len(k) > maxTaskKey:
-		return &FieldError{"key", fmt.Sprintf("longer than %d bytes", maxTaskKey)}
-	case strings.HasPrefix(k, "alert:"):
-		return &FieldError{"key", `keys starting with "alert:" are Herald's own`}
-	case k == "." || k == "..":
-		// A URL path cleans them away: /v1/tasks/.. is /v1/, so such a
-		// task could never be read or cancelled.
-		return &FieldError{"key", fmt.Sprintf("%q cannot be a key (it goes in URLs)", k)}
-	}
-	for _, r := range k {
-		if r == '/' || r == '?' || r == '#' || r == '%' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return &FieldError{"key", fmt.Sprintf("must not contain %q (it goes in URLs)", r)}
-		}
+	case errors.As(err, &ke):
+		return &FieldError{"key", ke.Reason}
+	case err != nil:
+		return &FieldError{"key", err.Error()}
 	}
 	return nil
 }
@@ -162,13 +157,13 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &conflict):
 		existing, _ := s.cfg.FSM.Task(c.Key)
-		body := map[string]any{"error": conflict.Error(), "differences": conflict.Differences}
+		fields := map[string]any{"differences": conflict.Differences}
 		if existing != nil {
-			body["task"] = s.taskView(existing)
+			fields["task"] = s.taskView(existing)
 		}
-		writeJSON(w, http.StatusConflict, body)
+		writeJSON(w, http.StatusConflict, reply.With(conflict.Error(), fields))
 	case errors.Is(err, engine.ErrTaskKeyUsed):
-		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error()})
+		writeError(w, http.StatusConflict, err.Error())
 	case err != nil:
 		s.writeApplyError(w, err)
 	default:
@@ -196,7 +191,7 @@ func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	var fired *engine.TaskFiredError
 	switch {
 	case errors.As(err, &fired):
-		writeJSON(w, http.StatusConflict, map[string]any{"error": fired.Error(), "task": s.taskView(fired.Task)})
+		writeJSON(w, http.StatusConflict, reply.With(fired.Error(), map[string]any{"task": s.taskView(fired.Task)}))
 	case errors.Is(err, engine.ErrNoTask):
 		writeError(w, http.StatusNotFound, "no task "+key)
 	case err != nil:
@@ -351,11 +346,11 @@ func writeFieldError(w http.ResponseWriter, err error) {
 		be *bodyError
 	)
 	if errors.As(err, &be) {
-		writeJSON(w, be.code, map[string]string{"error": be.reason, "field": "body"})
+		writeJSON(w, be.code, reply.With(be.reason, map[string]any{"field": "body"}))
 		return
 	}
 	if errors.As(err, &fe) {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fe.Error(), "field": fe.Field, "reason": fe.Reason})
+		writeJSON(w, http.StatusBadRequest, reply.With(fe.Error(), map[string]any{"field": fe.Field, "reason": fe.Reason}))
 		return
 	}
 	writeError(w, http.StatusBadRequest, err.Error())

@@ -105,6 +105,30 @@ func TestTaskValidation(t *testing.T) {
 	}
 }
 
+// TestTaskKeyErrors pins the API's answers to bad keys, which users'
+// scripts read, now that the check is engine.CheckTaskKey (shared with
+// the Lua task library).
+func TestTaskKeyErrors(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	for key, reason := range map[string]string{
+		"":                       "required: a key of your choice that names the task (you cancel it by it)",
+		strings.Repeat("k", 201): "longer than 200 bytes",
+		"alert:x":                `keys starting with "alert:" are Herald's own`,
+		".":                      `"." cannot be a key (it goes in URLs)`,
+		"..":                     `".." cannot be a key (it goes in URLs)`,
+		"a/b":                    `must not contain '/' (it goes in URLs)`,
+	} {
+		body, err := json.Marshal(map[string]string{"key": key, "rule": "enquiry_timeout", "due_at": "2026-12-01T10:15:00+08:00"})
+		require.NoError(t, err)
+		w := b.send(t, http.MethodPost, "/v1/tasks", bytes.NewReader(body))
+		require.Equal(t, http.StatusBadRequest, w.Code, key)
+		want, err := json.Marshal(map[string]string{"error": "key: " + reason, "field": "key", "reason": reason})
+		require.NoError(t, err)
+		require.JSONEq(t, string(want), w.Body.String(), key)
+	}
+}
+
 func TestTaskListPagesAndFilters(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)

@@ -104,6 +104,11 @@ func New(spec Spec, cals *calendar.Registry) (*Schedule, error) {
 	return s, nil
 }
 
+// loadZone loads a schedule's zone with this package's errors. It cannot
+// use engine.LoadLocation, the cached loader everything else shares:
+// engine's own tests import this package, so importing engine here would
+// be a cycle. A schedule is built per rule (at a load, a fire, a stats
+// page), not per recipient, so loading uncached costs little.
 func loadZone(name string) (*time.Location, error) {
 	switch name {
 	case "", "UTC":
