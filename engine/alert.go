@@ -68,6 +68,18 @@ func (a applier) taskKeyTaken(key string) bool {
 	return ok
 }
 
+// raiseAlert applies CmdRaiseAlert. The cause's kind is the body's (a
+// version 1 body's was upgraded from its cause key), its subject always the
+// cause key's.
+func (a applier) raiseAlert(c RaiseAlert) any {
+	var p AlertParams
+	if c.Params != nil {
+		p = *c.Params
+	}
+	a.st.raise(AlertCause{Kind: c.Kind, Subject: ParseAlertCause(c.Cause).Subject}, c.Cause, c.Rule, p, c.Message, c.Now)
+	return nil
+}
+
 func (a applier) ackAlert(c AckAlert) any {
 	al, ok := a.st.Alerts[c.ID]
 	if !ok {

@@ -10,10 +10,7 @@ import (
 // same, and a leader's crash loses none that were committed. The API
 // proposes one RecordAudit after each write it accepted (engine/api
 // audit.go says why it is a command of its own, not part of the write's).
-const (
-	CmdRecordAudit CommandType = 18
-	CmdPruneAudit  CommandType = 19
-)
+// The commands are CmdRecordAudit and CmdPruneAudit (command.go).
 
 // Defaults of the audit trail.
 const (

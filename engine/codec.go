@@ -36,54 +36,33 @@ const CmdIgnorable CommandType = 0x80
 // ("devel" unless cmd/herald sets it from the binary's build info).
 var Build = "devel"
 
-// commandSpec is what a build knows of one command type.
+// commandSpec is what a build knows of one command type: one row of
+// commandSpecs (command.go).
 type commandSpec struct {
 	name string
 	// since[v-1] is the FSM version that first applied body version v; the
 	// last entry is the version Encode writes.
 	since []uint16
+	// apply decodes the body and applies it (applyJSON, applyPacked).
+	apply func(applier, decoder) any
+	// downgrade decodes a body for Admit's check that it can be written as
+	// an older body version; nil for types whose versions are all written
+	// the same way (or that have one version).
+	downgrade func([]byte) (downgrader, error)
 }
 
 func (s commandSpec) latest() uint8 { return uint8(len(s.since)) }
 
-// commandSpecs is the log format. Append only: a new command gets a new
-// type number; a changed body gets a new version (with an upgrade of the
-// older bodies in code, see AddDeliveries.upgrade); nothing is renumbered
-// or removed, because every later build replays logs written by every
-// earlier one.
-var commandSpecs = map[CommandType]commandSpec{
-	CmdStartRun:      {name: "StartRun", since: []uint16{1}},
-	CmdAddDeliveries: {name: "AddDeliveries", since: []uint16{1, 2}},
-	CmdClaim:         {name: "Claim", since: []uint16{1}},
-	CmdRecordResults: {name: "RecordResults", since: []uint16{1}},
-	CmdUpsertMember:  {name: "UpsertMember", since: []uint16{1}},
-	CmdRemoveMember:  {name: "RemoveMember", since: []uint16{1}},
-	CmdInitCursor:    {name: "InitCursor", since: []uint16{1}},
-	CmdFinishPlan:    {name: "FinishPlan", since: []uint16{1}},
-	CmdExpire:        {name: "Expire", since: []uint16{1}},
-	CmdRaiseAlert:    {name: "RaiseAlert", since: []uint16{1, 2}},
-	CmdAckAlert:      {name: "AckAlert", since: []uint16{1}},
-	CmdSubmitTask:    {name: "SubmitTask", since: []uint16{1}},
-	CmdCancelTask:    {name: "CancelTask", since: []uint16{1}},
-	CmdNotifyAlert:   {name: "NotifyAlert", since: []uint16{1}},
-	CmdCompensated:   {name: "Compensated", since: []uint16{1}},
-	CmdPrune:         {name: "Prune", since: []uint16{1}},
-	CmdFoldDigest:    {name: "FoldDigest", since: []uint16{2}},
+// applyJSON makes the applier of a command with a JSON body: decode it
+// strictly (stopping the node if it does not decode), then apply it.
+func applyJSON[T any](apply func(applier, T) any) func(applier, decoder) any {
+	return func(a applier, d decoder) any { return apply(a, decode[T](d)) }
+}
 
-	CmdPauseRule:        {name: "PauseRule", since: []uint16{2}},
-	CmdResumeRule:       {name: "ResumeRule", since: []uint16{2}},
-	CmdRetryDeliveries:  {name: "RetryDeliveries", since: []uint16{2}},
-	CmdRefireRun:        {name: "RefireRun", since: []uint16{2}},
-	CmdSetDirectory:     {name: "SetDirectory", since: []uint16{2}},
-	CmdHoldDirectory:    {name: "HoldDirectory", since: []uint16{2}},
-	CmdConfirmDirectory: {name: "ConfirmDirectory", since: []uint16{2}},
-
-	CmdRecordAudit: {name: "RecordAudit", since: []uint16{2}},
-	CmdPruneAudit:  {name: "PruneAudit", since: []uint16{2}},
-
-	CmdAddDeliveriesPacked: {name: "AddDeliveriesPacked", since: []uint16{2}},
-	CmdClaimPacked:         {name: "ClaimPacked", since: []uint16{2}},
-	CmdRecordResultsPacked: {name: "RecordResultsPacked", since: []uint16{2}},
+// applyPacked makes the applier of a packed command (packed.go): unpack the
+// body, then apply it with its JSON twin's applier.
+func applyPacked[T any](unpackBody func([]byte) (T, error), apply func(applier, T) any) func(applier, decoder) any {
+	return func(a applier, d decoder) any { return apply(a, unpack(d, unpackBody)) }
 }
 
 func (t CommandType) String() string {
@@ -117,17 +96,13 @@ type upgrader interface{ upgrade(from uint8) }
 // cannot be said in that version.
 type downgrader interface{ downgrade(to uint8) bool }
 
-// downgraders decode a body for its downgrade check; only types with a
-// body version written differently are here.
-var downgraders = map[CommandType]func([]byte) (downgrader, error){
-	CmdRaiseAlert: func(b []byte) (downgrader, error) {
-		var c RaiseAlert
-		return &c, json.Unmarshal(b, &c)
-	},
-	CmdAddDeliveries: func(b []byte) (downgrader, error) {
-		var c AddDeliveries
-		return &c, json.Unmarshal(b, &c)
-	},
+// downgradeJSON decodes a JSON body of type T for its downgrade check.
+func downgradeJSON[T any, P interface {
+	*T
+	downgrader
+}](b []byte) (downgrader, error) {
+	var c T
+	return P(&c), json.Unmarshal(b, &c)
 }
 
 // decodeBody decodes a body strictly: a field this build does not know
@@ -232,8 +207,8 @@ func (f *FSM) Admit(cmd []byte) ([]byte, error) {
 		for to < v && spec.since[to] <= oldest {
 			to++
 		}
-		if d, ok := downgraders[t&^CmdIgnorable]; ok {
-			body, err := d(cmd[2:])
+		if spec.downgrade != nil {
+			body, err := spec.downgrade(cmd[2:])
 			if err == nil && body.downgrade(to) {
 				out := slices.Clone(cmd)
 				out[1] = to

@@ -11,7 +11,11 @@ import (
 // are part of the log format: append only, never renumber, never reuse.
 type CommandType uint8
 
-// The commands; each body type below says what it does.
+// The commands; each body type says what it does. Every command number is
+// declared here, in this one block, so that a number is never given twice:
+// the numbers are in the replicated log forever (TestCommandNumbers pins
+// each one). A new command takes a free number here and a row in
+// commandSpecs below; its body and applier live in its feature's file.
 const (
 	CmdStartRun      CommandType = 1
 	CmdAddDeliveries CommandType = 2
@@ -29,6 +33,17 @@ const (
 	CmdNotifyAlert   CommandType = 14
 	CmdCompensated   CommandType = 15
 	CmdPrune         CommandType = 16
+
+	// The audit trail (audit.go).
+	CmdRecordAudit CommandType = 18
+	CmdPruneAudit  CommandType = 19
+
+	// Operators' commands (ops.go), all four since FSM version 2.
+	CmdPauseRule       CommandType = 23
+	CmdResumeRule      CommandType = 24
+	CmdRetryDeliveries CommandType = 25
+	CmdRefireRun       CommandType = 26
+
 	// 33–40: issue 10 (people's local time, quiet hours, digests).
 	CmdFoldDigest CommandType = 33
 
@@ -43,6 +58,48 @@ const (
 	CmdClaimPacked         CommandType = 46
 	CmdRecordResultsPacked CommandType = 47
 )
+
+// commandSpecs is the command table: the log format (name, body versions)
+// and what applies each command. Append only: a new command gets a new
+// type number; a changed body gets a new version (with an upgrade of the
+// older bodies in code, see AddDeliveries.upgrade, and a downgrade when the
+// leader may write the older one, see AddDeliveries.downgrade); nothing is
+// renumbered or removed, because every later build replays logs written by
+// every earlier one. Apply dispatches through it alone.
+var commandSpecs = map[CommandType]commandSpec{
+	CmdStartRun:      {name: "StartRun", since: []uint16{1}, apply: applyJSON(applier.startRun)},
+	CmdAddDeliveries: {name: "AddDeliveries", since: []uint16{1, 2}, apply: applyJSON(applier.addDeliveries), downgrade: downgradeJSON[AddDeliveries]},
+	CmdClaim:         {name: "Claim", since: []uint16{1}, apply: applyJSON(applier.claim)},
+	CmdRecordResults: {name: "RecordResults", since: []uint16{1}, apply: applyJSON(applier.recordResults)},
+	CmdUpsertMember:  {name: "UpsertMember", since: []uint16{1}, apply: applyJSON(applier.upsertMember)},
+	CmdRemoveMember:  {name: "RemoveMember", since: []uint16{1}, apply: applyJSON(applier.removeMember)},
+	CmdInitCursor:    {name: "InitCursor", since: []uint16{1}, apply: applyJSON(applier.initCursor)},
+	CmdFinishPlan:    {name: "FinishPlan", since: []uint16{1}, apply: applyJSON(applier.finishPlan)},
+	CmdExpire:        {name: "Expire", since: []uint16{1}, apply: applyJSON(applier.expire)},
+	CmdRaiseAlert:    {name: "RaiseAlert", since: []uint16{1, 2}, apply: applyJSON(applier.raiseAlert), downgrade: downgradeJSON[RaiseAlert]},
+	CmdAckAlert:      {name: "AckAlert", since: []uint16{1}, apply: applyJSON(applier.ackAlert)},
+	CmdSubmitTask:    {name: "SubmitTask", since: []uint16{1}, apply: applyJSON(applier.submitTask)},
+	CmdCancelTask:    {name: "CancelTask", since: []uint16{1}, apply: applyJSON(applier.cancelTask)},
+	CmdNotifyAlert:   {name: "NotifyAlert", since: []uint16{1}, apply: applyJSON(applier.notifyAlert)},
+	CmdCompensated:   {name: "Compensated", since: []uint16{1}, apply: applyJSON(applier.compensated)},
+	CmdPrune:         {name: "Prune", since: []uint16{1}, apply: applyJSON(applier.prune)},
+	CmdFoldDigest:    {name: "FoldDigest", since: []uint16{2}, apply: applyJSON(applier.foldDigest)},
+
+	CmdPauseRule:        {name: "PauseRule", since: []uint16{2}, apply: applyJSON(applier.pauseRule)},
+	CmdResumeRule:       {name: "ResumeRule", since: []uint16{2}, apply: applyJSON(applier.resumeRule)},
+	CmdRetryDeliveries:  {name: "RetryDeliveries", since: []uint16{2}, apply: applyJSON(applier.retryDeliveries)},
+	CmdRefireRun:        {name: "RefireRun", since: []uint16{2}, apply: applyJSON(applier.refireRun)},
+	CmdSetDirectory:     {name: "SetDirectory", since: []uint16{2}, apply: applyJSON(applier.setDirectory)},
+	CmdHoldDirectory:    {name: "HoldDirectory", since: []uint16{2}, apply: applyJSON(applier.holdDirectory)},
+	CmdConfirmDirectory: {name: "ConfirmDirectory", since: []uint16{2}, apply: applyJSON(applier.confirmDirectory)},
+
+	CmdRecordAudit: {name: "RecordAudit", since: []uint16{2}, apply: applyJSON(applier.recordAudit)},
+	CmdPruneAudit:  {name: "PruneAudit", since: []uint16{2}, apply: applyJSON(applier.pruneAudit)},
+
+	CmdAddDeliveriesPacked: {name: "AddDeliveriesPacked", since: []uint16{2}, apply: applyPacked(unpackAddDeliveries, applier.addDeliveries)},
+	CmdClaimPacked:         {name: "ClaimPacked", since: []uint16{2}, apply: applyPacked(unpackClaim, applier.claim)},
+	CmdRecordResultsPacked: {name: "RecordResultsPacked", since: []uint16{2}, apply: applyPacked(unpackRecordResults, applier.recordResults)},
+}
 
 // Member is a cluster member as the replicated state records it: Raft knows
 // ids and Raft addresses; the HTTP address is what clients and forwarding
@@ -67,6 +124,20 @@ func (m Member) AppliesFSM() uint16 { return max(m.FSMVersion, 1) }
 // RemoveMember is the body of CmdRemoveMember.
 type RemoveMember struct {
 	ID string `json:"id"`
+}
+
+// upsertMember applies CmdUpsertMember: the member's record is replaced
+// whole, so a restarted member's new build and addresses take effect.
+func (a applier) upsertMember(m Member) any {
+	a.st.Members[m.ID] = m
+	return nil
+}
+
+// removeMember applies CmdRemoveMember; removing an unknown id changes
+// nothing, so a repeated removal is harmless.
+func (a applier) removeMember(c RemoveMember) any {
+	delete(a.st.Members, c.ID)
+	return nil
 }
 
 // StartRun claims a slot of a rule (or an API task) for a run. The state

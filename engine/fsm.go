@@ -138,79 +138,12 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 	a := applier{st: f.st, term: term, tasks: &tasks, fresh: dayBatch{},
 		stop: func(reason string) { f.stop(index, t, v, reason) }}
 	d := decoder{f: f, index: index, t: t, v: v, body: body}
-	switch t &^ CmdIgnorable {
-	case CmdStartRun:
-		return a.startRun(decode[StartRun](d))
-	case CmdAddDeliveries:
-		return a.addDeliveries(decode[AddDeliveries](d))
-	case CmdFinishPlan:
-		return a.finishPlan(decode[FinishPlan](d))
-	case CmdClaim:
-		return a.claim(decode[ClaimDeliveries](d))
-	case CmdRecordResults:
-		return a.recordResults(decode[RecordResults](d))
-	case CmdExpire:
-		return a.expire(decode[Expire](d))
-	case CmdUpsertMember:
-		m := decode[Member](d)
-		f.st.Members[m.ID] = m
-		return nil
-	case CmdRemoveMember:
-		delete(f.st.Members, decode[RemoveMember](d).ID)
-		return nil
-	case CmdInitCursor:
-		return a.initCursor(decode[InitCursor](d))
-	case CmdRaiseAlert:
-		c := decode[RaiseAlert](d)
-		var p AlertParams
-		if c.Params != nil {
-			p = *c.Params
-		}
-		f.st.raise(AlertCause{Kind: c.Kind, Subject: ParseAlertCause(c.Cause).Subject}, c.Cause, c.Rule, p, c.Message, c.Now)
-		return nil
-	case CmdAckAlert:
-		return a.ackAlert(decode[AckAlert](d))
-	case CmdSubmitTask:
-		return a.submitTask(decode[SubmitTask](d))
-	case CmdCancelTask:
-		return a.cancelTask(decode[CancelTask](d))
-	case CmdNotifyAlert:
-		return a.notifyAlert(decode[NotifyAlert](d))
-	case CmdCompensated:
-		return a.compensated(decode[Compensated](d))
-	case CmdPrune:
-		return a.prune(decode[Prune](d))
-	case CmdFoldDigest:
-		return a.foldDigest(decode[FoldDigest](d))
-	case CmdPauseRule:
-		return a.pauseRule(decode[PauseRule](d))
-	case CmdResumeRule:
-		return a.resumeRule(decode[ResumeRule](d))
-	case CmdRetryDeliveries:
-		return a.retryDeliveries(decode[RetryDeliveries](d))
-	case CmdRefireRun:
-		return a.refireRun(decode[RefireRun](d))
-	case CmdSetDirectory:
-		return a.setDirectory(decode[SetDirectory](d))
-	case CmdHoldDirectory:
-		return a.holdDirectory(decode[HoldDirectory](d))
-	case CmdConfirmDirectory:
-		return a.confirmDirectory(decode[ConfirmDirectory](d))
-	case CmdRecordAudit:
-		return a.recordAudit(decode[RecordAudit](d))
-	case CmdPruneAudit:
-		return a.pruneAudit(decode[PruneAudit](d))
-	case CmdAddDeliveriesPacked:
-		return a.addDeliveries(unpack(d, unpackAddDeliveries))
-	case CmdClaimPacked:
-		return a.claim(unpack(d, unpackClaim))
-	case CmdRecordResultsPacked:
-		return a.recordResults(unpack(d, unpackRecordResults))
+	if spec.apply == nil {
+		// In the table without an applier: a build error, caught by
+		// TestEveryCommandIsDispatched and TestCommandTable.
+		f.stop(index, t, v, "the command is in the table but this build does not dispatch it")
 	}
-	// In the table but not dispatched: a build error, caught by
-	// TestEveryCommandIsDispatched.
-	f.stop(index, t, v, "the command is in the table but this build does not dispatch it")
-	return nil
+	return spec.apply(a, d)
 }
 
 // decoder carries what a body's decoding needs to stop the node clearly.

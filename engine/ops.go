@@ -10,13 +10,8 @@ import (
 
 // Operators' commands: pause and resume a rule, send finished deliveries
 // again by hand, fire a skipped or paused slot after all. All four came
-// with FSM version 2.
-const (
-	CmdPauseRule       CommandType = 23
-	CmdResumeRule      CommandType = 24
-	CmdRetryDeliveries CommandType = 25
-	CmdRefireRun       CommandType = 26
-)
+// with FSM version 2 (CmdPauseRule, CmdResumeRule, CmdRetryDeliveries and
+// CmdRefireRun in command.go).
 
 // RunPaused means the slot came while its rule was paused; nothing was planned
 // or sent. It fires only by hand (RefireRun). Append-only, like every
