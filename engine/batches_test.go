@@ -14,7 +14,7 @@ import (
 // still goes, alone.
 func TestBatchesBoundCountAndBytes(t *testing.T) {
 	t.Parallel()
-	x := &executor{l: &Leader{cfg: LeaderConfig{BatchSize: 3}}}
+	x := &executor{l: &Leader{cfg: LeaderConfig{ExecutorConfig: ExecutorConfig{BatchSize: 3}}}}
 	sizes := []int{10, 10, 10, 10, MaxBatchBytes / 2, MaxBatchBytes / 2, 1, 2 * MaxBatchBytes, 5}
 	var claimed []Claimed
 	byID := map[string]*Delivery{}

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Defaults of the directory refresh (LeaderConfig.Directory*).
+// Defaults of the directory refresh (DirectoryConfig).
 const (
 	DirectoryIntervalDefault   = 10 * time.Minute
 	DirectoryMaxRemovalDefault = 0.2
@@ -17,6 +17,26 @@ const (
 	// DirectoryFetchTimeout bounds one fetch of the whole directory.
 	DirectoryFetchTimeout = 2 * time.Minute
 )
+
+// DirectoryConfig configures the directory refresher. Directory, when set,
+// is read every DirectoryInterval (default DirectoryIntervalDefault) and
+// replicated. A refresh that would remove more than DirectoryMaxRemoval of
+// the people in force (a share, default DirectoryMaxRemovalDefault; 1
+// never holds) is held for an operator. DirectoryRefresh, when set, asks
+// for a refresh now.
+type DirectoryConfig struct {
+	Directory           DirectorySource
+	DirectoryInterval   time.Duration
+	DirectoryMaxRemoval float64
+	DirectoryRefresh    <-chan struct{}
+}
+
+func (c *DirectoryConfig) setDefaults() {
+	setDefault(&c.DirectoryInterval, DirectoryIntervalDefault)
+	if c.DirectoryMaxRemoval <= 0 {
+		c.DirectoryMaxRemoval = DirectoryMaxRemovalDefault
+	}
+}
 
 // DirectorySource reads the external directory (WeCom's contacts). It is
 // implemented in cmd/herald; only the leader calls it.

@@ -14,6 +14,43 @@ import (
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
+// Defaults of ExecutorConfig.
+const (
+	BatchSizeDefault       = 200
+	ClaimTimeoutDefault    = 30 * time.Second
+	MaxSendsDefault        = 8
+	ClaimBatchDefault      = 1000
+	SendConcurrencyDefault = 16
+)
+
+// MaxBatchBytes bounds the payload bytes of one channel batch (past its
+// first message): a batch is one message of the plugin protocol, whose
+// gRPC limit is 4 MiB.
+const MaxBatchBytes = 1 << 20
+
+// ExecutorConfig configures the executor: how due deliveries are claimed
+// and sent.
+type ExecutorConfig struct {
+	BatchSize int // deliveries per Send to a channel; default BatchSizeDefault
+	// ClaimBatch is the most deliveries one Claim entry takes (sent in
+	// batches of BatchSize after one leadership check, their results
+	// recorded in one entry); default ClaimBatchDefault.
+	ClaimBatch int
+	// SendConcurrency bounds the channel batches in flight at once;
+	// default SendConcurrencyDefault.
+	SendConcurrency int
+	ClaimTimeout    time.Duration // a claim not settled by then is ambiguous; default ClaimTimeoutDefault
+	MaxSends        int           // claim groups in flight at once; default MaxSendsDefault
+}
+
+func (c *ExecutorConfig) setDefaults() {
+	setDefault(&c.BatchSize, BatchSizeDefault)
+	setDefault(&c.ClaimTimeout, ClaimTimeoutDefault)
+	setDefault(&c.MaxSends, MaxSendsDefault)
+	setDefault(&c.ClaimBatch, ClaimBatchDefault)
+	setDefault(&c.SendConcurrency, SendConcurrencyDefault)
+}
+
 // maxDuePerPass bounds how many due deliveries one executor pass considers.
 const maxDuePerPass = 10000
 

@@ -142,7 +142,7 @@ func TestSmallRuleBesideAHugeRunIsOnTime(t *testing.T) {
 			plan: map[string]func(RunContext) []Planned{"tick": to("alice")}}
 		cals := calendar.NewRegistry()
 		l, err := NewLeader(LeaderConfig{NodeID: "n1", FSM: log.fsm, Replicator: log, Rules: rules, Sender: ch,
-			PlanAhead: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			PlannerConfig: PlannerConfig{PlanAhead: time.Minute}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			ScheduleFunc: func(r Rule) (Schedule, error) {
 				return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone}, cals)
 			}})

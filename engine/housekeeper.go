@@ -12,6 +12,60 @@ import (
 // and retention. Everything here runs outside Apply and reaches the state
 // only through proposals.
 
+// Defaults of HousekeeperConfig (the retention defaults are in prune.go,
+// beside the Prune command they fill).
+const (
+	AlertRuleDefault     = "ops_alert"
+	AlertIntervalDefault = time.Hour
+	LatePlanDefault      = 5 * time.Minute
+)
+
+// HousekeeperConfig configures the housekeeper: alerts, late-run reports
+// and retention.
+type HousekeeperConfig struct {
+	// DisplayZone is the zone of the times in the alerts handed to the
+	// alert rule (display_timezone); default the machine's zone.
+	DisplayZone *time.Location
+	// AlertRule is the rule that delivers Herald's own alerts (as API
+	// tasks); default AlertRuleDefault. Alerts are only listed while it is
+	// not loaded.
+	AlertRule string
+	// AlertInterval: an alert that repeats is delivered again at most this
+	// often; default AlertIntervalDefault.
+	AlertInterval time.Duration
+	// LatePlan: a run still planning this long after its slot is reported
+	// late (alert); default LatePlanDefault.
+	LatePlan time.Duration
+	// Retention: finished deliveries older than this are pruned; default
+	// RetentionDefault. LedgerRetention: how long pruned run keys are still
+	// refused; default LedgerRetentionDefault (never less than Retention).
+	// PruneEvery: how often the leader prunes; default PruneEveryDefault.
+	Retention       time.Duration
+	LedgerRetention time.Duration
+	PruneEvery      time.Duration
+	// AuditRetention: audit records older than this are pruned (at each
+	// prune); default AuditRetentionDefault.
+	AuditRetention time.Duration
+}
+
+func (c *HousekeeperConfig) setDefaults() {
+	if c.DisplayZone == nil {
+		c.DisplayZone = time.Local
+	}
+	setDefault(&c.AlertInterval, AlertIntervalDefault)
+	setDefault(&c.LatePlan, LatePlanDefault)
+	setDefault(&c.Retention, RetentionDefault)
+	setDefault(&c.LedgerRetention, LedgerRetentionDefault)
+	setDefault(&c.PruneEvery, PruneEveryDefault)
+	setDefault(&c.AuditRetention, AuditRetentionDefault)
+	if c.AlertRule == "" {
+		c.AlertRule = AlertRuleDefault
+	}
+	if c.LedgerRetention < c.Retention {
+		c.LedgerRetention = c.Retention
+	}
+}
+
 // maxCompensatePerPass bounds the on_failed hooks one pass runs.
 const maxCompensatePerPass = 100
 

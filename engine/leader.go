@@ -9,31 +9,8 @@ import (
 	"time"
 )
 
-// Defaults of LeaderConfig.
-const (
-	BatchSizeDefault       = 200
-	ClaimTimeoutDefault    = 30 * time.Second
-	PlanChunkDefault       = 500
-	PlannersDefault        = 4
-	PlanTimeoutDefault     = time.Minute
-	LateAfterDefault       = 5 * time.Second
-	MaxSendsDefault        = 8
-	ClaimBatchDefault      = 1000
-	SendConcurrencyDefault = 16
-	ProposeTimeout         = 10 * time.Second
-	AlertRuleDefault       = "ops_alert"
-	AlertIntervalDefault   = time.Hour
-	LatePlanDefault        = 5 * time.Minute
-	// MaxPlanAhead caps LeaderConfig.PlanAhead: the longer ahead, the
-	// longer a planned run's deliveries sit in memory, and the older the
-	// rules they were planned with.
-	MaxPlanAhead = 10 * time.Minute
-)
-
-// MaxBatchBytes bounds the payload bytes of one channel batch (past its
-// first message): a batch is one message of the plugin protocol, whose
-// gRPC limit is 4 MiB.
-const MaxBatchBytes = 1 << 20
+// ProposeTimeout bounds one proposal of a leader loop (Leader.propose).
+const ProposeTimeout = 10 * time.Second
 
 // Schedule yields the slots of a rule's trigger.
 type Schedule interface {
@@ -41,8 +18,12 @@ type Schedule interface {
 	Next(after time.Time) (time.Time, bool)
 }
 
-// LeaderConfig configures the leader-only parts: scheduler, planner and
-// executor. They run only while this node leads.
+// LeaderConfig configures the leader-only parts: scheduler, planner,
+// executor, housekeeper and directory refresher. They run only while this
+// node leads. The fields every loop shares are here; each loop's own
+// settings are in its config (embedded, so cfg.BatchSize reads as before),
+// beside that loop's code and defaults: a new setting of one loop touches
+// that loop's file.
 type LeaderConfig struct {
 	NodeID     string
 	FSM        *FSM
@@ -51,73 +32,14 @@ type LeaderConfig struct {
 	Sender     Sender
 	// ScheduleFunc builds the schedule of a rule (engine/schedule.New).
 	ScheduleFunc func(Rule) (Schedule, error)
-	// RulesChanged, when set, wakes the scheduler after a rule reload.
-	RulesChanged <-chan struct{}
 	NowFunc      func() time.Time
 	Logger       *slog.Logger
-	// DisplayZone is the zone of the times in the alerts handed to the
-	// alert rule (display_timezone); default the machine's zone.
-	DisplayZone *time.Location
-	// PlanObserver, when set, is told how long each run that this leader
-	// planned took to evaluate and to replicate (metrics, herald bench).
-	PlanObserver func(PlanTiming)
 
-	// PlanAhead is the most a scheduled slot's run is started before the
-	// slot, so that it is planned and replicated when the slot comes and
-	// its deliveries (held until their send time) leave at once. The lead
-	// is twice what the rule's last run took to plan, plus a second, up to
-	// PlanAhead (all of it for a rule never planned yet). A run is planned
-	// with the rules and data in force when it starts (recorded in
-	// Run.RulesHash): an edit in between applies from the next slot.
-	// Zero: at the slot. At most MaxPlanAhead.
-	PlanAhead time.Duration
-
-	BatchSize int // deliveries per Send to a channel; default BatchSizeDefault
-	// ClaimBatch is the most deliveries one Claim entry takes (sent in
-	// batches of BatchSize after one leadership check, their results
-	// recorded in one entry); default ClaimBatchDefault.
-	ClaimBatch int
-	// SendConcurrency bounds the channel batches in flight at once;
-	// default SendConcurrencyDefault.
-	SendConcurrency int
-	ClaimTimeout    time.Duration // a claim not settled by then is ambiguous; default ClaimTimeoutDefault
-	PlanChunk       int           // deliveries per AddDeliveries; default PlanChunkDefault
-	Planners        int           // runs planned at once; default PlannersDefault
-	PlanTimeout     time.Duration // default PlanTimeoutDefault
-	LateAfter       time.Duration // a run started this long after its slot is flagged late
-	MaxSends        int           // claim groups in flight at once; default MaxSendsDefault
-
-	// AlertRule is the rule that delivers Herald's own alerts (as API
-	// tasks); default AlertRuleDefault. Alerts are only listed while it is
-	// not loaded.
-	AlertRule string
-	// AlertInterval: an alert that repeats is delivered again at most this
-	// often; default AlertIntervalDefault.
-	AlertInterval time.Duration
-	// LatePlan: a run still planning this long after its slot is reported
-	// late (alert); default LatePlanDefault.
-	LatePlan time.Duration
-	// Retention: finished deliveries older than this are pruned; default
-	// RetentionDefault. LedgerRetention: how long pruned run keys are still
-	// refused; default LedgerRetentionDefault. PruneEvery: how often the
-	// leader prunes; default PruneEveryDefault.
-	Retention       time.Duration
-	LedgerRetention time.Duration
-	PruneEvery      time.Duration
-	// AuditRetention: audit records older than this are pruned (at each
-	// prune); default AuditRetentionDefault.
-	AuditRetention time.Duration
-
-	// Directory, when set, is read every DirectoryInterval (default
-	// DirectoryIntervalDefault) and replicated (dirsync.go). A refresh
-	// that would remove more than DirectoryMaxRemoval of the people in
-	// force (a share, default DirectoryMaxRemovalDefault; 1 never holds)
-	// is held for an operator. DirectoryRefresh, when set, asks for a
-	// refresh now.
-	Directory           DirectorySource
-	DirectoryInterval   time.Duration
-	DirectoryMaxRemoval float64
-	DirectoryRefresh    <-chan struct{}
+	SchedulerConfig
+	PlannerConfig
+	ExecutorConfig
+	HousekeeperConfig
+	DirectoryConfig
 }
 
 func (c *LeaderConfig) setDefaults() error {
@@ -133,35 +55,11 @@ func (c *LeaderConfig) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.DisplayZone == nil {
-		c.DisplayZone = time.Local
-	}
-	setDefault(&c.BatchSize, BatchSizeDefault)
-	setDefault(&c.ClaimTimeout, ClaimTimeoutDefault)
-	setDefault(&c.PlanChunk, PlanChunkDefault)
-	setDefault(&c.Planners, PlannersDefault)
-	setDefault(&c.PlanTimeout, PlanTimeoutDefault)
-	setDefault(&c.LateAfter, LateAfterDefault)
-	setDefault(&c.MaxSends, MaxSendsDefault)
-	setDefault(&c.ClaimBatch, ClaimBatchDefault)
-	c.PlanAhead = min(max(c.PlanAhead, 0), MaxPlanAhead)
-	setDefault(&c.SendConcurrency, SendConcurrencyDefault)
-	setDefault(&c.AlertInterval, AlertIntervalDefault)
-	setDefault(&c.LatePlan, LatePlanDefault)
-	setDefault(&c.Retention, RetentionDefault)
-	setDefault(&c.LedgerRetention, LedgerRetentionDefault)
-	setDefault(&c.PruneEvery, PruneEveryDefault)
-	setDefault(&c.AuditRetention, AuditRetentionDefault)
-	setDefault(&c.DirectoryInterval, DirectoryIntervalDefault)
-	if c.DirectoryMaxRemoval <= 0 {
-		c.DirectoryMaxRemoval = DirectoryMaxRemovalDefault
-	}
-	if c.AlertRule == "" {
-		c.AlertRule = AlertRuleDefault
-	}
-	if c.LedgerRetention < c.Retention {
-		c.LedgerRetention = c.Retention
-	}
+	c.SchedulerConfig.setDefaults()
+	c.PlannerConfig.setDefaults()
+	c.ExecutorConfig.setDefaults()
+	c.HousekeeperConfig.setDefaults()
+	c.DirectoryConfig.setDefaults()
 	return nil
 }
 

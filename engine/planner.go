@@ -13,6 +13,45 @@ import (
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
+// Defaults of PlannerConfig.
+const (
+	PlanChunkDefault   = 500
+	PlannersDefault    = 4
+	PlanTimeoutDefault = time.Minute
+	// MaxPlanAhead caps PlannerConfig.PlanAhead: the longer ahead, the
+	// longer a planned run's deliveries sit in memory, and the older the
+	// rules they were planned with.
+	MaxPlanAhead = 10 * time.Minute
+)
+
+// PlannerConfig configures the planning of started runs.
+type PlannerConfig struct {
+	// PlanAhead is the most a scheduled slot's run is started before the
+	// slot, so that it is planned and replicated when the slot comes and
+	// its deliveries (held until their send time) leave at once. The lead
+	// is twice what the rule's last run took to plan, plus a second, up to
+	// PlanAhead (all of it for a rule never planned yet). A run is planned
+	// with the rules and data in force when it starts (recorded in
+	// Run.RulesHash): an edit in between applies from the next slot.
+	// Zero: at the slot. At most MaxPlanAhead.
+	PlanAhead time.Duration
+
+	PlanChunk   int           // deliveries per AddDeliveries; default PlanChunkDefault
+	Planners    int           // runs planned at once; default PlannersDefault
+	PlanTimeout time.Duration // default PlanTimeoutDefault
+
+	// PlanObserver, when set, is told how long each run that this leader
+	// planned took to evaluate and to replicate (metrics, herald bench).
+	PlanObserver func(PlanTiming)
+}
+
+func (c *PlannerConfig) setDefaults() {
+	setDefault(&c.PlanChunk, PlanChunkDefault)
+	setDefault(&c.Planners, PlannersDefault)
+	setDefault(&c.PlanTimeout, PlanTimeoutDefault)
+	c.PlanAhead = min(max(c.PlanAhead, 0), MaxPlanAhead)
+}
+
 // plan evaluates a run's rule and replicates its deliveries in chunks,
 // then marks the run planned. Ids are deterministic, so planning a run that
 // an earlier leader left half planned adds only what is missing.

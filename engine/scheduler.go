@@ -7,6 +7,22 @@ import (
 	"time"
 )
 
+// LateAfterDefault is SchedulerConfig.LateAfter's default.
+const LateAfterDefault = 5 * time.Second
+
+// SchedulerConfig configures the scheduler, which fires rules' slots and
+// tasks (its one required part, ScheduleFunc, is in LeaderConfig with the
+// other ports).
+type SchedulerConfig struct {
+	// RulesChanged, when set, wakes the scheduler after a rule reload.
+	RulesChanged <-chan struct{}
+	LateAfter    time.Duration // a run started this long after its slot is flagged late
+}
+
+func (c *SchedulerConfig) setDefaults() {
+	setDefault(&c.LateAfter, LateAfterDefault)
+}
+
 // maxSlotsPerPass bounds how many slots of one rule a scheduler pass fires,
 // so a long outage of a fast schedule cannot stall the others.
 const maxSlotsPerPass = 1000

@@ -184,8 +184,8 @@ func newSim(t *testing.T, start time.Time, rules ...Rule) *sim {
 	cals := calendar.NewRegistry()
 	s.cfg = LeaderConfig{
 		FSM: s.log.fsm, Replicator: s.log, Rules: s.rules, Sender: s.sender, NowFunc: clock.Now,
-		Retention: 10 * 366 * 24 * time.Hour, // tests of pruning set their own
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		HousekeeperConfig: HousekeeperConfig{Retention: 10 * 366 * 24 * time.Hour}, // tests of pruning set their own
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ScheduleFunc: func(r Rule) (Schedule, error) {
 			sc, err := schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, cals)
 			if err != nil {

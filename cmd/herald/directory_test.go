@@ -119,8 +119,8 @@ func TestDirectoryFromFakeWecom(t *testing.T) {
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, set.Calendars())
 		},
-		NowFunc: clock.now, Directory: src, DirectoryRefresh: refresh,
-		Logger: newLogger("error"),
+		NowFunc: clock.now, Logger: newLogger("error"),
+		DirectoryConfig: engine.DirectoryConfig{Directory: src, DirectoryRefresh: refresh},
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -218,13 +218,17 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	reg.MustRegister(planSeconds)
 	lcfg := engine.LeaderConfig{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
-		RulesChanged: n.rules.Changed(), Logger: log,
-		ScheduleFunc: scheduleFunc, DisplayZone: zone, DirectoryRefresh: n.dirRefresh,
-		PlanAhead: planAhead, AuditRetention: auditRetention,
-		PlanObserver: func(t engine.PlanTiming) {
-			planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
-			planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
+		ScheduleFunc: scheduleFunc, Logger: log,
+		SchedulerConfig: engine.SchedulerConfig{RulesChanged: n.rules.Changed()},
+		PlannerConfig: engine.PlannerConfig{
+			PlanAhead: planAhead,
+			PlanObserver: func(t engine.PlanTiming) {
+				planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
+				planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
+			},
 		},
+		HousekeeperConfig: engine.HousekeeperConfig{DisplayZone: zone, AuditRetention: auditRetention},
+		DirectoryConfig:   engine.DirectoryConfig{DirectoryRefresh: n.dirRefresh},
 	}
 	if cfg.Directory != nil {
 		ds, err := cfg.Directory.settings(cfg.Channels)
