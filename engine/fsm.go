@@ -17,32 +17,51 @@ type FSM struct {
 	mu      sync.RWMutex
 	st      *state
 	applied uint64
-	changed chan struct{}
-	tasks   chan struct{}
 
+	// subs are the subscriptions (Subscribe), each with the topics it
+	// waits for: the one way the leader's loops and the node's watchers
+	// learn of a change without polling.
 	subMu sync.Mutex
-	subs  map[chan struct{}]struct{}
+	subs  map[chan struct{}]Topic
 
 	halt func(error) // see SetHalt
 }
 
 // NewFSM returns an empty state machine.
 func NewFSM() *FSM {
-	return &FSM{st: newState(), changed: make(chan struct{}, 1), tasks: make(chan struct{}, 1), subs: map[chan struct{}]struct{}{}}
+	return &FSM{st: newState(), subs: map[chan struct{}]Topic{}}
 }
 
-// TasksChanged is signalled (coalescing) when a task is submitted or
-// cancelled, and after a Restore: the scheduler waits on it, so a task due
-// in a millisecond is fired then, without a polling loop.
-func (f *FSM) TasksChanged() <-chan struct{} { return f.tasks }
+// Topic is a set of kinds of change to the replicated state that a
+// subscriber is woken for (Subscribe). Topics combine with |.
+type Topic uint8
 
-// Subscribe returns a channel signalled (coalescing) after every Apply and
-// Restore, for loops other than the executor's, and a func that ends the
-// subscription.
-func (f *FSM) Subscribe() (<-chan struct{}, func()) {
+const (
+	// AnyChange is every Apply and every Restore.
+	AnyChange Topic = 1 << iota
+	// TasksChange is a command that changed the task queue (a task
+	// submitted, cancelled or fired, a run fired by hand) and every
+	// Restore: the scheduler waits on it, so a task due in a millisecond
+	// is fired then, without a polling loop, and it is not woken by the
+	// burst's commands.
+	TasksChange
+)
+
+// Subscribe returns a channel signalled (coalescing, never blocking Apply)
+// after every change in one of topics (AnyChange when none are given), and
+// a func that ends the subscription. Subscribe before reading the state the
+// wait is about, so that a change in between is not missed.
+func (f *FSM) Subscribe(topics ...Topic) (<-chan struct{}, func()) {
+	var want Topic
+	for _, t := range topics {
+		want |= t
+	}
+	if want == 0 {
+		want = AnyChange
+	}
 	ch := make(chan struct{}, 1)
 	f.subMu.Lock()
-	f.subs[ch] = struct{}{}
+	f.subs[ch] = want
 	f.subMu.Unlock()
 	return ch, func() {
 		f.subMu.Lock()
@@ -51,24 +70,19 @@ func (f *FSM) Subscribe() (<-chan struct{}, func()) {
 	}
 }
 
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-// Changed is signalled (coalescing, never blocking Apply) after every
-// Apply and Restore, so the leader's loops wake up instead of polling.
-func (f *FSM) Changed() <-chan struct{} { return f.changed }
-
-func (f *FSM) notify() {
-	signal(f.changed)
+// notify wakes the subscriptions to any of topics. It is called after
+// f.mu is released, so that a woken loop's read does not wait for it.
+func (f *FSM) notify(topics Topic) {
 	f.subMu.Lock()
-	for ch := range f.subs {
-		signal(ch)
+	defer f.subMu.Unlock()
+	for ch, want := range f.subs {
+		if want&topics != 0 {
+			select {
+			case ch <- struct{}{}:
+			default: // already signalled: the wake-up coalesces
+			}
+		}
 	}
-	f.subMu.Unlock()
 }
 
 // AppliedIndex is the index of the last applied command.
@@ -114,10 +128,11 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 	defer func() {
 		f.applied = index
 		f.mu.Unlock()
-		f.notify()
+		topics := AnyChange
 		if tasks {
-			signal(f.tasks)
+			topics |= TasksChange
 		}
+		f.notify(topics)
 	}()
 	if len(cmd) < 2 {
 		f.stop(index, 0, 0, fmt.Sprintf("a command of %d bytes is too short", len(cmd)))

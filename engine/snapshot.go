@@ -264,8 +264,7 @@ func (f *FSM) Restore(r io.Reader) error {
 	f.st = st
 	f.applied = h.Applied
 	f.mu.Unlock()
-	f.notify()
-	signal(f.tasks)
+	f.notify(AnyChange | TasksChange) // every task may have changed
 	return nil
 }
 

@@ -149,13 +149,15 @@ func TestSnapshotKeepsTasksAndAggregates(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, snap.Persist(&buf))
 	r := NewFSM()
+	tasksChanged, unsubscribe := r.Subscribe(TasksChange)
+	defer unsubscribe()
 	require.NoError(t, r.Restore(&buf))
 	at, ok := r.NextTaskDue()
 	require.True(t, ok)
 	require.Equal(t, t0.Add(time.Hour), at)
 	require.Equal(t, b.fsm.DayStats(t0.Format(time.DateOnly)), r.DayStats(t0.Format(time.DateOnly)))
 	select {
-	case <-r.TasksChanged():
+	case <-tasksChanged:
 	default:
 		t.Fatal("a restore must wake the scheduler")
 	}

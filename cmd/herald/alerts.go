@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
 	"github.com/heraldhq/herald/engine"
 )
 
@@ -30,7 +31,7 @@ func newAlertsCmd() *cobra.Command {
 			}
 		}
 		if f.asJSON {
-			return emitJSON(cmd, shown)
+			return cliout.EmitJSON(cmd, shown)
 		}
 		if len(shown) == 0 {
 			fmt.Fprintln(cmd.OutOrStdout(), "no open alerts")

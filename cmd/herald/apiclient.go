@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -132,12 +131,4 @@ func withTimeout(cmd *cobra.Command, addr string, timeout time.Duration, do func
 		return fmt.Errorf("%s: no answer within --timeout %s: %w", addr, timeout, err)
 	}
 	return err
-}
-
-// emitJSON prints v indented.
-func emitJSON(cmd *cobra.Command, v any) error {
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
 }

@@ -53,7 +53,7 @@ func TestCAWithPlainHTTPRefused(t *testing.T) {
 }
 
 // TestClusterStatusJSON: cluster status --json prints as every other
-// command's --json does (emitJSON): a build or id with < > & reads as
+// command's --json does (cliout.EmitJSON): a build or id with < > & reads as
 // written, not as \u003c escapes meant for HTML.
 func TestClusterStatusJSON(t *testing.T) {
 	t.Parallel()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
 	"github.com/heraldhq/herald/engine/api"
 )
 
@@ -38,7 +39,7 @@ func newAuditCmd() *cobra.Command {
 				return err
 			}
 			if f.asJSON {
-				return emitJSON(cmd, out)
+				return cliout.EmitJSON(cmd, out)
 			}
 			w := cmd.OutOrStdout()
 			if len(out.Records) == 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldhq/herald/cluster"
+	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
 	"github.com/heraldhq/herald/engine/backoff"
 )
 
@@ -81,7 +82,7 @@ A new node usually joins on its own with "herald agent --join MEMBER".`,
 				return err
 			}
 			if asJSON {
-				return emitJSON(cmd, st)
+				return cliout.EmitJSON(cmd, st)
 			}
 			return st.WriteTable(cmd.OutOrStdout())
 		},

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
 )
 
 func init() { register(newDeliveriesCmd) }
@@ -69,7 +71,7 @@ func newDeliveriesCmd() *cobra.Command {
 				return err
 			}
 			if f.asJSON {
-				return emitJSON(cmd, out)
+				return cliout.EmitJSON(cmd, out)
 			}
 			if recipient != "" {
 				return printPersonDeliveries(cmd, recipient, out.Date+today, out.Recipients, out.Deliveries, out.Total)
@@ -107,7 +109,7 @@ func newDeliveriesCmd() *cobra.Command {
 			if err := f.call(cmd, http.MethodGet, "/v1/deliveries/"+url.PathEscape(args[0]), nil, &d); err != nil {
 				return err
 			}
-			return emitJSON(cmd, d)
+			return cliout.EmitJSON(cmd, d)
 		},
 	}
 	cmd.AddCommand(list, get, newDeliveriesRetryCmd(&f))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 )
@@ -25,7 +26,7 @@ func newDirectoryCmd() *cobra.Command {
 			return err
 		}
 		if f.asJSON {
-			return emitJSON(cmd, v)
+			return cliout.EmitJSON(cmd, v)
 		}
 		printDirectory(cmd.OutOrStdout(), v, zoneOf(cmd))
 		return nil
@@ -61,7 +62,7 @@ until an operator confirms it.`,
 				return err
 			}
 			if f.asJSON {
-				return emitJSON(cmd, v)
+				return cliout.EmitJSON(cmd, v)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "held refresh confirmed; in force now:")
 			printDirectory(cmd.OutOrStdout(), v, zoneOf(cmd))

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldhq/herald/cluster"
+	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
 	"github.com/heraldhq/herald/engine/api"
 )
 
@@ -45,7 +46,7 @@ once, whether the scheduler or a person fires it.`,
 				return fireNowUnconfirmed(err, args[0])
 			}
 			if f.asJSON {
-				return emitJSON(cmd, out)
+				return cliout.EmitJSON(cmd, out)
 			}
 			if out.Backfilled != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "fired %s slot %s (it was %s): run %s\n", out.Rule, showTime(cmd, out.Slot), out.Backfilled, out.Run)

@@ -50,46 +50,27 @@ type node struct {
 
 // startNode starts a node and returns once it has bootstrapped, joined or
 // restarted with its data. On error everything started is stopped again.
+//
+// Each step finds what it needs already running (cmd/herald/DESIGN.md, "The
+// node"): the listener, the rules and the plugins before Raft opens the
+// data dir (so a port in use, an unreadable rules directory or a plugin
+// that will not start fails before Raft touches it), the HTTP API (the join
+// endpoint) before Raft starts, and the leader loops last.
 func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, err error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	if cfg, err = prepareDirs(cfg); err != nil {
+		return nil, err
 	}
-	if cfg.Rules == "" {
-		cfg.Rules = filepath.Join(cfg.DataDir, "rules")
+	certs, err := loadCerts(cfg, log)
+	if err != nil {
+		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Rules, 0o755); err != nil {
-		return nil, fmt.Errorf("rules dir: %w", err)
-	}
-	if len(cfg.Channels) == 0 {
-		cfg.Channels = map[string]map[string]any{
-			"mock": {"plugin": "mock", "outbox": filepath.Join(cfg.DataDir, "outbox.jsonl")},
-		}
-	}
-	var certs *cluster.CertStore
-	if cfg.TLSCert != "" {
-		if certs, err = cluster.NewCertStore(cluster.TLSFiles{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA}, log); err != nil {
-			return nil, err
-		}
-	}
-	warnInsecure(cfg, log)
-	if len(cfg.apiTokens) == 0 && !api.IsLoopbackAddr(cfg.HTTPAddr) {
-		log.Warn("no API tokens are configured and the HTTP address is reachable from other machines: "+
-			"anyone there can read tasks, deliveries and alerts, and writes are refused unless they come from this machine; "+
-			"configure `tokens:` (see README, Securing Herald)", "http_addr", cfg.HTTPAddr)
-	}
+	warnExposure(cfg, log)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http address %s: %w", cfg.HTTPAddr, unwrapInUse(err))
 	}
 	nctx, cancel := context.WithCancel(context.Background())
-	// Node-to-node HTTP (join, forwarding, status fan-out) trusts, with
-	// TLS, only servers whose certificate the cluster's CA signed.
-	peerTr := http.DefaultTransport.(*http.Transport).Clone()
-	if certs != nil {
-		peerTr.TLSClientConfig = certs.ClientConfig()
-	}
-	n = &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second},
-		dirRefresh: make(chan struct{}, 1)}
+	n = newNode(cfg, log, certs, cancel)
 	defer func() {
 		if err != nil {
 			// Stop first: the server's Shutdown closes the listener it
@@ -99,39 +80,149 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}
 	}()
 
-	zone, err := engine.LoadZone(displayZoneName(cfg.DisplayTimezone))
+	reg, err := n.startObservability()
 	if err != nil {
 		return n, err
 	}
+	cals := calendar.NewRegistry()
+	if err = n.loadRules(reg, cals); err != nil {
+		return n, err
+	}
+	if err = n.launchPlugins(ctx, reg); err != nil {
+		return n, err
+	}
+	if err = n.openRaft(certs, reg); err != nil {
+		return n, err
+	}
+	schedules := scheduleFunc(cals)
+	n.serveHTTP(ln, certs, reg, schedules)
+	if err = n.raft.Start(ctx); err != nil {
+		return n, err
+	}
+	run, err := n.newLeaderRun(reg, schedules)
+	if err != nil {
+		return n, err
+	}
+	n.startBackground(nctx, reg, run)
+	return n, nil
+}
+
+// prepareDirs creates the data and rules directories and fills in the
+// defaults that depend on the data dir (the rules directory, the mock
+// channel's outbox). It comes first: everything after keeps files there.
+func prepareDirs(cfg nodeConfig) (nodeConfig, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return cfg, fmt.Errorf("data dir: %w", err)
+	}
+	if cfg.Rules == "" {
+		cfg.Rules = filepath.Join(cfg.DataDir, "rules")
+	}
+	if err := os.MkdirAll(cfg.Rules, 0o755); err != nil {
+		return cfg, fmt.Errorf("rules dir: %w", err)
+	}
+	if len(cfg.Channels) == 0 {
+		cfg.Channels = map[string]map[string]any{
+			"mock": {"plugin": "mock", "outbox": filepath.Join(cfg.DataDir, "outbox.jsonl")},
+		}
+	}
+	return cfg, nil
+}
+
+// loadCerts reads the TLS certificates when configured (nil without TLS).
+// It comes before the listener so that a missing or bad certificate fails
+// before any port is taken.
+func loadCerts(cfg nodeConfig, log *slog.Logger) (*cluster.CertStore, error) {
+	if cfg.TLSCert == "" {
+		return nil, nil
+	}
+	return cluster.NewCertStore(cluster.TLSFiles{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA}, log)
+}
+
+// warnExposure logs, once at start, what this configuration exposes to the
+// network (no TLS, no cluster secret, no API tokens off loopback).
+func warnExposure(cfg nodeConfig, log *slog.Logger) {
+	warnInsecure(cfg, log)
+	if len(cfg.apiTokens) == 0 && !api.IsLoopbackAddr(cfg.HTTPAddr) {
+		log.Warn("no API tokens are configured and the HTTP address is reachable from other machines: "+
+			"anyone there can read tasks, deliveries and alerts, and writes are refused unless they come from this machine; "+
+			"configure `tokens:` (see README, Securing Herald)", "http_addr", cfg.HTTPAddr)
+	}
+}
+
+// newNode builds the node's shell: its replicated state (restored from
+// the last snapshot when Raft opens) and the node-to-node HTTP client,
+// which the cluster, the status fan-out and the ops watch all share.
+func newNode(cfg nodeConfig, log *slog.Logger, certs *cluster.CertStore, cancel context.CancelFunc) *node {
+	// Node-to-node HTTP (join, forwarding, status fan-out) trusts, with
+	// TLS, only servers whose certificate the cluster's CA signed.
+	peerTr := http.DefaultTransport.(*http.Transport).Clone()
+	if certs != nil {
+		peerTr.TLSClientConfig = certs.ClientConfig()
+	}
+	return &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second},
+		dirRefresh: make(chan struct{}, 1)}
+}
+
+// startObservability resolves the display zone (the plugins and the API
+// are configured with it), starts pprof when asked, and returns the metrics
+// registry every later step registers into.
+func (n *node) startObservability() (*prometheus.Registry, error) {
+	zone, err := engine.LoadZone(displayZoneName(n.cfg.DisplayTimezone))
+	if err != nil {
+		return nil, err
+	}
 	n.zone = zone
-	if cfg.PprofAddr != "" {
-		if n.pprof, err = startPprof(cfg.PprofAddr, log); err != nil {
-			return n, err
+	if n.cfg.PprofAddr != "" {
+		if n.pprof, err = startPprof(n.cfg.PprofAddr, n.log); err != nil {
+			return nil, err
 		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cals := calendar.NewRegistry()
+	return reg, nil
+}
 
+// loadRules loads the rule set. It comes before the API and the leader
+// loops, which both read it; a broken rule keeps its last good version and
+// is shown.
+func (n *node) loadRules(reg prometheus.Registerer, cals *calendar.Registry) error {
+	var err error
 	// A rule naming a channel this node does not have is refused at load
 	// (broken, last good version kept), not left to expire at its deadline.
-	n.rules, err = rules.Load(rules.Config{Dir: cfg.Rules, Logger: log, Registerer: reg, Calendars: cals, Channels: cfg.channelNames()})
+	n.rules, err = rules.Load(rules.Config{Dir: n.cfg.Rules, Logger: n.log, Registerer: reg, Calendars: cals, Channels: n.cfg.channelNames()})
 	if err != nil {
-		return n, fmt.Errorf("rules: %w", err)
+		return fmt.Errorf("rules: %w", err)
 	}
-	n.host, err = host.New(host.Config{PluginsDir: cfg.Plugins, Channels: channelConfigs(cfg.Channels, zone.String()), Logger: log,
-		PluginSHA256: cfg.PluginSHA256})
+	return nil
+}
+
+// launchPlugins starts the plugin host and every channel (built-ins by
+// re-running this binary as `plugin serve NAME`). It needs the display
+// zone (the mock writes its outbox in it) and comes before Raft, so that a
+// plugin that will not start fails before Raft opens the data dir, and the
+// leader loops, started last, have their channels.
+func (n *node) launchPlugins(ctx context.Context, reg prometheus.Registerer) error {
+	var err error
+	n.host, err = host.New(host.Config{PluginsDir: n.cfg.Plugins, Channels: channelConfigs(n.cfg.Channels, n.zone.String()), Logger: n.log,
+		PluginSHA256: n.cfg.PluginSHA256})
 	if err != nil {
-		return n, fmt.Errorf("plugins: %w", err)
+		return fmt.Errorf("plugins: %w", err)
 	}
 	reg.MustRegister(n.host.Collector())
 	if err = n.host.Start(ctx); err != nil {
-		return n, fmt.Errorf("plugins: %w", err)
+		return fmt.Errorf("plugins: %w", err)
 	}
+	return nil
+}
 
+// openRaft opens Raft over the node's FSM (restoring the last snapshot)
+// without starting it: the HTTP API needs the cluster's handler before a
+// join or a peer's request can arrive.
+func (n *node) openRaft(certs *cluster.CertStore, reg prometheus.Registerer) error {
+	cfg := n.cfg
 	ccfg := cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: advertisedHTTPAddr(cfg.HTTPAddr, cfg.RaftAddr),
-		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: log, Registerer: reg, RaftLogLevel: cfg.raftLogLevel,
+		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: n.log, Registerer: reg, RaftLogLevel: cfg.raftLogLevel,
 		ClusterSecret: cfg.clusterSecret, Peers: cfg.peerList(), HTTPClient: n.peerHTTP,
 		Token: nodeToken(cfg.apiTokens),
 	}
@@ -150,25 +241,33 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	if cfg.devTimeouts {
 		ccfg = cluster.DevConfig(ccfg)
 	}
+	var err error
 	n.raft, err = cluster.New(ccfg, n.fsm)
-	if err != nil {
-		return n, err
-	}
+	return err
+}
 
-	// The leader fires a rule's slots and the API checks manual fires
-	// against the same schedules.
-	scheduleFunc := func(r engine.Rule) (engine.Schedule, error) {
+// scheduleFunc builds a rule's schedule: the leader fires a rule's slots
+// and the API checks manual fires against the same schedules.
+func scheduleFunc(cals *calendar.Registry) func(engine.Rule) (engine.Schedule, error) {
+	return func(r engine.Rule) (engine.Schedule, error) {
 		s, err := schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, cals)
 		if err != nil {
 			return nil, err // a plain nil: a nil *Schedule in the interface would not be nil
 		}
 		return s, nil
 	}
+}
+
+// serveHTTP serves the API on the listener bound at start. It runs before
+// Raft starts: a joining member asks the leader through it, and the
+// leader's first contact may come at once.
+func (n *node) serveHTTP(ln net.Listener, certs *cluster.CertStore, reg prometheus.Gatherer, schedules func(engine.Rule) (engine.Schedule, error)) {
+	cfg := n.cfg
 	n.srv = &http.Server{
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(),
-			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: log, Rules: n.rules, ScheduleFunc: scheduleFunc,
-			People: n.rules, DisplayTimezone: zone.String(), Tokens: cfg.apiTokens,
+			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: n.log, Rules: n.rules, ScheduleFunc: schedules,
+			People: n.rules, DisplayTimezone: n.zone.String(), Tokens: cfg.apiTokens,
 			PeerSignedFunc: n.raft.PeerSigned, Forwarding: n.raft,
 			Directory: &api.DirectoryConfig{
 				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
@@ -182,7 +281,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		}),
 		// TLS handshake failures (a client without the CA, plain HTTP to
 		// the HTTPS port) go to the node's log, not to bare stderr.
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelInfo),
+		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelInfo),
 		// A slow client holds a connection no longer than this.
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
@@ -201,13 +300,16 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 			err = n.srv.Serve(ln)
 		}
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server stopped", "err", err)
+			n.log.Error("http server stopped", "err", err)
 		}
 	})
-	if err = n.raft.Start(ctx); err != nil {
-		return n, err
-	}
+}
 
+// newLeaderRun builds the leader-only loops (executor, planner, directory
+// refresher) and returns what RunLeader runs while this node leads. It
+// comes after Raft starts: the loops replicate through it.
+func (n *node) newLeaderRun(reg prometheus.Registerer, schedules func(engine.Rule) (engine.Schedule, error)) (func(context.Context), error) {
+	cfg := n.cfg
 	planAhead, _ := parsePlanAhead(cfg.PlanAhead)                // validated by load
 	auditRetention, _ := parseAuditRetention(cfg.AuditRetention) // validated by load
 	planSeconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -218,7 +320,7 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 	reg.MustRegister(planSeconds)
 	lcfg := leader.Config{
 		NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, Rules: n.rules, Sender: n.host,
-		ScheduleFunc: scheduleFunc, Logger: log,
+		ScheduleFunc: schedules, Logger: n.log,
 		SchedulerConfig: leader.SchedulerConfig{RulesChanged: n.rules.Changed()},
 		PlannerConfig: leader.PlannerConfig{
 			PlanAhead: planAhead,
@@ -227,33 +329,40 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 				planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
 			},
 		},
-		HousekeeperConfig: leader.HousekeeperConfig{DisplayZone: zone, AuditRetention: auditRetention},
+		HousekeeperConfig: leader.HousekeeperConfig{DisplayZone: n.zone, AuditRetention: auditRetention},
 		DirectoryConfig:   leader.DirectoryConfig{DirectoryRefresh: n.dirRefresh},
 	}
 	if cfg.Directory != nil {
 		ds, err := cfg.Directory.settings(cfg.Channels)
 		if err != nil {
-			return n, err
+			return nil, err
 		}
 		// WeCom is not a member: its own client, without the cluster's CA.
 		if lcfg.Directory, err = newWecomDirectory(ds, &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}); err != nil {
-			return n, err
+			return nil, err
 		}
 		lcfg.DirectoryInterval, lcfg.DirectoryMaxRemoval = ds.interval, ds.maxRemoval
 	}
-	lead, err := leader.New(lcfg)
+	l, err := leader.New(lcfg)
 	if err != nil {
-		return n, err
+		return nil, err
 	}
-	n.wg.Go(func() { syncDirectory(nctx, n.fsm, n.rules, log) })
-	n.wg.Go(func() { n.raft.RunLeader(nctx, lead.Run) })
+	return l.Run, nil
+}
+
+// startBackground starts what runs until stop: the directory sync, the
+// leader monitor (the leader loops while this node leads), the ops watch
+// and the rules watcher. It is last, so that nothing it starts meets a
+// half-wired node; stop cancels them first.
+func (n *node) startBackground(nctx context.Context, reg prometheus.Registerer, leaderRun func(context.Context)) {
+	n.wg.Go(func() { syncDirectory(nctx, n.fsm, n.rules, n.log) })
+	n.wg.Go(func() { n.raft.RunLeader(nctx, leaderRun) })
 	n.startOpsWatch(nctx, reg)
 	n.wg.Go(func() {
 		if err := n.rules.Watch(nctx); err != nil && nctx.Err() == nil {
-			log.Error("rules watcher stopped", "err", err)
+			n.log.Error("rules watcher stopped", "err", err)
 		}
 	})
-	return n, nil
 }
 
 // stop shuts the node down: leader loops (cancelling sends in flight), the

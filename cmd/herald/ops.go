@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
 	"github.com/heraldhq/herald/engine/api"
 )
 
@@ -51,7 +52,7 @@ herald rules resume NAME.`,
 				return err
 			}
 			if f.asJSON {
-				return emitJSON(cmd, out)
+				return cliout.EmitJSON(cmd, out)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "rule %s paused at %s by %s", out.Rule, showTime(cmd, out.PausedAt), out.PausedBy)
 			if out.Reason != "" {
@@ -81,7 +82,7 @@ sent unless fired by hand: herald rules fire NAME --slot T.`,
 				return err
 			}
 			if f.asJSON {
-				return emitJSON(cmd, out)
+				return cliout.EmitJSON(cmd, out)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "rule %s resumed\n", out.Rule)
 			return nil
@@ -128,7 +129,7 @@ alone. IDs may be unique prefixes of 8 or more characters.`,
 				return err
 			}
 			if f.asJSON {
-				return emitJSON(cmd, out)
+				return cliout.EmitJSON(cmd, out)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "%d retried (new deadline %s)", len(out.Retried), showTime(cmd, out.Deadline))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
 	"github.com/heraldhq/herald/engine/api"
 )
 
@@ -75,7 +76,7 @@ func newTaskSubmitCmd(f *apiFlags) *cobra.Command {
 				return err
 			}
 			if f.asJSON {
-				return emitJSON(cmd, out)
+				return cliout.EmitJSON(cmd, out)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "task %s: rule %s due %s (%s)\n", out.Key, out.Rule, showTime(cmd, out.DueAt), out.State)
 			return nil
@@ -100,7 +101,7 @@ func newTaskGetCmd(f *apiFlags) *cobra.Command {
 				return err
 			}
 			if f.asJSON {
-				return emitJSON(cmd, out)
+				return cliout.EmitJSON(cmd, out)
 			}
 			printTask(cmd, out)
 			return nil
@@ -119,7 +120,7 @@ func newTaskCancelCmd(f *apiFlags) *cobra.Command {
 				return err
 			}
 			if f.asJSON {
-				return emitJSON(cmd, out)
+				return cliout.EmitJSON(cmd, out)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "task %s cancelled\n", out.Key)
 			return nil
@@ -153,7 +154,7 @@ func newTaskListCmd(f *apiFlags) *cobra.Command {
 				q.Set("cursor", page.Next)
 			}
 			if f.asJSON {
-				return emitJSON(cmd, tasks)
+				return cliout.EmitJSON(cmd, tasks)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "KEY\tRULE\tDUE\tSTATE\tDELIVERIES")

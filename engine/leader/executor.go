@@ -118,10 +118,12 @@ func newExecutor(l *Leader) *executor {
 
 func (x *executor) run(ctx context.Context) {
 	defer x.wg.Wait()
+	changed, unsubscribe := x.l.cfg.FSM.Subscribe(engine.AnyChange)
+	defer unsubscribe()
 	x.resend = x.l.cfg.FSM.InFlight()
 	for {
 		next := x.runOnce(ctx)
-		if !wait(ctx, next, x.l.now(), x.l.cfg.FSM.Changed(), x.done) {
+		if !wait(ctx, next, x.l.now(), changed, x.done) {
 			return
 		}
 	}

@@ -57,9 +57,11 @@ func newScheduler(l *Leader) *scheduler {
 
 func (s *scheduler) run(ctx context.Context) {
 	defer s.wg.Wait()
+	tasks, unsubscribe := s.l.cfg.FSM.Subscribe(engine.TasksChange)
+	defer unsubscribe()
 	for {
 		next := s.runOnce(ctx)
-		if !wait(ctx, next, s.l.now(), s.l.cfg.RulesChanged, s.l.cfg.FSM.TasksChanged()) {
+		if !wait(ctx, next, s.l.now(), s.l.cfg.RulesChanged, tasks) {
 			return
 		}
 	}
@@ -115,8 +117,8 @@ func (s *scheduler) fireTasks(ctx context.Context, hash string, now time.Time) (
 	next, ok := s.l.cfg.FSM.NextTaskDue()
 	if ok && !next.After(now) {
 		// Still pending although due: its run was refused (or it was
-		// submitted just now, and TasksChanged wakes us at once). Looking
-		// again at once would spin.
+		// submitted just now, and the TasksChange subscription wakes us
+		// at once). Looking again at once would spin.
 		return now.Add(time.Second), true
 	}
 	return next, ok

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
 )
 
 // failoverResult is what `herald bench failover` measures.
@@ -49,7 +51,7 @@ local cluster (it kills its processes): no --addr.`,
 				return err
 			}
 			if o.asJSON {
-				return emitJSON(cmd, res)
+				return cliout.EmitJSON(cmd, res)
 			}
 			each := make([]string, len(res.FailoverMS))
 			for i, v := range res.FailoverMS {

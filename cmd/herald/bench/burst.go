@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldhq/herald/cluster"
+	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
 	"github.com/heraldhq/herald/engine"
 )
 
@@ -55,7 +56,7 @@ its slot; the bench waits until all N messages are in the outbox.`,
 				return err
 			}
 			if o.asJSON {
-				return emitJSON(cmd, res)
+				return cliout.EmitJSON(cmd, res)
 			}
 			printTable(cmd, fmt.Sprintf("herald bench burst: %d messages, one slot (%s)", n, res.Slot.Format(time.RFC3339)), [][2]string{
 				{"delivered (distinct keys)", fmt.Sprintf("%d of %d (%d resent as duplicates)", res.Delivered, res.Messages, res.Resent)},

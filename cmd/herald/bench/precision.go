@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldhq/herald/cluster"
+	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
 )
 
 // precisionResult is what `herald bench precision` measures.
@@ -58,7 +59,7 @@ another rule's slots.`,
 				return err
 			}
 			if o.asJSON {
-				return emitJSON(cmd, res)
+				return cliout.EmitJSON(cmd, res)
 			}
 			rows := [][2]string{
 				{"slots (missed)", fmt.Sprintf("%d (%d)", res.Slots, res.Missed)},
