@@ -37,6 +37,6 @@ func TestOnFailedCutShortIsNotRecordedAsRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.cfg.Rules = &cancellingRules{simRules: s.rules, cancel: cancel}
 	s.lead("n1")
-	s.l.compensate(ctx)
+	s.house.compensate(ctx)
 	require.Len(t, s.log.fsm.ToCompensate(10), 1, "on_failed was cut short, yet recorded as run")
 }

@@ -103,7 +103,7 @@ func TestDigestResentAfterLeaderChange(t *testing.T) {
 	// n1 folds and claims at the window's end, then loses leadership
 	// before the send's result is in.
 	s.sched.runOnce(s.ctx)
-	s.sched.wg.Wait()
+	s.l.planner.wg.Wait()
 	hold := s.exec.digestHold(s.clock.Now())
 	due := s.log.fsm.Due(s.clock.Now(), 100)
 	due, failed := s.exec.foldDigests(s.ctx, due, s.clock.Now(), hold, false)

@@ -52,7 +52,7 @@ func TestExecutorRetriesSoonAfterAFailedProposal(t *testing.T) {
 			s.sched.runOnce(s.ctx) // the rule's schedule starts counting
 			s.clock.Set(start)
 			s.sched.runOnce(s.ctx)
-			s.sched.wg.Wait()
+			s.l.planner.wg.Wait()
 			require.Len(t, s.log.fsm.RunDeliveries(engine.RunKey("r", start)), 1)
 			now := start
 			if ct == engine.CmdExpire {

@@ -69,7 +69,7 @@ func (s *scheduler) fire(ctx context.Context, r engine.Rule, hash string, now ti
 		// A slot is started (and so planned and replicated) PlanAhead
 		// before it: its deliveries wait in the due index for their send
 		// time, and the first one leaves at the slot, not after planning.
-		if start := slot.Add(-s.l.planLead(r.Name)); start.After(now) {
+		if start := slot.Add(-s.l.planner.planLead(r.Name)); start.After(now) {
 			return start, true
 		}
 		if ahead && slot.After(now) {

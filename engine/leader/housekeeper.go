@@ -105,16 +105,16 @@ func (h *housekeeper) runOnce(ctx context.Context) time.Time {
 			wake = t
 		}
 	}
-	l.compensate(ctx)
-	earlier(l.notifyAlerts(ctx, now))
-	earlier(l.reportLateRuns(ctx, now))
+	h.compensate(ctx)
+	earlier(h.notifyAlerts(ctx, now))
+	earlier(h.reportLateRuns(ctx, now))
 	switch {
 	case h.nextPrune.IsZero():
 		// Not at the very start of a term (elections come in bursts), but
 		// soon after: a cluster whose leader moves every hour still prunes.
 		h.nextPrune = now.Add(min(l.cfg.PruneEvery, pruneAfterElection))
 	case !now.Before(h.nextPrune):
-		l.pruneOnce(ctx, now)
+		h.pruneOnce(ctx, now)
 		h.nextPrune = now.Add(l.cfg.PruneEvery)
 	}
 	earlier(h.nextPrune)
@@ -124,7 +124,8 @@ func (h *housekeeper) runOnce(ctx context.Context) time.Time {
 // compensate runs the rule's on_failed for deliveries that finally failed,
 // outside Apply, then records that it ran. A leader that dies in between
 // leaves them for the next one: the hook runs at least once.
-func (l *Leader) compensate(ctx context.Context) {
+func (h *housekeeper) compensate(ctx context.Context) {
+	l := h.l
 	ds := l.cfg.FSM.ToCompensate(maxCompensatePerPass)
 	if len(ds) == 0 {
 		return
@@ -171,7 +172,8 @@ func (l *Leader) compensate(ctx context.Context) {
 
 // notifyAlerts hands every alert that is new, or repeated after its
 // interval, to the alert rule, and returns when to look again.
-func (l *Leader) notifyAlerts(ctx context.Context, now time.Time) time.Time {
+func (h *housekeeper) notifyAlerts(ctx context.Context, now time.Time) time.Time {
+	l := h.l
 	wake := time.Time{}
 	if _, ok := l.findRule(l.cfg.AlertRule); !ok {
 		return wake // no rule to deliver with; alerts stay listed
@@ -205,7 +207,8 @@ func (l *Leader) notifyAlerts(ctx context.Context, now time.Time) time.Time {
 
 // reportLateRuns raises an alert for every run still planning LatePlan
 // after its slot (once per run).
-func (l *Leader) reportLateRuns(ctx context.Context, now time.Time) time.Time {
+func (h *housekeeper) reportLateRuns(ctx context.Context, now time.Time) time.Time {
+	l := h.l
 	wake := time.Time{}
 	for _, r := range l.cfg.FSM.PlanningRuns() {
 		// Planning counts from when the run started: a slot fired by hand
@@ -237,7 +240,8 @@ func (l *Leader) reportLateRuns(ctx context.Context, now time.Time) time.Time {
 // PruneAudit for the audit trail's when it holds records (an empty trail
 // needs no log entry, and while a member still runs a build without the
 // trail the proposal would only be refused).
-func (l *Leader) pruneOnce(ctx context.Context, now time.Time) {
+func (h *housekeeper) pruneOnce(ctx context.Context, now time.Time) {
+	l := h.l
 	if l.cfg.FSM.AuditLen() > 0 {
 		if res, err := l.propose(ctx, engine.CmdPruneAudit, engine.PruneAudit{Before: now.Add(-l.cfg.AuditRetention), Now: now}); err != nil {
 			l.log.Warn("cannot prune the audit trail", "err", err)

@@ -22,13 +22,13 @@ func TestDeliberateFireIsNotLate(t *testing.T) {
 	s.apply(engine.CmdSubmitTask, engine.SubmitTask{Key: "old", Rule: "r", DueAt: old, Now: now})
 	s.apply(engine.CmdStartRun, engine.StartRun{Key: engine.TaskRunKey("old"), Rule: "r", Slot: old, TaskKey: "old", Now: now})
 
-	wake := s.l.reportLateRuns(s.ctx, now)
+	wake := s.house.reportLateRuns(s.ctx, now)
 	require.Empty(t, alertsWith(s.log.fsm, "late-run:"), "nothing is late the moment it starts")
 	require.Equal(t, now.Add(LatePlanDefault), wake)
 
 	// Still planning five minutes later: that is late, and said so in
 	// terms of the run's own start.
-	s.l.reportLateRuns(s.ctx, now.Add(LatePlanDefault+time.Second))
+	s.house.reportLateRuns(s.ctx, now.Add(LatePlanDefault+time.Second))
 	late := alertsWith(s.log.fsm, "late-run:")
 	require.Len(t, late, 2)
 	for _, a := range late {

@@ -81,9 +81,9 @@ type PlanTiming struct {
 type Leader struct {
 	cfg Config
 	log *slog.Logger
-	// planTook remembers how long each rule's last run took to plan (rule
-	// name → time.Duration), for the plan-ahead lead.
-	planTook sync.Map
+	// planner outlives each term's scheduler: it keeps what rules took
+	// to plan (the plan-ahead lead).
+	planner *planner
 }
 
 // New validates cfg and returns a Leader.
@@ -91,7 +91,9 @@ func New(cfg Config) (*Leader, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Leader{cfg: cfg, log: cfg.Logger.With("component", "leader")}, nil
+	l := &Leader{cfg: cfg, log: cfg.Logger.With("component", "leader")}
+	l.planner = newPlanner(l)
+	return l, nil
 }
 
 // Run runs the scheduler and executor until ctx is cancelled (leadership

@@ -53,13 +53,32 @@ func (c *PlannerConfig) setDefaults() {
 	c.PlanAhead = min(max(c.PlanAhead, 0), MaxPlanAhead)
 }
 
+// planner plans started runs: it evaluates each run's rule and replicates
+// its deliveries, each run in its own goroutine under PlannerConfig's
+// Planners bound. One lives as long as its Leader, so that the plan-ahead
+// lead learnt in one term (took) is there in the next.
+type planner struct {
+	l *Leader
+	// took remembers how long each rule's last run took to plan (rule
+	// name → time.Duration), for the plan-ahead lead.
+	took     sync.Map
+	mu       sync.Mutex
+	planning map[string]bool // run keys being planned now
+	sem      chan struct{}
+	wg       sync.WaitGroup
+}
+
+func newPlanner(l *Leader) *planner {
+	return &planner{l: l, planning: map[string]bool{}, sem: make(chan struct{}, l.cfg.Planners)}
+}
+
 // plan evaluates a run's rule and replicates its deliveries in chunks,
 // then marks the run planned. Ids are deterministic, so planning a run that
 // an earlier leader left half planned adds only what is missing.
-func (l *Leader) plan(ctx context.Context, run *engine.Run) error {
-	rule, ok := l.findRule(run.Rule)
+func (p *planner) plan(ctx context.Context, run *engine.Run) error {
+	rule, ok := p.l.findRule(run.Rule)
 	if !ok {
-		return l.finishPlan(ctx, run, "rule "+run.Rule+" is not loaded")
+		return p.finishPlan(ctx, run, "rule "+run.Rule+" is not loaded")
 	}
 	zone := run.Zone
 	if zone == "" {
@@ -68,19 +87,19 @@ func (l *Leader) plan(ctx context.Context, run *engine.Run) error {
 	loc := engine.ZoneLocation(zone)
 	rc := engine.RunContext{
 		Rule: run.Rule, Key: run.Key, Slot: run.Slot.In(loc), Zone: loc.String(),
-		Data: run.Data, Missed: l.cfg.FSM.Missed(run.Rule), DirectoryHash: run.DirectoryHash,
+		Data: run.Data, Missed: p.l.cfg.FSM.Missed(run.Rule), DirectoryHash: run.DirectoryHash,
 	}
-	pctx, cancel := context.WithTimeout(ctx, l.cfg.PlanTimeout)
+	pctx, cancel := context.WithTimeout(ctx, p.l.cfg.PlanTimeout)
 	evalStart := time.Now()
-	planned, perr := l.cfg.Rules.Plan(pctx, rule.Name, rc)
-	if cur, _ := l.cfg.FSM.Directory(); errors.Is(perr, engine.ErrDirectoryPending) && cur != nil && cur.Hash != run.DirectoryHash {
+	planned, perr := p.l.cfg.Rules.Plan(pctx, rule.Name, rc)
+	if cur, _ := p.l.cfg.FSM.Directory(); errors.Is(perr, engine.ErrDirectoryPending) && cur != nil && cur.Hash != run.DirectoryHash {
 		// The run's snapshot was replaced in the log and this node no
 		// longer keeps it (a run re-planned long after it started): the
 		// one in force is the best there is.
-		l.log.Warn("planning with the directory in force: the run's snapshot is gone", "run", run.Key,
+		p.l.log.Warn("planning with the directory in force: the run's snapshot is gone", "run", run.Key,
 			"run_directory", run.DirectoryHash, "directory", cur.Hash)
 		rc.DirectoryHash = cur.Hash
-		planned, perr = l.cfg.Rules.Plan(pctx, rule.Name, rc)
+		planned, perr = p.l.cfg.Rules.Plan(pctx, rule.Name, rc)
 	}
 	evaluate := time.Since(evalStart)
 	cancel()
@@ -91,26 +110,26 @@ func (l *Leader) plan(ctx context.Context, run *engine.Run) error {
 		return perr // the scheduler tries again in a moment
 	}
 	if perr != nil {
-		return l.finishPlan(ctx, run, perr.Error())
+		return p.finishPlan(ctx, run, perr.Error())
 	}
-	all, doomed := l.deliveries(run, rule, planned)
+	all, doomed := p.deliveries(run, rule, planned)
 	replStart := time.Now()
-	if err := l.replicatePlan(ctx, run.Key, all); err != nil {
+	if err := p.replicatePlan(ctx, run.Key, all); err != nil {
 		return err
 	}
 	if len(doomed) > 0 {
 		// Said now, when it is known, not only when the deadline passes:
 		// the expiry's own alert cannot say why it was held.
-		l.raise(ctx, engine.NewRaiseAlert(engine.AlertCause{Kind: engine.AlertQuietExpired, Subject: run.Key}, run.Rule, engine.AlertParams{Run: run.Key, Slot: run.Slot, Count: len(doomed)},
+		p.l.raise(ctx, engine.NewRaiseAlert(engine.AlertCause{Kind: engine.AlertQuietExpired, Subject: run.Key}, run.Rule, engine.AlertParams{Run: run.Key, Slot: run.Slot, Count: len(doomed)},
 			fmt.Sprintf("%d message(s) of %s (rule %s) fall in quiet hours that end after their deadline; they will expire unsent at it: %s",
-				len(doomed), run.Key, run.Rule, strings.Join(doomed, "; ")), l.now()))
+				len(doomed), run.Key, run.Rule, strings.Join(doomed, "; ")), p.l.now()))
 	}
-	err := l.finishPlan(ctx, run, "")
+	err := p.finishPlan(ctx, run, "")
 	if err == nil {
-		l.planTook.Store(run.Rule, evaluate+time.Since(replStart))
+		p.took.Store(run.Rule, evaluate+time.Since(replStart))
 	}
-	if err == nil && l.cfg.PlanObserver != nil {
-		l.cfg.PlanObserver(PlanTiming{Rule: run.Rule, RunKey: run.Key, Deliveries: len(all),
+	if err == nil && p.l.cfg.PlanObserver != nil {
+		p.l.cfg.PlanObserver(PlanTiming{Rule: run.Rule, RunKey: run.Key, Deliveries: len(all),
 			Evaluate: evaluate, Replicate: time.Since(replStart)})
 	}
 	return err
@@ -118,8 +137,8 @@ func (l *Leader) plan(ctx context.Context, run *engine.Run) error {
 
 // finishPlan marks run planned, or failed with the rule's error (ruleErr
 // not empty).
-func (l *Leader) finishPlan(ctx context.Context, run *engine.Run, ruleErr string) error {
-	_, err := l.propose(ctx, engine.CmdFinishPlan, engine.FinishPlan{RunKey: run.Key, Error: ruleErr, Now: l.now()})
+func (p *planner) finishPlan(ctx context.Context, run *engine.Run, ruleErr string) error {
+	_, err := p.l.propose(ctx, engine.CmdFinishPlan, engine.FinishPlan{RunKey: run.Key, Error: ruleErr, Now: p.l.now()})
 	return err
 }
 
@@ -127,7 +146,7 @@ func (l *Leader) finishPlan(ctx context.Context, run *engine.Run, ruleErr string
 // times (stagger, quiet hours, digest window), the rule's channel,
 // priority, retry policy and deadline.
 // doomed describes those held by quiet hours past their deadline.
-func (l *Leader) deliveries(run *engine.Run, rule engine.Rule, planned []engine.Planned) (out []engine.NewDelivery, doomed []string) {
+func (p *planner) deliveries(run *engine.Run, rule engine.Rule, planned []engine.Planned) (out []engine.NewDelivery, doomed []string) {
 	// A slot fired by hand after it passed (a backfill) counts its stagger
 	// and deadline from when it was fired: from its slot, every message
 	// would expire at once.
@@ -142,27 +161,27 @@ func (l *Leader) deliveries(run *engine.Run, rule engine.Rule, planned []engine.
 	}
 	seen := make(map[string]bool, len(planned))
 	out = make([]engine.NewDelivery, 0, len(planned))
-	for i, p := range planned {
-		if p.Recipient == "" || seen[p.Recipient] {
+	for i, pd := range planned {
+		if pd.Recipient == "" || seen[pd.Recipient] {
 			continue // one message per person per run
 		}
-		seen[p.Recipient] = true
-		t := rule.Timing(run.Key, base, p, i, len(planned), zone)
+		seen[pd.Recipient] = true
+		t := rule.Timing(run.Key, base, pd, i, len(planned), zone)
 		if t.Held != "" {
-			l.log.Info("held by quiet hours", "run", run.Key, "recipient", p.Recipient, "why", t.Held, "expires", t.Expires)
+			p.l.log.Info("held by quiet hours", "run", run.Key, "recipient", pd.Recipient, "why", t.Held, "expires", t.Expires)
 		}
 		if t.Expires && len(doomed) < maxDoomedListed {
 			why := "its digest window ends after it"
 			if t.Held != "" {
 				why = t.Held
 			}
-			doomed = append(doomed, fmt.Sprintf("%s (deadline %s, %s)", p.Recipient, t.Deadline.Format(time.RFC3339), why))
+			doomed = append(doomed, fmt.Sprintf("%s (deadline %s, %s)", pd.Recipient, t.Deadline.Format(time.RFC3339), why))
 		}
 		out = append(out, engine.NewDelivery{
-			ID:        engine.DeliveryID(idKey, p.Recipient),
-			Recipient: p.Recipient,
+			ID:        engine.DeliveryID(idKey, pd.Recipient),
+			Recipient: pd.Recipient,
 			Channel:   rule.Channel,
-			Payload:   p.Payload,
+			Payload:   pd.Payload,
 			Priority:  cmp.Or(rule.Priority, heraldtype.PriorityNormal),
 			NotBefore: t.NotBefore,
 			Deadline:  t.Deadline,
@@ -192,14 +211,14 @@ const planPipeline = 8
 // replicatePlan proposes a run's deliveries in chunks, up to planPipeline
 // at once. The chunks may commit in any order: AddDeliveries leaves ids
 // already present alone, and FinishPlan comes only after all of them.
-func (l *Leader) replicatePlan(ctx context.Context, runKey string, all []engine.NewDelivery) error {
+func (p *planner) replicatePlan(ctx context.Context, runKey string, all []engine.NewDelivery) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := make(chan struct{}, planPipeline)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
-	for start := 0; start < len(all); start += l.cfg.PlanChunk {
-		chunk := all[start:min(start+l.cfg.PlanChunk, len(all))]
+	for start := 0; start < len(all); start += p.l.cfg.PlanChunk {
+		chunk := all[start:min(start+p.l.cfg.PlanChunk, len(all))]
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -209,7 +228,7 @@ func (l *Leader) replicatePlan(ctx context.Context, runKey string, all []engine.
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if _, err := l.propose(ctx, engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: runKey, Deliveries: chunk}); err != nil {
+			if _, err := p.l.propose(ctx, engine.CmdAddDeliveries, engine.AddDeliveries{RunKey: runKey, Deliveries: chunk}); err != nil {
 				select {
 				case errs <- fmt.Errorf("replicate plan of %s: %w", runKey, err):
 				default:
@@ -235,14 +254,14 @@ const planLeadMin = time.Second
 // what its last run took to plan, plus planLeadMin, at most PlanAhead.
 // A rule this leader has not planned yet counts its last planned run in
 // the state; one never planned gets all of PlanAhead.
-func (l *Leader) planLead(rule string) time.Duration {
-	if l.cfg.PlanAhead <= 0 {
+func (p *planner) planLead(rule string) time.Duration {
+	if p.l.cfg.PlanAhead <= 0 {
 		return 0
 	}
-	took, ok := l.planTook.Load(rule)
+	took, ok := p.took.Load(rule)
 	if !ok {
 		var last *engine.Run
-		for _, r := range l.cfg.FSM.Runs(func(r *engine.Run) bool {
+		for _, r := range p.l.cfg.FSM.Runs(func(r *engine.Run) bool {
 			return r.Rule == rule && r.State == engine.RunPlanned && !r.PlannedAt.IsZero()
 		}) {
 			last = r
@@ -251,48 +270,48 @@ func (l *Leader) planLead(rule string) time.Duration {
 		if last != nil {
 			d = max(last.PlannedAt.Sub(last.StartedAt), 0)
 		}
-		took, _ = l.planTook.LoadOrStore(rule, d)
+		took, _ = p.took.LoadOrStore(rule, d)
 	}
 	if took.(time.Duration) < 0 {
-		return l.cfg.PlanAhead
+		return p.l.cfg.PlanAhead
 	}
-	return min(l.cfg.PlanAhead, 2*took.(time.Duration)+planLeadMin)
+	return min(p.l.cfg.PlanAhead, 2*took.(time.Duration)+planLeadMin)
 }
 
 // planPending plans every run still planning — ours, or one an earlier
 // leader left half done — each in its own goroutine so that one slow rule
 // does not hold up the others.
-func (s *scheduler) planPending(ctx context.Context) {
-	for _, run := range s.l.cfg.FSM.PlanningRuns() {
-		s.startPlanning(ctx, run)
+func (p *planner) planPending(ctx context.Context) {
+	for _, run := range p.l.cfg.FSM.PlanningRuns() {
+		p.startPlanning(ctx, run)
 	}
 }
 
 // startPlanning plans run in the background unless a planner has it.
-func (s *scheduler) startPlanning(ctx context.Context, run *engine.Run) {
-	s.mu.Lock()
-	busy := s.planning[run.Key]
-	s.planning[run.Key] = true
-	s.mu.Unlock()
+func (p *planner) startPlanning(ctx context.Context, run *engine.Run) {
+	p.mu.Lock()
+	busy := p.planning[run.Key]
+	p.planning[run.Key] = true
+	p.mu.Unlock()
 	if busy {
 		return
 	}
-	s.wg.Go(func() {
+	p.wg.Go(func() {
 		defer func() {
-			s.mu.Lock()
-			delete(s.planning, run.Key)
-			s.mu.Unlock()
+			p.mu.Lock()
+			delete(p.planning, run.Key)
+			p.mu.Unlock()
 		}()
 		// A plan that failed to replicate is tried again here, after a
 		// backoff: nothing else may wake the scheduler for a minute.
 		b := backoff.Doubling{Min: planRetryMin, Max: planRetryMax}
 		for {
-			done, err := s.planOnce(ctx, run)
+			done, err := p.planOnce(ctx, run)
 			if done {
 				return
 			}
 			retry := b.Next()
-			s.l.log.Warn("planning failed; will retry", "run", run.Key, "err", err, "in", retry)
+			p.l.log.Warn("planning failed; will retry", "run", run.Key, "err", err, "in", retry)
 			if !backoff.Sleep(ctx, retry, nil) {
 				return
 			}
@@ -308,18 +327,18 @@ const (
 
 // planOnce plans run under the planners' bound. done is false when it
 // failed and is worth trying again.
-func (s *scheduler) planOnce(ctx context.Context, run *engine.Run) (done bool, err error) {
+func (p *planner) planOnce(ctx context.Context, run *engine.Run) (done bool, err error) {
 	select {
-	case s.sem <- struct{}{}:
+	case p.sem <- struct{}{}:
 	case <-ctx.Done():
 		return true, nil
 	}
-	defer func() { <-s.sem }()
+	defer func() { <-p.sem }()
 	// run was read before this planner took it: another one may have
 	// finished it since.
-	if cur, ok := s.l.cfg.FSM.Run(run.Key); !ok || cur.State != engine.RunPlanning {
+	if cur, ok := p.l.cfg.FSM.Run(run.Key); !ok || cur.State != engine.RunPlanning {
 		return true, nil
 	}
-	err = s.l.plan(ctx, run)
+	err = p.plan(ctx, run)
 	return err == nil || ctx.Err() != nil, err
 }

@@ -3,7 +3,6 @@ package leader
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/heraldhq/herald/engine"
@@ -29,15 +28,12 @@ func (c *SchedulerConfig) setDefaults() {
 // so a long outage of a fast schedule cannot stall the others.
 const maxSlotsPerPass = 1000
 
-// scheduler fires rule slots (StartRun) and plans started runs. It lives
+// scheduler fires rule slots and due tasks (StartRun) and hands the runs
+// still planning to the Leader's planner. It lives
 // only while its node leads.
 type scheduler struct {
 	l         *Leader
 	schedules map[string]cachedSchedule // by rule name and zone
-	planning  map[string]bool           // run keys being planned now
-	mu        sync.Mutex
-	sem       chan struct{}
-	wg        sync.WaitGroup
 }
 
 type cachedSchedule struct {
@@ -50,13 +46,11 @@ func newScheduler(l *Leader) *scheduler {
 	return &scheduler{
 		l:         l,
 		schedules: map[string]cachedSchedule{},
-		planning:  map[string]bool{},
-		sem:       make(chan struct{}, l.cfg.Planners),
 	}
 }
 
 func (s *scheduler) run(ctx context.Context) {
-	defer s.wg.Wait()
+	defer s.l.planner.wg.Wait()
 	tasks, unsubscribe := s.l.cfg.FSM.Subscribe(engine.TasksChange)
 	defer unsubscribe()
 	for {
@@ -87,7 +81,7 @@ func (s *scheduler) runOnce(ctx context.Context) time.Time {
 	if next, ok := s.fireTasks(ctx, hash, now); ok && next.Before(wake) {
 		wake = next
 	}
-	s.planPending(ctx)
+	s.l.planner.planPending(ctx)
 	return wake
 }
 

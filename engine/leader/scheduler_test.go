@@ -22,7 +22,7 @@ func TestSchedulerDoesNotSpinOnARefusedTask(t *testing.T) {
 	// before tasks had records): the task can never fire.
 	require.Nil(t, s.apply(engine.CmdStartRun, engine.StartRun{Key: engine.TaskRunKey("k"), Rule: "r", Slot: start, Now: start}))
 	wake := s.sched.runOnce(s.ctx)
-	s.sched.wg.Wait()
+	s.l.planner.wg.Wait()
 	require.True(t, wake.After(start), "next look at %s: the scheduler would spin", wake)
 }
 
@@ -55,13 +55,13 @@ func TestStalePlanningRunIsNotPlannedAgain(t *testing.T) {
 	stale, ok := s.log.fsm.Run(key)
 	require.True(t, ok)
 	close(read)
-	s.sched.wg.Wait()
+	s.l.planner.wg.Wait()
 	r, _ := s.log.fsm.Run(key)
 	require.Equal(t, engine.RunPlanned, r.State)
 	require.Equal(t, engine.RunPlanning, stale.State)
 
-	s.sched.startPlanning(s.ctx, stale)
-	s.sched.wg.Wait()
+	s.l.planner.startPlanning(s.ctx, stale)
+	s.l.planner.wg.Wait()
 	require.Equal(t, 1, calls, "the rule ran again for a planned run")
 	require.Len(t, s.log.fsm.RunDeliveries(key), 1)
 }

@@ -241,7 +241,7 @@ func (s *sim) step() time.Time {
 		return s.clock.Now().Add(time.Hour)
 	}
 	w1 := s.sched.runOnce(s.ctx)
-	s.sched.wg.Wait()
+	s.l.planner.wg.Wait()
 	w2 := s.exec.runOnce(s.ctx)
 	s.exec.wg.Wait()
 	// As run does, a group settling (done) starts the next pass at once:
