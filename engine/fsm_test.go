@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

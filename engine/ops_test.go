@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 func mustEncode(t testing.TB, ct CommandType, body any) []byte {

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // packedSample is a body of each packed command that uses every field and

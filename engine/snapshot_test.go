@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // busyLog applies round r of a workload that touches every part of the

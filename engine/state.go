@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/btree"
+
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
 

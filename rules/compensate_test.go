@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest"
 	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/leader"
-	"github.com/stretchr/testify/require"
 )
 
 // refusingSender sends to everyone but refuse, whose messages fail for

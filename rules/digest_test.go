@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest"
 	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/leader"
-	"github.com/stretchr/testify/require"
 )
 
 // recordingSender sends everything and remembers it.

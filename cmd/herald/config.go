@@ -12,11 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/leader"
-	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 )
 
 // nodeConfig is one node's configuration: a YAML file (--config), where

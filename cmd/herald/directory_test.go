@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest"
 	"github.com/heraldhq/herald/engine/heraldtype"
@@ -22,7 +24,6 @@ import (
 	"github.com/heraldhq/herald/plugins/wecom"
 	"github.com/heraldhq/herald/plugins/wecomfake"
 	"github.com/heraldhq/herald/rules"
-	"github.com/stretchr/testify/require"
 )
 
 // bigCorp is a corp of n people in 12 departments (a root, 销售部 with
@@ -54,23 +55,6 @@ func bigCorp(n int) wecomfake.CorpConfig {
 	}
 	c.Tags = tags
 	return c
-}
-
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
 }
 
 type okSender struct{}
@@ -112,14 +96,14 @@ func TestDirectoryFromFakeWecom(t *testing.T) {
 	require.NoError(t, err)
 
 	repl := enginetest.New()
-	clock := &testClock{t: time.Date(2026, 11, 23, 9, 0, 30, 0, time.FixedZone("CST", 8*3600))}
+	clock := enginetest.NewClock(time.Date(2026, 11, 23, 9, 0, 30, 0, time.FixedZone("CST", 8*3600)))
 	refresh := make(chan struct{}, 1)
 	lead, err := leader.New(leader.Config{
 		NodeID: "n1", FSM: repl.FSM, Replicator: repl, Rules: set, Sender: okSender{},
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, set.Calendars())
 		},
-		NowFunc: clock.now, Logger: newLogger("error"),
+		NowFunc: clock.Now, Logger: newLogger("error"),
 		DirectoryConfig: leader.DirectoryConfig{Directory: src, DirectoryRefresh: refresh},
 	})
 	require.NoError(t, err)
@@ -145,7 +129,7 @@ func TestDirectoryFromFakeWecom(t *testing.T) {
 		t.Helper()
 		key := engine.RunKey("weekly_report", slot)
 		require.Nil(t, repl.MustApply(t, engine.CmdStartRun, engine.StartRun{Key: key, Rule: "weekly_report", Slot: slot,
-			Zone: "Asia/Shanghai", Manual: true, RulesHash: set.Hash(), Now: clock.now()}))
+			Zone: "Asia/Shanghai", Manual: true, RulesHash: set.Hash(), Now: clock.Now()}))
 		eventually(t, 30*time.Second, "run "+key+" planned", func() bool {
 			r, ok := repl.FSM.Run(key)
 			return ok && r.State != engine.RunPlanning
@@ -184,7 +168,7 @@ func TestDirectoryFromFakeWecom(t *testing.T) {
 		return cur.Hash != first.Hash && set.DirectoryHash() == cur.Hash
 	})
 	second, _ := repl.FSM.Directory()
-	clock.set(clock.now().Add(7 * 24 * time.Hour))
+	clock.Set(clock.Now().Add(7 * 24 * time.Hour))
 	run2, msgs := run(slot1.Add(7 * 24 * time.Hour))
 	require.Equal(t, second.Hash, run2.DirectoryHash)
 	require.NotContains(t, msgs["u0004"], "员工0016", "the next run follows the directory")
@@ -195,7 +179,7 @@ func TestDirectoryFromFakeWecom(t *testing.T) {
 	require.NoError(t, fake.AddFault(wecomfake.Fault{Kind: wecomfake.FaultErrcode, Code: -1, Path: "user/simplelist"}))
 	for i := range 3 {
 		calls := fake.Calls(wecomfake.PathUserSimpleList)
-		clock.set(clock.now().Add(11 * time.Minute))
+		clock.Set(clock.Now().Add(11 * time.Minute))
 		refresh <- struct{}{}
 		eventually(t, 30*time.Second, fmt.Sprintf("failed refresh %d", i+1), func() bool {
 			_, ok := repl.FSM.Alert(engine.AlertID(engine.AlertDirectoryRefresh))

@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/heraldhq/herald/cluster"
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
@@ -23,8 +26,6 @@ import (
 	"github.com/heraldhq/herald/engine/schedule"
 	"github.com/heraldhq/herald/plugins/host"
 	"github.com/heraldhq/herald/rules"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // node is one running Herald node: replicated state, Raft, rules, channel

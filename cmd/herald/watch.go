@@ -11,12 +11,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/heraldhq/herald/cluster"
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/leader"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The ops watch turns what only a node can see into alerts within a

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/heraldhq/herald/engine"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // A claimed group goes to the channel in batches of at most BatchSize

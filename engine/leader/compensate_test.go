@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
-	"github.com/stretchr/testify/require"
 )
 
 // cancellingRules' on_failed is cut short by the end of leadership.

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/engine"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // fakeDirectory is a DirectorySource a test steers.

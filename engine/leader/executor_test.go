@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
-	"github.com/stretchr/testify/require"
 )
 
 // flakyLog fails the next proposals of the given command types, as a

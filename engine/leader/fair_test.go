@@ -11,11 +11,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/calendar"
 	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/schedule"
-	"github.com/stretchr/testify/require"
 )
 
 // A backlog that fills Due's limit with its oldest deliveries does not hide

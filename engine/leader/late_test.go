@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/engine"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // TestDeliberateFireIsNotLate: a slot fired by hand hours after it passed

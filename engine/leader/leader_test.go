@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest/poll"
 	"github.com/heraldhq/herald/engine/heraldtype"
-	"github.com/stretchr/testify/require"
 )
 
 // localLog replicates by applying directly: a one-node "cluster".

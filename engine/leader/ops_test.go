@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
-	"github.com/stretchr/testify/require"
 )
 
 // sendsBetween counts the sends the sim's sender took in (from, to]; a

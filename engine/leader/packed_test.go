@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/engine"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // TestLeaderWritesPackedOnlyOnceEveryMemberReadsThem: the leader's

@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
-	"github.com/stretchr/testify/require"
 )
 
 // Issue 10's "must show" list on the fake clock: each person's local time

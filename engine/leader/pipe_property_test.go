@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/engine"
-	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
+
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // chaosSeeds is how many histories TestPipePromisesUnderChaos runs: 300

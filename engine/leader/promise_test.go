@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/engine"
-	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
+
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // The tests of issue 5's "must show" list, on the fake clock of sim_test.go.

@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/engine"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // A due task whose StartRun the state machine refuses stays pending: the

@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/engine"
-	"github.com/heraldhq/herald/engine/calendar"
-	"github.com/heraldhq/herald/engine/heraldtype"
-	"github.com/heraldhq/herald/engine/schedule"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
+
+	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/calendar"
+	"github.com/heraldhq/herald/engine/enginetest"
+	"github.com/heraldhq/herald/engine/heraldtype"
+	"github.com/heraldhq/herald/engine/schedule"
 )
 
 // This file is a deterministic harness for the leader: a fake clock, a
@@ -26,23 +28,6 @@ import (
 // fake time. Tests drive the scheduler, executor and housekeeper through
 // their runOnce, advancing the clock to the earliest wake-up any of them
 // asked for: what a leader would do, without a sleep.
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
 
 // simRules is a RuleSource whose rules plan with Go functions.
 type simRules struct {
@@ -102,7 +87,7 @@ type sent struct {
 // bucket held back for high priority).
 type simSender struct {
 	mu       sync.Mutex
-	clock    *fakeClock
+	clock    *enginetest.Clock
 	sends    []sent
 	failFunc func(heraldtype.Message) (heraldtype.Status, bool)
 	limiter  *rate.Limiter
@@ -164,7 +149,7 @@ func (s *simSender) all() []sent {
 type sim struct {
 	t      *testing.T
 	ctx    context.Context
-	clock  *fakeClock
+	clock  *enginetest.Clock
 	log    *localLog
 	rules  *simRules
 	sender *simSender
@@ -177,7 +162,7 @@ type sim struct {
 }
 
 func newSim(t *testing.T, start time.Time, rules ...engine.Rule) *sim {
-	clock := &fakeClock{now: start}
+	clock := enginetest.NewClock(start)
 	s := &sim{
 		t: t, ctx: t.Context(), clock: clock,
 		log:    &localLog{fsm: engine.NewFSM(), term: 0, leader: true},
