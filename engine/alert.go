@@ -114,7 +114,7 @@ type AlertData struct {
 	Last     string `json:"last"`
 }
 
-// alertData describes al for the alert rule, its times in loc (the
+// AlertDataOf describes al for the alert rule, its times in loc (the
 // display zone: a person reads them).
 func AlertDataOf(al *Alert, loc *time.Location) AlertData {
 	d := AlertData{Severity: "warning", Alert: al.ID, Cause: al.Cause, Rule: al.Rule, Message: LocalizeText(al.Message, loc),

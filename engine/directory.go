@@ -140,7 +140,7 @@ func (f *FSM) Directory() (current, held *DirectoryRecord) {
 	return f.st.Directory, f.st.DirectoryHeld
 }
 
-// removedFrom lists the userids of cur (sorted) missing from next
+// RemovedFrom lists the userids of cur (sorted) missing from next
 // (sorted).
 func RemovedFrom(cur, next []string) []string {
 	var out []string

@@ -153,7 +153,7 @@ func (d *Delivery) withFailure(f AttemptFailure) []AttemptFailure {
 	return append(out, f)
 }
 
-// dueAt is when the executor should next look at d: a pending delivery when
+// DueAt is when the executor should next look at d: a pending delivery when
 // it may be sent, a claimed one when its claim times out.
 func (d *Delivery) DueAt() time.Time {
 	switch d.State {

@@ -29,7 +29,7 @@ func slotRun(r Rule, zone string, slot time.Time, rulesHash string, now time.Tim
 	return StartRun{Key: key, Rule: r.Name, Slot: slot, Zone: zone, Date: SlotDate(slot, zone), RulesHash: rulesHash, Now: now}
 }
 
-// scheduledRun is the scheduler's StartRun of a slot, proposed at now:
+// ScheduledRun is the scheduler's StartRun of a slot, proposed at now:
 // late once it is more than lateAfter behind, skipped (recorded and
 // alerted, nothing sent) beyond catchup.
 func ScheduledRun(r Rule, zone string, slot time.Time, rulesHash string, now time.Time, lateAfter, catchup time.Duration) StartRun {
@@ -47,7 +47,7 @@ func ManualRun(r Rule, zone string, slot time.Time, rulesHash string, now time.T
 	return c
 }
 
-// taskRun is the StartRun of API task t, whose rule's zone is zone, fired
+// TaskRun is the StartRun of API task t, whose rule's zone is zone, fired
 // at now: late once it is more than lateAfter behind its due time.
 func TaskRun(t *Task, zone, rulesHash string, now time.Time, lateAfter time.Duration) StartRun {
 	return StartRun{

@@ -70,12 +70,6 @@ func (b *fsmBundle) claim(leader string, now time.Time, ids ...string) []engine.
 	return b.apply(engine.CmdClaim, engine.ClaimDeliveries{IDs: ids, Leader: leader, Now: now, Timeout: 30 * time.Second}).(engine.ClaimResult).Claimed
 }
 
-func (b *fsmBundle) state(id string) *engine.Delivery {
-	d, ok := b.fsm.Delivery(id)
-	require.True(b.t, ok)
-	return d
-}
-
 func persist(t *testing.T, s engine.Snapshot) []byte {
 	t.Helper()
 	var buf bytes.Buffer
