@@ -1,30 +1,6 @@
 package engine
 
-import (
-	"errors"
-	"fmt"
-	"time"
-)
-
-// Defaults for rule fields left empty.
-const (
-	DefaultDeadline = 2 * time.Hour
-	DefaultCatchup  = time.Hour
-)
-
-// DefaultRetry is the wait before each retry when a rule names none.
-var DefaultRetry = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute}
-
-// ErrNotLeader is returned by a Replicator on a node that does not lead.
-var ErrNotLeader = errors.New("not the leader")
-
-// Stagger spreads a run's deliveries so that 1,000 reports do not leave at
-// 9:00:00 sharp. Either Jitter, or Batches with Spacing; zero value: none.
-type Stagger struct {
-	Jitter  time.Duration
-	Batches int
-	Spacing time.Duration
-}
+import "fmt"
 
 // DeliveryState is where a delivery stands. See engine/DESIGN.md.
 type DeliveryState uint8
