@@ -175,3 +175,22 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard-empty.png"), shot, 0o644))
 }
+
+// The day the console opens on is the cluster's today in the cluster's
+// display zone: at 20:00 UTC on 2026-12-01 with display_timezone Etc/UTC
+// that is 2026-12-01, though Shanghai (the page's default zone before
+// status answers) is already on 12-02, and the browser's clock is 400
+// days off.
+func TestConsoleOpensOnTheClustersDay(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	status := func() api.Status { st := testStatus(); st.DisplayTimezone = "Etc/UTC"; return st }
+	f.api = api.New(api.Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: status, DisplayTimezone: "Etc/UTC",
+		NowFunc: func() time.Time { return time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC) }})
+	srv := httptest.NewServer(f.api)
+	t.Cleanup(srv.Close)
+	b := newBrowser(t, "en-US", "Asia/Shanghai", 1280, 800)
+	require.NoError(t, chromedp.Do(b.ctx, chromedp.Navigate(srv.URL+"/ui/"), b.until(`clock.synced`)))
+	require.Equal(t, "2026-12-01", b.eval(t, `document.getElementById("s-date").value`))
+	require.Equal(t, "2026-12-01", b.eval(t, `document.getElementById("p-date").value`))
+}

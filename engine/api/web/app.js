@@ -288,14 +288,15 @@ async function loadStatus() {
     S.status = st;
     S.statusError = "";
     S.loadedAt = new Date();
+    if (st.display_timezone && st.display_timezone !== clock.cluster) {
+      clock.cluster = st.display_timezone;
+      zoneChanged(false);
+    }
+    // After the zone: the first day shown is the cluster's day in its zone.
     if (syncClock(st.now)) {
       // The days the page opened on were the browser's guess: now the
       // cluster's, unless a person has picked one meanwhile.
       for (const id of ["s-date", "p-date"]) if (!$(id).dataset.picked) $(id).value = todayInZone();
-    }
-    if (st.display_timezone && st.display_timezone !== clock.cluster) {
-      clock.cluster = st.display_timezone;
-      zoneChanged(false);
     }
     if (st.role) S.role = st.role;
     renderStatus();
