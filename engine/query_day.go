@@ -47,6 +47,20 @@ func (f *FSM) FindDeliveries(flt DeliveryFilter) ([]*Delivery, int) {
 	}
 	var out []*Delivery
 	total := 0
+	// The day's bounds, found once: the same days as PersonDay, without
+	// formatting every delivery's slot under the read lock.
+	var from, to time.Time
+	if flt.Date != "" {
+		zone := flt.Zone
+		if zone == nil {
+			zone = time.UTC
+		}
+		day, err := time.ParseInLocation(time.DateOnly, flt.Date, zone)
+		if err != nil {
+			return nil, 0 // no delivery falls on a day that is not one
+		}
+		from, to = day, day.AddDate(0, 0, 1)
+	}
 	f.mu.RLock()
 	for _, d := range f.st.Deliveries.All() {
 		if len(flt.Recipients) > 0 && !slices.Contains(flt.Recipients, d.Recipient) {
@@ -55,7 +69,7 @@ func (f *FSM) FindDeliveries(flt DeliveryFilter) ([]*Delivery, int) {
 		if flt.Keep != nil && !flt.Keep(d) {
 			continue
 		}
-		if flt.Date != "" && PersonDay(d.Slot, flt.Zone) != flt.Date {
+		if flt.Date != "" && (d.Slot.Before(from) || !d.Slot.Before(to)) {
 			continue
 		}
 		total++
