@@ -56,6 +56,16 @@ var peerEndpoints = map[string]bool{
 	clusterPrefix + "join": true,
 }
 
+// peerReads are the node-to-node reads whose answer, with a secret, the
+// member proves: the caller sends a fresh nonce (PeerNonceHeader) and the
+// answer carries an HMAC over it (readReplyMAC). The request itself carries
+// no proof: it changes nothing, and a proof's timestamp would be refused
+// by a member whose clock is off by more than PeerAuthWindow, the very
+// member whose report must get through.
+var peerReads = map[string]bool{
+	reportPath: true,
+}
+
 // JoinRequest is the body of POST /v1/cluster/join.
 type JoinRequest struct {
 	ID       string `json:"id"`
@@ -208,6 +218,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		to    peerTarget
 	)
 	peerWrite := c.Secret != "" && method == http.MethodPost && peerEndpoints[path]
+	peerRead := c.Secret != "" && method == http.MethodGet && peerReads[path]
 	if c.Secret != "" && (c.OnBehalf != "" || peerWrite) {
 		if to, err = c.target(ctx); err != nil {
 			return err
@@ -227,6 +238,13 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 			return err
 		}
 		req.Header.Set(PeerAuthHeader, header)
+	}
+	if peerRead {
+		pa = newPeerAuth(c.Secret)
+		if nonce, err = newNonce(); err != nil {
+			return err
+		}
+		req.Header.Set(PeerNonceHeader, nonce)
 	}
 	hc := c.HTTP
 	if hc == nil {
@@ -255,7 +273,11 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		// Success counts only from a node that holds the secret: a node
 		// must not join a cluster that cannot prove it. Refusals are
 		// reported as they are (nothing is done on them).
-		if err := pa.checkReply(nonce, resp, b); err != nil {
+		want := pa.replyMAC(nonce, resp.StatusCode, b)
+		if peerRead {
+			want = pa.readReplyMAC(path, nonce, resp.StatusCode, b)
+		}
+		if err := pa.checkReply(want, resp); err != nil {
 			return fmt.Errorf("%s: %w", c.Addr, err)
 		}
 	}

@@ -42,6 +42,9 @@ const (
 	// DefaultReconcileInterval is how often a restarted node checks that the
 	// replicated member record still carries its current addresses.
 	DefaultReconcileInterval = 2 * time.Second
+	// DefaultReportInterval is how often the leader asks each member for
+	// its report: a member that cannot write its log is known within it.
+	DefaultReportInterval = 5 * time.Second
 )
 
 // Config configures a Node. Only NodeID, DataDir and RaftAddr (or
@@ -142,6 +145,13 @@ type Config struct {
 	Token string
 	// Registerer, when set, receives the node's Prometheus gauges.
 	Registerer prometheus.Registerer
+	// ReportInterval is how often the leader asks every member for its
+	// report (memberreport.go). Default DefaultReportInterval.
+	ReportInterval time.Duration
+	// WriteFault is a test hook: when set, it is asked before every write
+	// to the Raft log, stable store and snapshots, and an error it returns
+	// fails that write as a full or broken disk would. Nil in production.
+	WriteFault func() error
 }
 
 // DevConfig returns c with short Raft timeouts, so that a new leader is
@@ -156,6 +166,9 @@ func DevConfig(c Config) Config {
 	c.CommitTimeout = 10 * time.Millisecond
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = 200 * time.Millisecond
+	}
+	if c.ReportInterval == 0 {
+		c.ReportInterval = time.Second
 	}
 	return c
 }
@@ -178,6 +191,7 @@ func (c *Config) setDefaults() {
 	def(&c.JoinTimeout, DefaultJoinTimeout)
 	def(&c.DialTimeout, DefaultDialTimeout)
 	def(&c.ReconcileInterval, DefaultReconcileInterval)
+	def(&c.ReportInterval, DefaultReportInterval)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = DefaultSnapshotThreshold
 	}

@@ -34,11 +34,13 @@ const clusterPrefix = "/v1/cluster/"
 //	POST /v1/cluster/leave                              this node leaves the cluster
 //	POST /v1/cluster/remove {id}                        remove a member (forwarded to the leader)
 //	GET  /v1/cluster/status                             this node's view of the cluster
+//	GET  /v1/cluster/report                             this member's report of itself (memberreport.go)
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+clusterPrefix+"status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, n.Status())
 	})
+	mux.HandleFunc("GET "+reportPath, n.provenRead(n.handleReport))
 	mux.HandleFunc("POST "+clusterPrefix+"join", n.peerOnly(n.handleJoin))
 	mux.HandleFunc("POST "+clusterPrefix+"remove", n.handleRemove)
 	mux.HandleFunc("POST "+clusterPrefix+"leave", n.handleLeave)
@@ -65,7 +67,9 @@ func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		sr := &signedReply{Writer: held.Writer{ResponseWriter: w}, pa: n.peer, nonce: nonce}
+		sr := &signedReply{Writer: held.Writer{ResponseWriter: w}, mac: func(status int, body []byte) string {
+			return n.peer.replyMAC(nonce, status, body)
+		}}
 		h(sr, r)
 		sr.flush()
 	}

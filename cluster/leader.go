@@ -161,14 +161,12 @@ func (n *Node) lead(ctx context.Context, work func(ctx context.Context)) {
 	}
 	// Tied to this term, and waited for, so nothing outlives the lead.
 	vctx, vcancel := context.WithCancel(ctx)
-	vdone := make(chan struct{})
-	go func() {
-		defer close(vdone)
-		n.recordVersions(vctx)
-	}()
+	var polls sync.WaitGroup
+	polls.Go(func() { n.recordVersions(vctx) })
+	polls.Go(func() { n.pollReports(vctx) })
 	defer func() {
 		vcancel()
-		<-vdone
+		polls.Wait()
 	}()
 	n.log.Info("leader work started")
 	work(ctx)

@@ -55,6 +55,14 @@ func newMetrics(n *Node, f *fsm, reg prometheus.Registerer) *metrics {
 			}
 			return time.Since(last).Seconds()
 		})
+	gauge("herald_raft_data_dir_free_bytes", "Bytes left to this node in its data dir's file system (-1 when it cannot be read).",
+		func() float64 {
+			free, err := freeBytes(n.cfg.DataDir)
+			if err != nil {
+				return -1
+			}
+			return float64(free)
+		})
 	counter := func(name, help string, f func() float64) {
 		m.collectors = append(m.collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: name, Help: help, ConstLabels: labels,
@@ -64,6 +72,10 @@ func newMetrics(n *Node, f *fsm, reg prometheus.Registerer) *metrics {
 		func() float64 { return float64(f.appliedBytes.Load()) })
 	counter("herald_raft_applied_entries_total", "Commands applied to the state machine since this node started.",
 		func() float64 { return float64(f.appliedEntries.Load()) })
+	counter("herald_raft_log_write_failures_total", "Writes to the Raft log and stable store that failed since this node started (a full or failing disk).",
+		func() float64 { return float64(n.stores.log.failures.Load()) })
+	counter("herald_raft_snapshot_write_failures_total", "Snapshots this node failed to write since it started.",
+		func() float64 { return float64(n.stores.snapshot.failures.Load()) })
 	for i, c := range m.collectors {
 		if err := reg.Register(c); err != nil {
 			n.log.Warn("cannot register raft metrics", "err", err)

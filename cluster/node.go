@@ -58,6 +58,7 @@ type Node struct {
 	raft   *raft.Raft
 	store  *raftboltdb.BoltStore
 	snaps  *raft.FileSnapshotStore
+	stores *storeWatch // failed writes of the log, stable store and snapshots
 	stream *streamLayer
 	client *http.Client
 	ownTr  *http.Transport // closed on Shutdown when the client is ours
@@ -74,6 +75,9 @@ type Node struct {
 
 	refusedMu sync.Mutex
 	refusedAt map[string]time.Time // refusedRaftPeer: last log per certificate name
+
+	reportsMu sync.Mutex
+	reports   map[string]MemberReport // the leader's latest poll (memberreport.go)
 
 	leadership *leadership
 	metrics    *metrics
@@ -158,7 +162,9 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 	if id, err := store.Get(clusterIDKey); err == nil {
 		n.clusterID = string(id)
 	}
-	logs, err := raft.NewLogCache(logCacheSize, store)
+	n.stores = &storeWatch{fault: cfg.WriteFault}
+	watched := watchedLogStore{LogStore: store, stable: store, w: n.stores}
+	logs, err := raft.NewLogCache(logCacheSize, watched)
 	if err != nil {
 		return nil, fmt.Errorf("raft log cache: %w", err)
 	}
@@ -199,7 +205,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 	}
 	n.leadership.start()
 	rfsm := &fsm{sm: sm, starting: true, firstIndex: firstIndex}
-	n.raft, err = raft.NewRaft(rc, rfsm, logs, store, snapshotWatch{n.snaps, rfsm}, trans)
+	n.raft, err = raft.NewRaft(rc, rfsm, logs, watched, snapshotWatch{watchedSnapshots{n.snaps, n.stores}, rfsm}, trans)
 	rfsm.started()
 	if err != nil {
 		trans.Close()

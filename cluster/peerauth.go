@@ -36,6 +36,9 @@ const (
 	PeerAuthHeader = "X-Herald-Cluster-Auth"
 	// PeerReplyHeader carries the answer's HMAC (hex).
 	PeerReplyHeader = "X-Herald-Cluster-Reply"
+	// PeerNonceHeader carries the caller's nonce on a read whose answer
+	// the member proves (peerReads): the answer's PeerReplyHeader covers it.
+	PeerNonceHeader = "X-Herald-Cluster-Nonce"
 	// PeerAuthWindow is how far a request's timestamp may be from the
 	// receiver's clock. Replays inside it are caught by the nonce.
 	PeerAuthWindow = 5 * time.Minute
@@ -131,17 +134,26 @@ func (pa *peerAuth) mac(m signedMsg, p proof) string {
 // sign makes the proof of m for node to, in the format to's build reads:
 // the header value and its nonce.
 func (pa *peerAuth) sign(m signedMsg, to peerTarget) (header, nonce string, err error) {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
+	nonce, err = newNonce()
+	if err != nil {
 		return "", "", err
 	}
-	p := proof{version: PeerAuthVersion, ts: strconv.FormatInt(pa.nowFunc().Unix(), 10), nonce: hex.EncodeToString(b),
+	p := proof{version: PeerAuthVersion, ts: strconv.FormatInt(pa.nowFunc().Unix(), 10), nonce: nonce,
 		cluster: to.cluster, node: to.node}
 	if to.version == legacyProof {
 		p.version = legacyProof
 		return "v1 ts=" + p.ts + " nonce=" + p.nonce + " mac=" + pa.mac(m, p), p.nonce, nil
 	}
 	return "v2 ts=" + p.ts + " nonce=" + p.nonce + " cluster=" + p.cluster + " node=" + p.node + " mac=" + pa.mac(m, p), p.nonce, nil
+}
+
+// newNonce is a fresh random nonce (hex).
+func newNonce() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // check verifies header as the proof of m received by self (this node's
@@ -192,9 +204,19 @@ func (pa *peerAuth) replyMAC(nonce string, status int, body []byte) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// checkReply verifies that an answer to a signed request comes from a node
-// holding the same secret.
-func (pa *peerAuth) checkReply(nonce string, resp *http.Response, body []byte) error {
+// readReplyMAC is the HMAC of the answer to a proven read (peerReads): the
+// caller's nonce, the path (so one read's answer cannot stand for
+// another's), status and body, under its own label.
+func (pa *peerAuth) readReplyMAC(path, nonce string, status int, body []byte) string {
+	m := hmac.New(sha256.New, pa.secret)
+	fmt.Fprintf(m, "herald-cluster-read-reply-v1\n%s\n%s\n%d\n%s", path, nonce, status, bodyDigest(body))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// checkReply verifies that an answer carries want, the HMAC only a node
+// holding the same secret could make: the answer to a signed request
+// (replyMAC) or to a proven read (readReplyMAC).
+func (pa *peerAuth) checkReply(want string, resp *http.Response) error {
 	if !pa.enabled() {
 		return nil
 	}
@@ -202,7 +224,7 @@ func (pa *peerAuth) checkReply(nonce string, resp *http.Response, body []byte) e
 	if got == "" {
 		return fmt.Errorf("%w: the answering node did not prove it holds cluster_secret (it has none, or is not a Herald node of this cluster)", ErrPeerAuth)
 	}
-	if !hmac.Equal([]byte(got), []byte(pa.replyMAC(nonce, resp.StatusCode, body))) {
+	if !hmac.Equal([]byte(got), []byte(want)) {
 		return fmt.Errorf("%w: the answering node holds another cluster_secret", ErrPeerAuth)
 	}
 	return nil
@@ -300,17 +322,17 @@ func parseProof(h string) (proof, bool) {
 	return p, true
 }
 
-// signedReply holds the answer to a verified request (cluster answers are
-// small) so that it goes out with the reply HMAC over its status and body.
+// signedReply holds the answer to a verified request or a proven read
+// (cluster answers are small) so that it goes out with mac, the reply HMAC
+// over its status and body.
 type signedReply struct {
 	held.Writer
-	pa    *peerAuth
-	nonce string
+	mac func(status int, body []byte) string
 }
 
 // flush sends the held answer with its HMAC.
 func (s *signedReply) flush() {
-	s.Header().Set(PeerReplyHeader, s.pa.replyMAC(s.nonce, s.Status(), s.Body()))
+	s.Header().Set(PeerReplyHeader, s.mac(s.Status(), s.Body()))
 	s.Send()
 }
 

@@ -1,0 +1,194 @@
+package cluster
+
+import (
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// raft's stores are wrapped so that a write that fails (a full disk, an
+// I/O error) is counted and remembered with its text: raft itself only
+// logs it, and a follower that cannot write its log looks healthy from
+// everywhere else until the leader's poll (memberreport.go) reads it here.
+// The error still goes back to raft unchanged; nothing else differs.
+
+// writeHealth is the record of one kind of write (the Raft log and stable
+// store, or snapshots).
+type writeHealth struct {
+	failures atomic.Uint64
+	failing  atomic.Bool // the latest write failed; read without the lock on every success
+
+	mu      sync.Mutex
+	lastErr string
+	lastAt  time.Time // of lastErr
+	since   time.Time // the first failure since the last success
+}
+
+// WriteHealth is what a member reports of one kind of write.
+type WriteHealth struct {
+	// Failures counts the failed writes since the node started.
+	Failures uint64 `json:"failures"`
+	// LastError is the latest failure's text, LastErrorAt its time (this
+	// member's clock, UTC).
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// FailingSince is set while the latest write failed: the time of the
+	// first failure after the last write that succeeded.
+	FailingSince time.Time `json:"failing_since,omitzero"`
+}
+
+// Failing reports whether the member's latest write of this kind failed.
+func (w WriteHealth) Failing() bool { return !w.FailingSince.IsZero() }
+
+// record notes the outcome of one write and returns err unchanged.
+func (h *writeHealth) record(err error) error {
+	if err == nil {
+		if h.failing.Load() {
+			h.mu.Lock()
+			h.failing.Store(false)
+			h.since = time.Time{}
+			h.mu.Unlock()
+		}
+		return nil
+	}
+	now := time.Now().UTC()
+	h.failures.Add(1)
+	h.mu.Lock()
+	h.lastErr, h.lastAt = err.Error(), now
+	if !h.failing.Load() {
+		h.since = now
+		h.failing.Store(true)
+	}
+	h.mu.Unlock()
+	return err
+}
+
+func (h *writeHealth) report() WriteHealth {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return WriteHealth{Failures: h.failures.Load(), LastError: h.lastErr, LastErrorAt: h.lastAt, FailingSince: h.since}
+}
+
+// storeWatch holds the write records of a node's stores and the test hook
+// that fails them.
+type storeWatch struct {
+	log, snapshot writeHealth
+	// fault, when set (Config.WriteFault), is asked before every write; an
+	// error fails the write as the disk would.
+	fault func() error
+}
+
+// injected is the test hook's error, nil without one.
+func (w *storeWatch) injected() error {
+	if w.fault == nil {
+		return nil
+	}
+	return w.fault()
+}
+
+// logWrite runs one log or stable-store write and records its outcome.
+func (w *storeWatch) logWrite(write func() error) error {
+	if err := w.injected(); err != nil {
+		return w.log.record(err)
+	}
+	return w.log.record(write())
+}
+
+// watchedLogStore is raft's log store and stable store with every write
+// recorded in w.log; reads pass through.
+type watchedLogStore struct {
+	raft.LogStore
+	stable raft.StableStore
+	w      *storeWatch
+}
+
+var (
+	_ raft.LogStore    = watchedLogStore{}
+	_ raft.StableStore = watchedLogStore{}
+)
+
+func (s watchedLogStore) StoreLog(l *raft.Log) error {
+	return s.w.logWrite(func() error { return s.LogStore.StoreLog(l) })
+}
+
+func (s watchedLogStore) StoreLogs(ls []*raft.Log) error {
+	return s.w.logWrite(func() error { return s.LogStore.StoreLogs(ls) })
+}
+
+func (s watchedLogStore) DeleteRange(lo, hi uint64) error {
+	return s.w.logWrite(func() error { return s.LogStore.DeleteRange(lo, hi) })
+}
+
+func (s watchedLogStore) Set(k, v []byte) error {
+	return s.w.logWrite(func() error { return s.stable.Set(k, v) })
+}
+
+func (s watchedLogStore) SetUint64(k []byte, v uint64) error {
+	return s.w.logWrite(func() error { return s.stable.SetUint64(k, v) })
+}
+
+func (s watchedLogStore) Get(k []byte) ([]byte, error) { return s.stable.Get(k) }
+
+func (s watchedLogStore) GetUint64(k []byte) (uint64, error) { return s.stable.GetUint64(k) }
+
+// watchedSnapshots is a snapshot store whose sinks record every write in
+// w.snapshot: a snapshot counts as written when its sink closes without
+// error.
+type watchedSnapshots struct {
+	raft.SnapshotStore
+	w *storeWatch
+}
+
+func (s watchedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	if err := s.w.injected(); err != nil {
+		return nil, s.w.snapshot.record(err)
+	}
+	sink, err := s.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil {
+		return nil, s.w.snapshot.record(err)
+	}
+	return &watchedSink{SnapshotSink: sink, w: s.w}, nil
+}
+
+// watchedSink records a snapshot's first failed write, or its close.
+type watchedSink struct {
+	raft.SnapshotSink
+	w      *storeWatch
+	failed bool // a write failed: one failure per snapshot, and no success at Close
+}
+
+func (s *watchedSink) Write(p []byte) (int, error) {
+	if err := s.w.injected(); err != nil {
+		return 0, s.fail(err)
+	}
+	n, err := s.SnapshotSink.Write(p)
+	if err != nil {
+		return n, s.fail(err)
+	}
+	return n, nil
+}
+
+func (s *watchedSink) fail(err error) error {
+	if !s.failed {
+		s.failed = true
+		_ = s.w.snapshot.record(err)
+	}
+	return err
+}
+
+func (s *watchedSink) Close() error {
+	err := s.SnapshotSink.Close()
+	if err != nil {
+		return s.fail(err)
+	}
+	if !s.failed {
+		_ = s.w.snapshot.record(nil)
+	}
+	return nil
+}
+
+var _ io.WriteCloser = (*watchedSink)(nil)
