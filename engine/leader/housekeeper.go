@@ -35,8 +35,9 @@ type HousekeeperConfig struct {
 	// AlertInterval: an alert that repeats is delivered again at most this
 	// often; default AlertIntervalDefault.
 	AlertInterval time.Duration
-	// LatePlan: a run still planning this long after its slot is reported
-	// late (alert); default LatePlanDefault.
+	// LatePlan: a run still planning this long after its slot, or after
+	// it started if that was later, is reported late (alert); default
+	// LatePlanDefault.
 	LatePlan time.Duration
 	// Retention: finished deliveries older than this are pruned; default
 	// RetentionDefault. LedgerRetention: how long pruned run keys are still
@@ -206,7 +207,7 @@ func (h *housekeeper) notifyAlerts(ctx context.Context, now time.Time) time.Time
 }
 
 // reportLateRuns raises an alert for every run still planning LatePlan
-// after its slot (once per run).
+// after its slot or its start, whichever is later (once per run).
 func (h *housekeeper) reportLateRuns(ctx context.Context, now time.Time) time.Time {
 	l := h.l
 	wake := time.Time{}

@@ -7,9 +7,10 @@ import "github.com/heraldhq/herald/engine"
 // sending on a channel that takes 7,000 a second), and a small rule's slot
 // that comes meanwhile would wait behind all of it. So the capacity is
 // split: the backlog lane (runs that already have messages in flight)
-// gets all but one group and an eighth of the send slots; the express
-// lane (the first ClaimBatch/8 messages of a run with nothing in flight)
-// gets the rest, and may borrow the backlog's when its own are taken.
+// gets all but one group and all but an eighth of the send slots; the
+// express lane (the first ClaimBatch/8 messages of a run with nothing in
+// flight) gets the rest, and may borrow the backlog's when its own are
+// taken.
 // The small rule's slot then waits at most for one express group and for
 // the batches already in the channel, not for the backlog.
 
