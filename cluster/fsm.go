@@ -53,6 +53,10 @@ type fsm struct {
 	starting   bool
 	firstIndex uint64
 	opened     *raft.SnapshotMeta
+	// dataDir names files in messages; fileDamaged: at start, raft could
+	// not open the newest snapshot's file (its CRC, or the file is gone).
+	dataDir     string
+	fileDamaged bool
 
 	// appliedBytes and appliedEntries count the commands applied since the
 	// node started (herald_raft_applied_bytes_total): what the log carries
@@ -84,7 +88,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	if err := f.unreachable(); err != nil {
+	if err := f.refuseFallback(); err != nil {
 		return err
 	}
 	err := f.sm.Restore(rc)
@@ -96,11 +100,18 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return err
 }
 
-// unreachable refuses, at start, a snapshot the log no longer reaches
-// from: the entries after it were compacted away.
-func (f *fsm) unreachable() error {
+// refuseFallback refuses, at start, a snapshot standing in for a newer
+// one: when the newer one's file is damaged (the data dir is no longer
+// what this node acknowledged; the error says how to wipe and rejoin), or
+// when the log no longer reaches from this one (the entries after it were
+// compacted away). A newer one the state machine refused (a newer build's)
+// may be stood in for when the log still reaches.
+func (f *fsm) refuseFallback() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.starting && f.fileDamaged {
+		return f.restoreErr
+	}
 	if !f.starting || f.opened == nil || f.firstIndex <= f.opened.Index+1 {
 		return nil
 	}
@@ -128,10 +139,15 @@ type snapshotWatch struct {
 
 func (s snapshotWatch) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	meta, rc, err := s.SnapshotStore.Open(id)
-	if err == nil {
-		s.f.mu.Lock()
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	switch {
+	case err == nil:
 		s.f.opened = meta
-		s.f.mu.Unlock()
+	case s.f.starting && s.f.restoreErr == nil:
+		// raft only logs this and tries an older snapshot.
+		s.f.restoreErr = damaged(s.f.dataDir, snapshotFile(s.f.dataDir, id), err)
+		s.f.fileDamaged = true
 	}
 	return meta, rc, err
 }

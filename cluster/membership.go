@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -424,4 +425,42 @@ func (n *Node) reconcileSelf(ctx context.Context) {
 		}
 		n.log.Info("refreshed own member record", "via", target)
 	}
+}
+
+// pruneRecords drops the member records of ids the Raft configuration has
+// lacked at two passes in a row (absent carries them from one pass to the
+// next). Such a record is left by a recovery from a lost quorum (the lost
+// members), or by a removal whose second step failed; kept, it would hold
+// back every newer command forever if it named an older build (Admit), and
+// nobody could refresh it. Records are read before the configuration: a
+// join adds the voter before its record, so a record read first whose id
+// the configuration then lacks is not a join under way; the second pass
+// covers a member removed and re-added between the two reads.
+func (n *Node) pruneRecords(ctx context.Context, absent map[string]bool) {
+	records := n.sm.Members()
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return
+	}
+	inRaft := map[string]bool{n.cfg.NodeID: true}
+	for _, s := range cf.Configuration().Servers {
+		inRaft[string(s.ID)] = true
+	}
+	seen := map[string]bool{}
+	for _, m := range records {
+		if inRaft[m.ID] {
+			continue
+		}
+		seen[m.ID] = true
+		if !absent[m.ID] {
+			continue
+		}
+		if err := n.removeRecord(ctx, m.ID); err != nil {
+			n.log.Warn("dropping the record of a member not in the raft configuration failed; will retry", "id", m.ID, "err", err)
+			continue
+		}
+		n.log.Info("dropped the record of a member not in the raft configuration", "id", m.ID, "raft_addr", m.RaftAddr)
+	}
+	clear(absent)
+	maps.Copy(absent, seen)
 }

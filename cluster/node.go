@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/hclogslog"
@@ -145,22 +143,19 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	dbPath := filepath.Join(cfg.DataDir, "raft.db")
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path: dbPath,
-		// bbolt waits forever for its file lock by default; a second node on
-		// the same dir must fail clearly instead.
-		BoltOptions: &bbolt.Options{Timeout: time.Second},
-	})
+	store, err := openStore(cfg.DataDir)
 	if err != nil {
-		if errors.Is(err, bbolt.ErrTimeout) {
-			return nil, fmt.Errorf("%w: %s", ErrDataDirInUse, cfg.DataDir)
-		}
-		return nil, fmt.Errorf("open raft store %s: %w", dbPath, err)
+		return nil, err
 	}
 	n.store = store
 	if id, err := store.Get(clusterIDKey); err == nil {
 		n.clusterID = string(id)
+	}
+	if err := recordNodeID(store, cfg.NodeID); err != nil {
+		return nil, err
+	}
+	if err := checkSnapshotMeta(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	n.stores = &storeWatch{fault: cfg.WriteFault}
 	watched := watchedLogStore{LogStore: store, stable: store, w: n.stores}
@@ -204,7 +199,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, fmt.Errorf("read raft log: %w", err)
 	}
 	n.leadership.start()
-	rfsm := &fsm{sm: sm, starting: true, firstIndex: firstIndex}
+	rfsm := &fsm{sm: sm, starting: true, firstIndex: firstIndex, dataDir: cfg.DataDir}
 	n.raft, err = raft.NewRaft(rc, rfsm, logs, watched, snapshotWatch{watchedSnapshots{n.snaps, n.stores}, rfsm}, trans)
 	rfsm.started()
 	if err != nil {

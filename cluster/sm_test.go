@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/heraldhq/herald/engine"
@@ -48,6 +49,7 @@ type testSM struct {
 	mu       sync.Mutex
 	data     map[string]string
 	members  map[string]engine.Member
+	audits   []engine.RecordAudit
 	restores int
 	// restoreErr, when set, is what Restore fails with (a snapshot from a
 	// newer version, say).
@@ -88,6 +90,11 @@ func (s *testSM) Apply(index, term uint64, cmd []byte) any {
 		mustUnmarshal(body, &r)
 		delete(s.members, r.ID)
 		return nil
+	case engine.CmdRecordAudit:
+		var r engine.RecordAudit
+		mustUnmarshal(body, &r)
+		s.audits = append(s.audits, r)
+		return nil
 	default:
 		panic(fmt.Sprintf("test sm: unknown command %s", t))
 	}
@@ -102,6 +109,7 @@ func mustUnmarshal(b []byte, v any) {
 type smState struct {
 	Data    map[string]string        `json:"data"`
 	Members map[string]engine.Member `json:"members"`
+	Audits  []engine.RecordAudit     `json:"audits"`
 }
 
 type smSnapshot struct{ st smState }
@@ -112,7 +120,7 @@ func (s *smSnapshot) Release()                  {}
 func (s *testSM) Snapshot() (engine.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &smSnapshot{st: smState{Data: maps.Clone(s.data), Members: maps.Clone(s.members)}}, nil
+	return &smSnapshot{st: smState{Data: maps.Clone(s.data), Members: maps.Clone(s.members), Audits: slices.Clone(s.audits)}}, nil
 }
 
 func (s *testSM) Restore(r io.Reader) error {
@@ -134,7 +142,7 @@ func (s *testSM) Restore(r io.Reader) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.data, s.members = st.Data, st.Members
+	s.data, s.members, s.audits = st.Data, st.Members, st.Audits
 	s.restores++
 	return nil
 }
@@ -165,4 +173,10 @@ func (s *testSM) restoreCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.restores
+}
+
+func (s *testSM) auditRecords() []engine.RecordAudit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.audits)
 }

@@ -19,12 +19,17 @@ import (
 // restarted on a new build must be seen by whichever leader comes next.
 
 // recordVersions runs while this node leads: every ReconcileInterval it
-// asks each other member for its build and records a change.
+// asks each other member for its build and records a change. On the same
+// pass it drops the records of members no longer in the Raft
+// configuration (pruneRecords) and audits recoveries (auditRecoveries).
 func (n *Node) recordVersions(ctx context.Context) {
 	t := time.NewTicker(n.cfg.ReconcileInterval)
 	defer t.Stop()
+	absent := map[string]bool{}
 	for {
 		n.refreshVersions(ctx)
+		n.pruneRecords(ctx, absent)
+		n.auditRecoveries(ctx)
 		select {
 		case <-ctx.Done():
 			return
