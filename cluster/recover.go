@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -124,6 +125,9 @@ func Recover(cfg RecoverConfig, sm StateMachine) (Recovery, error) {
 			return Recovery{}, err
 		}
 	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "raft.db")); errors.Is(err, os.ErrNotExist) && len(snapshotDirs(cfg.DataDir)) == 0 {
+		return Recovery{}, noState(cfg.DataDir) // not even a raft.db made for nothing
+	}
 	store, err := openStore(cfg.DataDir)
 	if err != nil {
 		return Recovery{}, err
@@ -148,8 +152,7 @@ func Recover(cfg RecoverConfig, sm StateMachine) (Recovery, error) {
 	if has, err := raft.HasExistingState(store, store, snaps); err != nil {
 		return Recovery{}, fmt.Errorf("read raft state: %w", err)
 	} else if !has {
-		return Recovery{}, fmt.Errorf("%w: %s holds no Raft state: there is nothing to recover (a node with an empty data dir joins with --join)",
-			ErrBadRequest, cfg.DataDir)
+		return Recovery{}, noState(cfg.DataDir)
 	}
 	_, trans := raft.NewInmemTransport("") // only encodes addresses into the snapshot: nothing is sent
 	defer trans.Close()
@@ -203,9 +206,17 @@ func Recover(cfg RecoverConfig, sm StateMachine) (Recovery, error) {
 	return rec, nil
 }
 
+func noState(dataDir string) error {
+	return fmt.Errorf("%w: %s holds no Raft state: there is nothing to recover (a node with an empty data dir joins with --join)",
+		ErrBadRequest, dataDir)
+}
+
 // recoveringID is the id of the node whose data dir is recovered.
 func recoveringID(store *raftboltdb.BoltStore, cfg RecoverConfig) (string, error) {
 	recorded, err := store.Get(nodeIDKey)
+	if len(recorded) == 0 {
+		err = errors.New("not recorded")
+	}
 	switch {
 	case err != nil && cfg.NodeID == "":
 		return "", fmt.Errorf("%w: %s does not record its node's id (a build before ids were recorded last ran on it): give --node-id",

@@ -149,7 +149,7 @@ func TestRecoverRefusesBadInput(t *testing.T) {
 		{RecoverConfig{DataDir: n1.dir, Voters: []Voter{{"n2", "10.0.0.2:7101"}, {"n2", "10.0.0.3:7101"}}}, "n2 is named twice"},
 		{RecoverConfig{DataDir: n1.dir, Voters: []Voter{{"n2", n1.raftAddr}}}, "the same raft address"},
 		{RecoverConfig{DataDir: n1.dir, NodeID: "n2"}, "is the data dir of node n1, not n2"},
-		{RecoverConfig{DataDir: t.TempDir()}, "does not record its node's id"},
+		{RecoverConfig{DataDir: t.TempDir()}, "holds no Raft state"},
 		{RecoverConfig{DataDir: t.TempDir(), NodeID: "n1"}, "holds no Raft state"},
 		{RecoverConfig{}, "data dir is empty"},
 	} {
@@ -161,4 +161,22 @@ func TestRecoverRefusesBadInput(t *testing.T) {
 	// configuration (three voters, two of them gone: no leader).
 	tn := newTestNode(t, nodeOpts{id: "n1", dir: n1.dir, raftAddr: n1.raftAddr})
 	require.Len(t, servers(t, tn.node), 3)
+}
+
+// A data dir last run by a build that did not record its node id needs
+// --node-id.
+func TestRecoverNeedsTheIDOfAnOlderBuildsDataDir(t *testing.T) {
+	t.Parallel()
+	n1, _ := lostQuorum(t)
+	store, err := openStore(n1.dir)
+	require.NoError(t, err)
+	require.NoError(t, store.Set(nodeIDKey, []byte{})) // as before ids were recorded
+	require.NoError(t, store.Close())
+
+	_, err = Recover(RecoverConfig{DataDir: n1.dir, Logger: testLogger()}, newTestSM())
+	require.ErrorIs(t, err, ErrBadRequest)
+	require.ErrorContains(t, err, "does not record its node's id")
+	rec, err := Recover(RecoverConfig{DataDir: n1.dir, NodeID: "n1", Logger: testLogger()}, newTestSM())
+	require.NoError(t, err)
+	require.Equal(t, []Voter{{ID: "n1", RaftAddr: n1.raftAddr}}, rec.New)
 }

@@ -38,6 +38,8 @@ func newClusterCmd() *cobra.Command {
                                            add a member by its addresses
   herald cluster leave --addr NODE         the node at --addr leaves
   herald cluster remove ID                 remove a member (e.g. a dead machine)
+  herald cluster recover --data-dir DIR    after a lost quorum, on a stopped survivor:
+                                           make it the only voter (offline)
 
 A new node usually joins on its own with "herald agent --join MEMBER".`,
 	}
@@ -168,7 +170,7 @@ old entry; the same id at the same address changes nothing.`,
 		},
 	}
 
-	cmd.AddCommand(status, join, leave, remove)
+	cmd.AddCommand(status, join, leave, remove, newClusterRecoverCmd())
 	return cmd
 }
 
