@@ -15,6 +15,9 @@ type applier struct {
 	// tasks is set when the command changed the task queue, so that the
 	// FSM wakes the scheduler once the lock is released.
 	tasks *bool
+	// stamped receives the leader's time the command carries, if any
+	// (see Stamp).
+	stamped *time.Time
 	// fresh is the day aggregates this Apply copied (see dayBatch).
 	fresh dayBatch
 	// stop stops the node on what the body says that this build cannot
@@ -29,6 +32,7 @@ func (a applier) signalTasks() {
 }
 
 func (a applier) startRun(c StartRun) any {
+	a.stamp(c.Now)
 	if c.Key == "" || c.Rule == "" {
 		return fmt.Errorf("start run: key and rule are required")
 	}
@@ -138,6 +142,7 @@ func (a applier) finishPlan(c FinishPlan) any {
 }
 
 func (a applier) claim(c ClaimDeliveries) any {
+	a.stamp(c.Now)
 	res := ClaimResult{}
 	for _, id := range c.IDs {
 		d, ok := a.st.Deliveries.Get(id)
@@ -182,6 +187,7 @@ func (a applier) claimable(d *Delivery, now time.Time) bool {
 }
 
 func (a applier) recordResults(c RecordResults) any {
+	a.stamp(c.Now)
 	applied := 0
 	for _, r := range c.Results {
 		d, ok := a.st.Deliveries.Get(r.ID)
@@ -298,6 +304,10 @@ func (a applier) madeGood(d *Delivery) {
 }
 
 func (a applier) expire(c Expire) any {
+	a.stamp(c.Now)
+	if err := a.horizonAhead(CmdExpire, c.Now); err != nil {
+		return err
+	}
 	n := 0
 	for _, id := range c.IDs {
 		d, ok := a.st.Deliveries.Get(id)

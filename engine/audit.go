@@ -100,6 +100,9 @@ func (a applier) recordAudit(c RecordAudit) any {
 }
 
 func (a applier) pruneAudit(c PruneAudit) any {
+	if err := a.horizonAhead(CmdPruneAudit, c.Now, c.Before); err != nil {
+		return err
+	}
 	au := &a.st.Audit
 	kept := make([]*AuditRecord, 0, len(au.Records))
 	for _, r := range au.Records {

@@ -24,7 +24,12 @@ import (
 //   - 2: the command table, the ignorable flag, AddDeliveries body version 2
 //     (an empty retry list means "do not retry"), member FSM versions, and
 //     every command added with them.
-const FSMVersion uint16 = 2
+//   - 3: ObserveClocks (clocks.go) and the horizon guard it arms on
+//     Prune, PruneAudit and Expire. Admit refuses ObserveClocks while a
+//     member applies version 2 (it has no older body), so no observation
+//     is in the log, and the guard stays unarmed, until every member
+//     reads it.
+const FSMVersion uint16 = 3
 
 // CmdIgnorable is the bit of a command's type byte that tells a build that
 // does not know the type that it may skip the command. It is for commands whose loss

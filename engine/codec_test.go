@@ -53,7 +53,7 @@ func TestApplyStopsClearlyOnUnreadableCommands(t *testing.T) {
 		err := stopOf(t, f, 2, tc.cmd)
 		require.ErrorIs(t, err, ErrUnreadableCommand, name)
 		require.Contains(t, err.Error(), tc.want, name)
-		require.Contains(t, err.Error(), "applies FSM version 2", name)
+		require.Contains(t, err.Error(), fmt.Sprintf("applies FSM version %d", FSMVersion), name)
 		if name == "unknown type" {
 			require.Contains(t, err.Error(), "upgrade this node to a build that applies FSM version 9 or later (member n2, build v9)")
 		}
@@ -207,9 +207,10 @@ func TestRestoreRefusesSnapshotsFromNewerBuilds(t *testing.T) {
 	t.Parallel()
 	f := NewFSM()
 	err := f.Restore(strings.NewReader(`{"version":2,"applied":5,"fsm_version":9}` + "\n"))
-	require.ErrorContains(t, err, "snapshot written by a build that applies FSM version 9; this build (devel) applies 2")
+	require.ErrorContains(t, err, fmt.Sprintf("snapshot written by a build that applies FSM version 9; this build (devel) applies %d", FSMVersion))
 
-	// The header says which FSM version wrote it.
+	// The header says which FSM version the snapshot needs: 2 for a state
+	// with nothing of version 3 (see snapshotFSM).
 	s, err := f.Snapshot()
 	require.NoError(t, err)
 	var buf bytes.Buffer

@@ -57,6 +57,9 @@ const (
 	CmdAddDeliveriesPacked CommandType = 45
 	CmdClaimPacked         CommandType = 46
 	CmdRecordResultsPacked CommandType = 47
+
+	// 49–52: issue 18's clocks (clocks.go), since FSM version 3.
+	CmdObserveClocks CommandType = 49
 )
 
 // commandSpecs is the command table: the log format (name, body versions)
@@ -99,6 +102,8 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdAddDeliveriesPacked: {name: "AddDeliveriesPacked", since: []uint16{2}, apply: applyPacked(unpackAddDeliveries, applier.addDeliveries)},
 	CmdClaimPacked:         {name: "ClaimPacked", since: []uint16{2}, apply: applyPacked(UnpackClaim, applier.claim)},
 	CmdRecordResultsPacked: {name: "RecordResultsPacked", since: []uint16{2}, apply: applyPacked(unpackRecordResults, applier.recordResults)},
+
+	CmdObserveClocks: {name: "ObserveClocks", since: []uint16{3}, apply: applyJSON(applier.observeClocks)},
 }
 
 // Member is a cluster member as the replicated state records it: Raft knows

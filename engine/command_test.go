@@ -49,6 +49,7 @@ var pinnedCommands = []struct {
 	{"CmdAddDeliveriesPacked", CmdAddDeliveriesPacked, 45},
 	{"CmdClaimPacked", CmdClaimPacked, 46},
 	{"CmdRecordResultsPacked", CmdRecordResultsPacked, 47},
+	{"CmdObserveClocks", CmdObserveClocks, 49},
 }
 
 func TestCommandNumbers(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // ErrRunExists is StartRun's answer when the slot already fired.
@@ -25,6 +26,8 @@ type FSM struct {
 	subs  map[chan struct{}]Topic
 
 	halt func(error) // see SetHalt
+
+	stamps stamps // the last command's stamped time (clocks.go)
 }
 
 // NewFSM returns an empty state machine.
@@ -125,8 +128,12 @@ func (f *FSM) stop(index uint64, t CommandType, v uint8, reason string) {
 func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 	f.mu.Lock()
 	tasks := false
+	var stamped time.Time
 	defer func() {
 		f.applied = index
+		if !stamped.IsZero() {
+			f.stamps.last.Store(&Stamp{Index: index, At: stamped})
+		}
 		f.mu.Unlock()
 		topics := AnyChange
 		if tasks {
@@ -150,7 +157,7 @@ func (f *FSM) Apply(index, term uint64, cmd []byte) any {
 		}
 		f.stop(index, t, v, fmt.Sprintf("this build reads body versions 1 to %d", spec.latest()))
 	}
-	a := applier{st: f.st, term: term, tasks: &tasks, fresh: dayBatch{},
+	a := applier{st: f.st, term: term, tasks: &tasks, stamped: &stamped, fresh: dayBatch{},
 		stop: func(reason string) { f.stop(index, t, v, reason) }}
 	d := decoder{f: f, index: index, t: t, v: v, body: body}
 	if spec.apply == nil {

@@ -32,6 +32,10 @@ type PruneResult struct {
 }
 
 func (a applier) prune(c Prune) any {
+	a.stamp(c.Now)
+	if err := a.horizonAhead(CmdPrune, c.Now, c.Before, c.LedgerBefore); err != nil {
+		return err
+	}
 	var res PruneResult
 	gone := map[string]bool{}
 	for id, d := range a.st.Deliveries.All() {

@@ -29,9 +29,12 @@ const SnapshotVersion = 2
 type snapshotHeader struct {
 	Version int    `json:"version"`
 	Applied uint64 `json:"applied"`
-	// FSMVersion is the log version of the build that wrote the snapshot
-	// (absent before FSM versions: 1). A build refuses a snapshot from a
-	// newer FSM version: it may hold sections or fields it would drop.
+	// FSMVersion is the log version the snapshot needs (absent before FSM
+	// versions: 1): the writing build's, except that a state holding
+	// nothing of version 3 says 2 (snapshotFSM), so that a member still on
+	// a version 2 build takes the snapshots of an upgraded leader. A build
+	// refuses a snapshot from a newer FSM version: it may hold sections or
+	// fields it would drop.
 	FSMVersion uint16 `json:"fsm_version,omitempty"`
 }
 
@@ -63,6 +66,11 @@ type (
 		Date, Rule string
 		Stats      []byte
 	}
+	// clockEntry carries the last ClockSeen as JSON, for the same reason
+	// (its Clocks map).
+	clockEntry struct {
+		Seen []byte
+	}
 )
 
 const sectionEnd = "end"
@@ -89,7 +97,7 @@ func (s *fsmSnapshot) Release() {}
 // The same state always gives the same bytes.
 func (s *fsmSnapshot) Persist(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	h, err := json.Marshal(snapshotHeader{Version: SnapshotVersion, Applied: s.applied, FSMVersion: FSMVersion})
+	h, err := json.Marshal(snapshotHeader{Version: SnapshotVersion, Applied: s.applied, FSMVersion: snapshotFSM(s.st)})
 	if err != nil {
 		return fmt.Errorf("write snapshot header: %w", err)
 	}
@@ -145,6 +153,7 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 		writePaused(enc, st),
 		writeDirectory(enc, st),
 		writeAudit(enc, st),
+		writeClock(enc, st),
 		writeSection[int](enc, sectionEnd, nil),
 	)
 	if err != nil {
@@ -196,6 +205,28 @@ func writeAudit(enc *gob.Encoder, st *state) error {
 		writeSection(enc, "audit_head", []auditHead{{Seq: st.Audit.Seq, Capped: st.Audit.Capped}}),
 		writeSection(enc, "audit", st.Audit.Records),
 	)
+}
+
+// snapshotFSM is the FSM version a snapshot of st needs: 3 once a clock
+// observation is in it (the only part of the state version 3 added).
+func snapshotFSM(st *state) uint16 {
+	if st.Clock == nil {
+		return min(FSMVersion, 2)
+	}
+	return FSMVersion
+}
+
+// writeClock writes the clock section only once an observation was
+// applied, for the same reason as writeDirectory.
+func writeClock(enc *gob.Encoder, st *state) error {
+	if st.Clock == nil {
+		return nil
+	}
+	b, err := json.Marshal(st.Clock)
+	if err != nil {
+		return fmt.Errorf("clock: %w", err)
+	}
+	return writeSection(enc, "clock", []clockEntry{{Seen: b}})
 }
 
 func sortedValues[V any](m map[string]V) []V {
@@ -395,6 +426,18 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 	},
 	"audit": func(dec *gob.Decoder, st *state) error {
 		return readRecord(dec, func(r *AuditRecord) { st.Audit.Records = append(st.Audit.Records, r) })
+	},
+	"clock": func(dec *gob.Decoder, st *state) error {
+		var e clockEntry
+		if err := dec.Decode(&e); err != nil {
+			return err
+		}
+		seen := new(ClockSeen)
+		if err := json.Unmarshal(e.Seen, seen); err != nil {
+			return fmt.Errorf("clock: %w", err)
+		}
+		st.Clock = seen
+		return nil
 	},
 	"daily": func(dec *gob.Decoder, st *state) error {
 		var e dayEntry

@@ -51,6 +51,9 @@ type state struct {
 	// Audit is the trail of accepted API writes (audit.go); only in
 	// version-2 snapshots.
 	Audit auditState
+	// Clock is the last clock observation (clocks.go); nil until the
+	// first, so logs from before it replay as they did.
+	Clock *ClockSeen
 
 	// due indexes pending and claimed deliveries by when the executor must
 	// look at them next, one tree per priority. Derived: rebuilt on restore,
@@ -256,6 +259,8 @@ func (s *state) clone() *state {
 		DirectoryHeld: s.DirectoryHeld,
 		// Records are only appended or re-sliced: the header is enough.
 		Audit: s.Audit,
+		// Replaced whole by each observation, never changed in place.
+		Clock: s.Clock,
 		// Lazily copied on write; Persist writes the tasks in its order.
 		taskIndex: s.taskIndex.Clone(),
 	}
