@@ -27,6 +27,7 @@ const (
 	AlertChannelDown       AlertKind = "channel_down"       // channel-down:CHANNEL
 	AlertDirectory         AlertKind = "directory"          // directory:held, directory:refresh
 	AlertDigestError       AlertKind = "digest_error"       // digest-error:RULE
+	AlertClockSkew         AlertKind = "clock_skew"         // clock-skew
 )
 
 // causePrefixes maps each kind to the prefix of its cause key.
@@ -35,7 +36,7 @@ var causePrefixes = map[AlertKind]string{
 	AlertChannelConfig: "channel-config", AlertSendStuck: "stuck", AlertRuleError: "rule-error",
 	AlertRunLate: "late-run", AlertCompensationError: "on-failed", AlertQuietExpired: "quiet-expired",
 	AlertRulesMismatch: "rules-mismatch", AlertRuleBroken: "rule-broken", AlertChannelDown: "channel-down",
-	AlertDirectory: "directory", AlertDigestError: "digest-error",
+	AlertDirectory: "directory", AlertDigestError: "digest-error", AlertClockSkew: "clock-skew",
 }
 
 // AlertCause identifies what an alert is about: one alert per cause.

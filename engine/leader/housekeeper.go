@@ -81,6 +81,7 @@ const pruneAfterElection = 5 * time.Minute
 type housekeeper struct {
 	l         *Leader
 	nextPrune time.Time
+	pruneHeld bool // a due prune waits for the clock (logged once)
 }
 
 func newHousekeeper(l *Leader) *housekeeper { return &housekeeper{l: l} }
@@ -109,12 +110,22 @@ func (h *housekeeper) runOnce(ctx context.Context) time.Time {
 	h.compensate(ctx)
 	earlier(h.notifyAlerts(ctx, now))
 	earlier(h.reportLateRuns(ctx, now))
+	held, why := l.held()
 	switch {
 	case h.nextPrune.IsZero():
 		// Not at the very start of a term (elections come in bursts), but
 		// soon after: a cluster whose leader moves every hour still prunes.
 		h.nextPrune = now.Add(min(l.cfg.PruneEvery, pruneAfterElection))
+	case !now.Before(h.nextPrune) && held:
+		// Due, but held by the clock: it prunes once the clock agrees.
+		if !h.pruneHeld {
+			l.log.Warn("prune held: the leader's clock is not trusted", "why", why)
+		}
+		h.pruneHeld = true
+		earlier(now.Add(l.cfg.ClockCheckEvery))
+		return wake
 	case !now.Before(h.nextPrune):
+		h.pruneHeld = false
 		h.pruneOnce(ctx, now)
 		h.nextPrune = now.Add(l.cfg.PruneEvery)
 	}

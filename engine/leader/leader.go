@@ -36,6 +36,7 @@ type Config struct {
 	ExecutorConfig
 	HousekeeperConfig
 	DirectoryConfig
+	ClockConfig
 }
 
 func (c *Config) setDefaults() error {
@@ -56,6 +57,7 @@ func (c *Config) setDefaults() error {
 	c.ExecutorConfig.setDefaults()
 	c.HousekeeperConfig.setDefaults()
 	c.DirectoryConfig.setDefaults()
+	c.ClockConfig.setDefaults()
 	return nil
 }
 
@@ -84,6 +86,9 @@ type Leader struct {
 	// planner outlives each term's scheduler: it keeps what rules took
 	// to plan (the plan-ahead lead).
 	planner *planner
+	// clock is the watch of this node's clock against the members'
+	// (clock.go): its verdict holds firing, pruning and expiry.
+	clock *clockWatch
 }
 
 // New validates cfg and returns a Leader.
@@ -93,6 +98,7 @@ func New(cfg Config) (*Leader, error) {
 	}
 	l := &Leader{cfg: cfg, log: cfg.Logger.With("component", "leader")}
 	l.planner = newPlanner(l)
+	l.clock = newClockWatch(l)
 	return l, nil
 }
 
@@ -101,6 +107,13 @@ func New(cfg Config) (*Leader, error) {
 func (l *Leader) Run(ctx context.Context) {
 	l.log.Info("leading: scheduler and executor started")
 	var wg sync.WaitGroup
+	// A first look at the clocks before any loop stamps or fires.
+	next := l.clock.runOnce(ctx)
+	wg.Go(func() {
+		if wait(ctx, next, l.now()) {
+			l.clock.run(ctx)
+		}
+	})
 	s := newScheduler(l)
 	x := newExecutor(l)
 	h := newHousekeeper(l)
@@ -134,7 +147,16 @@ func (l *Leader) propose(ctx context.Context, t engine.CommandType, body any) (a
 	return res, nil
 }
 
-func (l *Leader) now() time.Time { return l.cfg.NowFunc() }
+// now is the time the leader stamps and acts by: its clock, or the
+// majority's while its own is off (clock.go).
+func (l *Leader) now() time.Time { return l.cfg.NowFunc().Add(l.clock.current().correction) }
+
+// held says whether firing, pruning and expiry wait for the clock (see
+// clock.go), and why.
+func (l *Leader) held() (bool, string) {
+	v := l.clock.current()
+	return v.held, v.why
+}
 
 // raise raises an alert. It cannot do more than log if the log will not
 // take it (leadership lost): the next leader sees the same cause.

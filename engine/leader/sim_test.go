@@ -154,6 +154,9 @@ type sim struct {
 	rules  *simRules
 	sender *simSender
 	cfg    Config
+	// nodeCfg, when set, adjusts the config of each node that leads (its
+	// own clock, its view of the others').
+	nodeCfg func(node string, cfg *Config)
 	// The current leader's loops; nil while there is no leader.
 	l     *Leader
 	sched *scheduler
@@ -194,6 +197,9 @@ func (s *sim) lead(node string) {
 	s.log.mu.Unlock()
 	cfg := s.cfg
 	cfg.NodeID = node
+	if s.nodeCfg != nil {
+		s.nodeCfg(node, &cfg)
+	}
 	l, err := New(cfg)
 	require.NoError(s.t, err)
 	s.l, s.sched, s.exec, s.house = l, newScheduler(l), newExecutor(l), newHousekeeper(l)
@@ -225,6 +231,7 @@ func (s *sim) step() time.Time {
 	if s.l == nil {
 		return s.clock.Now().Add(time.Hour)
 	}
+	w0 := s.l.clock.runOnce(s.ctx)
 	w1 := s.sched.runOnce(s.ctx)
 	s.l.planner.wg.Wait()
 	w2 := s.exec.runOnce(s.ctx)
@@ -236,7 +243,7 @@ func (s *sim) step() time.Time {
 		s.exec.wg.Wait()
 	}
 	w3 := s.house.runOnce(s.ctx)
-	return minTime(w1, w2, w3)
+	return minTime(w0, w1, w2, w3)
 }
 
 // groupSettled takes the executor's signal that a group settled, if any.
