@@ -1,5 +1,8 @@
 package leader
 
+// Named after engine/ops.go, not a file here: the operators' commands
+// (pause, resume, retry, backfill) as the leader's loops carry them out.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,9 @@
 package leader
 
+// Named after no source file: issue 10's "must show" list through the whole
+// leader on the fake clock: each person's local time and quiet hours
+// (digests are in digest_test.go).
+
 import (
 	"encoding/json"
 	"testing"
@@ -10,9 +14,6 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
-
-// Issue 10's "must show" list on the fake clock: each person's local time
-// and quiet hours (digests are in digest_test.go).
 
 // zonedPeople plans, like the rules package, for the people of the run's
 // zone only, each with their zone and quiet window.

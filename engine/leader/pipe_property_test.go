@@ -1,5 +1,8 @@
 package leader
 
+// Named after no source file: a property test of the whole pipe (scheduler,
+// planner, executor, housekeeper) against DESIGN.md's promises.
+
 import (
 	"bytes"
 	"fmt"

@@ -1,5 +1,8 @@
 package leader
 
+// Named after no source file: issue 5's "must show" promises, each
+// through the whole leader on the fake clock of sim_test.go.
+
 import (
 	"fmt"
 	"strings"
@@ -12,8 +15,6 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
-
-// The tests of issue 5's "must show" list, on the fake clock of sim_test.go.
 
 func TestDSTInNewYork(t *testing.T) {
 	t.Parallel()

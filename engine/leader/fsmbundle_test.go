@@ -11,15 +11,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
-
-// The loops start goroutines per run and per batch: every test must end
-// with none left (TestLeaderStopsEverythingOnLeadershipLoss relies on it).
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var t0 = time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
 

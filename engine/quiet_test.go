@@ -62,3 +62,9 @@ func TestDigestRelease(t *testing.T) {
 	require.True(t, DigestRelease(nine.Add(10*time.Minute), 10*time.Minute).Equal(nine.Add(20*time.Minute)))
 	require.True(t, DigestRelease(nine, 0).Equal(nine))
 }
+
+func mustZone(t *testing.T, name string) *time.Location {
+	loc, err := time.LoadLocation(name)
+	require.NoError(t, err)
+	return loc
+}

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/engine/heraldtype"
-
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
 // One entry of many results updates its day aggregate in place after one
@@ -49,4 +49,28 @@ func TestDayStatsOfAnEntryAsOfSingleResults(t *testing.T) {
 	require.Equal(t, 0, beforeOne.Sent, "an aggregate read before the entry is not changed by it")
 	require.Nil(t, beforeOne.SlotToSentSketch)
 	require.Empty(t, beforeOne.Minutes)
+}
+
+// The day's aggregates are changed in place only by the Apply that copied
+// them: one read after an Apply stays as it was while later ones count.
+func TestDayStatsReadStayAsRead(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	key := b.planned("daily", "a", "b")
+	settle := func(who string, at time.Time) {
+		id := DeliveryID(key, who)
+		c := b.claim("n1", at, id)
+		require.Len(t, c, 1)
+		b.apply(CmdRecordResults, RecordResults{Leader: "n1", Now: at, Results: []Settlement{{ID: id, Seq: c[0].Seq, Status: heraldtype.StatusSent}}})
+	}
+	settle("a", t0.Add(time.Second))
+	day := t0.Format(time.DateOnly)
+	before := b.fsm.DayStats(day)["daily"]
+	require.Equal(t, 1, before.Sent)
+	minutes, sketch := len(before.Minutes), before.SlotToSentSketch.Count
+	settle("b", t0.Add(5*time.Minute))
+	require.Equal(t, 1, before.Sent, "a record read is never changed")
+	require.Len(t, before.Minutes, minutes)
+	require.Equal(t, sketch, before.SlotToSentSketch.Count)
+	require.Equal(t, 2, b.fsm.DayStats(day)["daily"].Sent)
 }
