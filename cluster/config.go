@@ -45,6 +45,12 @@ const (
 	// DefaultReportInterval is how often the leader asks each member for
 	// its report: a member that cannot write its log is known within it.
 	DefaultReportInterval = 5 * time.Second
+	// DefaultWriteRecovery is how long a node's writes must go on without
+	// a failure, after one succeeded, before it counts as writing again. On
+	// a full disk some writes still fit (bbolt reuses the pages it freed)
+	// between failures: a node whose state changed with each of them would
+	// have its alert raised and resolved over and over.
+	DefaultWriteRecovery = 30 * time.Second
 )
 
 // Config configures a Node. Only NodeID, DataDir and RaftAddr (or
@@ -148,10 +154,13 @@ type Config struct {
 	// ReportInterval is how often the leader asks every member for its
 	// report (memberreport.go). Default DefaultReportInterval.
 	ReportInterval time.Duration
+	// WriteRecovery: see DefaultWriteRecovery.
+	WriteRecovery time.Duration
 	// WriteFault is a test hook: when set, it is asked before every write
-	// to the Raft log, stable store and snapshots, and an error it returns
-	// fails that write as a full or broken disk would. Nil in production.
-	WriteFault func() error
+	// to the Raft log ("log"), stable store ("stable") and snapshots
+	// ("snapshot"), and an error it returns fails that write as a full or
+	// broken disk would. Nil in production.
+	WriteFault func(store string) error
 }
 
 // DevConfig returns c with short Raft timeouts, so that a new leader is
@@ -169,6 +178,9 @@ func DevConfig(c Config) Config {
 	}
 	if c.ReportInterval == 0 {
 		c.ReportInterval = time.Second
+	}
+	if c.WriteRecovery == 0 {
+		c.WriteRecovery = 2 * time.Second
 	}
 	return c
 }
@@ -192,6 +204,7 @@ func (c *Config) setDefaults() {
 	def(&c.DialTimeout, DefaultDialTimeout)
 	def(&c.ReconcileInterval, DefaultReconcileInterval)
 	def(&c.ReportInterval, DefaultReportInterval)
+	def(&c.WriteRecovery, DefaultWriteRecovery)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = DefaultSnapshotThreshold
 	}

@@ -33,8 +33,8 @@ func TestLeaderSeesAFollowersFailedWrites(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	nodes := newCluster(t, 3, nil, func(c *Config) {
 		if c.NodeID == "n3" {
-			c.WriteFault = func() error {
-				if e := fault.Load(); e != nil {
+			c.WriteFault = func(store string) error {
+				if e := fault.Load(); e != nil && store == "log" {
 					return *e
 				}
 				return nil

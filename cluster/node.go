@@ -157,7 +157,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 	if err := checkSnapshotMeta(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	n.stores = &storeWatch{fault: cfg.WriteFault}
+	n.stores = newStoreWatch(cfg.WriteRecovery, cfg.WriteFault)
 	watched := watchedLogStore{LogStore: store, stable: store, w: n.stores}
 	logs, err := raft.NewLogCache(logCacheSize, watched)
 	if err != nil {

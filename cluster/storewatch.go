@@ -19,12 +19,15 @@ import (
 // store, or snapshots).
 type writeHealth struct {
 	failures atomic.Uint64
-	failing  atomic.Bool // the latest write failed; read without the lock on every success
+	failing  atomic.Bool   // a failure is not yet recovered from; successes take the lock only then
+	recovery time.Duration // Config.WriteRecovery
+	now      func() time.Time
 
 	mu      sync.Mutex
 	lastErr string
 	lastAt  time.Time // of lastErr
-	since   time.Time // the first failure since the last success
+	okAt    time.Time // the latest success since then
+	since   time.Time // the first failure of this stretch
 }
 
 // WriteHealth is what a member reports of one kind of write.
@@ -35,29 +38,39 @@ type WriteHealth struct {
 	// member's clock, UTC).
 	LastError   string    `json:"last_error,omitempty"`
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
-	// FailingSince is set while the latest write failed: the time of the
-	// first failure after the last write that succeeded.
+	// FailingSince is set while the member does not count as writing
+	// again (Config.WriteRecovery after a success with no failure since): the
+	// time of the first failure of this stretch (this member's clock, UTC).
 	FailingSince time.Time `json:"failing_since,omitzero"`
 }
 
-// Failing reports whether the member's latest write of this kind failed.
+// Failing reports whether the member's writes of this kind are failing.
 func (w WriteHealth) Failing() bool { return !w.FailingSince.IsZero() }
+
+func (h *writeHealth) clock() time.Time {
+	if h.now != nil {
+		return h.now()
+	}
+	return time.Now()
+}
 
 // record notes the outcome of one write and returns err unchanged.
 func (h *writeHealth) record(err error) error {
 	if err == nil {
 		if h.failing.Load() {
+			now := h.clock()
 			h.mu.Lock()
-			h.failing.Store(false)
-			h.since = time.Time{}
+			if h.okAt.IsZero() {
+				h.okAt = now
+			}
 			h.mu.Unlock()
 		}
 		return nil
 	}
-	now := time.Now().UTC()
+	now := h.clock()
 	h.failures.Add(1)
 	h.mu.Lock()
-	h.lastErr, h.lastAt = err.Error(), now
+	h.lastErr, h.lastAt, h.okAt = err.Error(), now, time.Time{}
 	if !h.failing.Load() {
 		h.since = now
 		h.failing.Store(true)
@@ -67,9 +80,22 @@ func (h *writeHealth) record(err error) error {
 }
 
 func (h *writeHealth) report() WriteHealth {
+	now := h.clock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return WriteHealth{Failures: h.failures.Load(), LastError: h.lastErr, LastErrorAt: h.lastAt, FailingSince: h.since}
+	if h.failing.Load() && !h.okAt.IsZero() && now.Sub(h.okAt) >= h.recovery {
+		h.failing.Store(false)
+		h.since, h.okAt = time.Time{}, time.Time{}
+	}
+	return WriteHealth{Failures: h.failures.Load(), LastError: h.lastErr, LastErrorAt: h.lastAt.UTC(), FailingSince: h.since.UTC()}
+}
+
+// newStoreWatch records the writes of a node's stores; fault is
+// Config.WriteFault.
+func newStoreWatch(recovery time.Duration, fault func(store string) error) *storeWatch {
+	w := &storeWatch{fault: fault}
+	w.log.recovery, w.snapshot.recovery = recovery, recovery
+	return w
 }
 
 // storeWatch holds the write records of a node's stores and the test hook
@@ -78,20 +104,27 @@ type storeWatch struct {
 	log, snapshot writeHealth
 	// fault, when set (Config.WriteFault), is asked before every write; an
 	// error fails the write as the disk would.
-	fault func() error
+	fault func(store string) error
 }
 
-// injected is the test hook's error, nil without one.
-func (w *storeWatch) injected() error {
+// The stores Config.WriteFault is asked about.
+const (
+	faultLog      = "log"      // StoreLog, StoreLogs, DeleteRange
+	faultStable   = "stable"   // Set, SetUint64
+	faultSnapshot = "snapshot" // Create, and each sink's Write
+)
+
+// injected is the test hook's error for a write to store, nil without one.
+func (w *storeWatch) injected(store string) error {
 	if w.fault == nil {
 		return nil
 	}
-	return w.fault()
+	return w.fault(store)
 }
 
 // logWrite runs one log or stable-store write and records its outcome.
-func (w *storeWatch) logWrite(write func() error) error {
-	if err := w.injected(); err != nil {
+func (w *storeWatch) logWrite(store string, write func() error) error {
+	if err := w.injected(store); err != nil {
 		return w.log.record(err)
 	}
 	return w.log.record(write())
@@ -111,23 +144,23 @@ var (
 )
 
 func (s watchedLogStore) StoreLog(l *raft.Log) error {
-	return s.w.logWrite(func() error { return s.LogStore.StoreLog(l) })
+	return s.w.logWrite(faultLog, func() error { return s.LogStore.StoreLog(l) })
 }
 
 func (s watchedLogStore) StoreLogs(ls []*raft.Log) error {
-	return s.w.logWrite(func() error { return s.LogStore.StoreLogs(ls) })
+	return s.w.logWrite(faultLog, func() error { return s.LogStore.StoreLogs(ls) })
 }
 
 func (s watchedLogStore) DeleteRange(lo, hi uint64) error {
-	return s.w.logWrite(func() error { return s.LogStore.DeleteRange(lo, hi) })
+	return s.w.logWrite(faultLog, func() error { return s.LogStore.DeleteRange(lo, hi) })
 }
 
 func (s watchedLogStore) Set(k, v []byte) error {
-	return s.w.logWrite(func() error { return s.stable.Set(k, v) })
+	return s.w.logWrite(faultStable, func() error { return s.stable.Set(k, v) })
 }
 
 func (s watchedLogStore) SetUint64(k []byte, v uint64) error {
-	return s.w.logWrite(func() error { return s.stable.SetUint64(k, v) })
+	return s.w.logWrite(faultStable, func() error { return s.stable.SetUint64(k, v) })
 }
 
 func (s watchedLogStore) Get(k []byte) ([]byte, error) { return s.stable.Get(k) }
@@ -144,7 +177,7 @@ type watchedSnapshots struct {
 
 func (s watchedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
 	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
-	if err := s.w.injected(); err != nil {
+	if err := s.w.injected(faultSnapshot); err != nil {
 		return nil, s.w.snapshot.record(err)
 	}
 	sink, err := s.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
@@ -162,7 +195,7 @@ type watchedSink struct {
 }
 
 func (s *watchedSink) Write(p []byte) (int, error) {
-	if err := s.w.injected(); err != nil {
+	if err := s.w.injected(faultSnapshot); err != nil {
 		return 0, s.fail(err)
 	}
 	n, err := s.SnapshotSink.Write(p)

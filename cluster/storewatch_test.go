@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
@@ -29,11 +30,13 @@ func (s *fakeStore) SetUint64(k []byte, v uint64) error {
 }
 
 // A failed write goes back to raft unchanged and is counted with its text
-// and the time the failing began; a write that succeeds ends the failing,
-// not the count.
+// and the time the failing began; writes that succeed for WriteRecovery
+// with none failing end the failing, not the count.
 func TestWatchedLogStoreRecordsFailedWrites(t *testing.T) {
 	fake := &fakeStore{InmemStore: raft.NewInmemStore()}
-	w := &storeWatch{}
+	now := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
+	w := newStoreWatch(30*time.Second, nil)
+	w.log.now = func() time.Time { return now }
 	s := watchedLogStore{LogStore: fake, stable: fake, w: w}
 
 	require.NoError(t, s.StoreLogs([]*raft.Log{{Index: 1, Data: []byte("a")}}))
@@ -47,34 +50,49 @@ func TestWatchedLogStoreRecordsFailedWrites(t *testing.T) {
 	require.True(t, first.Failing())
 	require.Equal(t, uint64(1), first.Failures)
 	require.Equal(t, full.Error(), first.LastError)
+	require.Equal(t, now, first.FailingSince)
 
+	now = now.Add(time.Second)
 	require.ErrorIs(t, s.SetUint64([]byte("CurrentTerm"), 2), full, "stable-store writes count as log writes")
 	second := w.log.report()
 	require.Equal(t, uint64(2), second.Failures)
 	require.Equal(t, first.FailingSince, second.FailingSince, "failing since the first failure")
-	require.False(t, second.LastErrorAt.Before(first.LastErrorAt))
+	require.Equal(t, now, second.LastErrorAt)
 
+	// On a full disk some writes still fit between failures.
 	fake.err = nil
 	require.NoError(t, s.StoreLogs([]*raft.Log{{Index: 2, Data: []byte("b")}}))
+	now = now.Add(w.log.recovery - time.Second)
+	require.True(t, w.log.report().Failing(), "one write that fits is no recovery")
+	fake.err = full
+	require.Error(t, s.StoreLogs([]*raft.Log{{Index: 3}}))
+	fake.err = nil
+	require.NoError(t, s.StoreLogs([]*raft.Log{{Index: 3, Data: []byte("c")}}))
+	now = now.Add(w.log.recovery - time.Second)
+	require.True(t, w.log.report().Failing(), "a failure in between starts the wait again")
+	require.Equal(t, first.FailingSince, w.log.report().FailingSince)
+	now = now.Add(time.Second)
 	healed := w.log.report()
-	require.False(t, healed.Failing())
-	require.Equal(t, uint64(2), healed.Failures, "the count stays")
+	require.False(t, healed.Failing(), "writing again for w.log.recovery")
+	require.Equal(t, uint64(3), healed.Failures, "the count stays")
 	require.Equal(t, full.Error(), healed.LastError, "and so does the last error")
 	var got raft.Log
-	require.NoError(t, s.GetLog(2, &got))
-	require.Equal(t, "b", string(got.Data), "reads pass through")
+	require.NoError(t, s.GetLog(3, &got))
+	require.Equal(t, "c", string(got.Data), "reads pass through")
 }
 
 // The test hook fails every write before it reaches the store.
 func TestWriteFaultFailsWrites(t *testing.T) {
 	fake := &fakeStore{InmemStore: raft.NewInmemStore()}
 	hook := errors.New("injected")
-	w := &storeWatch{fault: func() error { return hook }}
+	var asked []string
+	w := &storeWatch{fault: func(store string) error { asked = append(asked, store); return hook }}
 	s := watchedLogStore{LogStore: fake, stable: fake, w: w}
 	require.ErrorIs(t, s.StoreLog(&raft.Log{Index: 1}), hook)
 	require.ErrorIs(t, s.Set([]byte("k"), []byte("v")), hook)
 	require.ErrorIs(t, s.DeleteRange(1, 1), hook)
 	require.Equal(t, uint64(3), w.log.report().Failures)
+	require.Equal(t, []string{"log", "stable", "log"}, asked)
 	_, err := fake.Get([]byte("k"))
 	require.Error(t, err, "nothing reached the store")
 }
@@ -98,7 +116,7 @@ func (s *failingSink) Cancel() error { s.cancel = true; return nil }
 // A snapshot counts as failed once, at its first failed write, and as
 // written only when its sink closes after no failure.
 func TestWatchedSinkRecordsFailedSnapshots(t *testing.T) {
-	w := &storeWatch{}
+	w := newStoreWatch(30*time.Second, nil)
 	full := errors.New("write state.bin: no space left on device")
 	inner := &failingSink{err: full}
 	sink := &watchedSink{SnapshotSink: inner, w: w}
@@ -117,6 +135,8 @@ func TestWatchedSinkRecordsFailedSnapshots(t *testing.T) {
 	_, err = ok.Write([]byte("x"))
 	require.NoError(t, err)
 	require.NoError(t, ok.Close())
-	require.False(t, w.snapshot.report().Failing(), "a snapshot written ends the failing")
+	now := time.Now().Add(w.snapshot.recovery)
+	w.snapshot.now = func() time.Time { return now }
+	require.False(t, w.snapshot.report().Failing(), "a snapshot written ends the failing (after WriteRecovery)")
 	require.Equal(t, uint64(1), w.snapshot.report().Failures)
 }
