@@ -135,7 +135,7 @@ func AlertDataOf(al *Alert, loc *time.Location) AlertData {
 		d.Channel, d.Severity = subject, "critical"
 	case AlertSendStuck:
 		d.Channel = subject
-	case AlertRuleBroken, AlertClockSkew:
+	case AlertRuleBroken, AlertClockSkew, AlertDiskWrite:
 		d.Severity = "critical"
 	}
 	return d

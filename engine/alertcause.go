@@ -28,6 +28,7 @@ const (
 	AlertDirectory         AlertKind = "directory"          // directory:held, directory:refresh
 	AlertDigestError       AlertKind = "digest_error"       // digest-error:RULE
 	AlertClockSkew         AlertKind = "clock_skew"         // clock-skew
+	AlertDiskWrite         AlertKind = "disk_write"         // disk-write:NODE
 )
 
 // causePrefixes maps each kind to the prefix of its cause key.
@@ -37,6 +38,7 @@ var causePrefixes = map[AlertKind]string{
 	AlertRunLate: "late-run", AlertCompensationError: "on-failed", AlertQuietExpired: "quiet-expired",
 	AlertRulesMismatch: "rules-mismatch", AlertRuleBroken: "rule-broken", AlertChannelDown: "channel-down",
 	AlertDirectory: "directory", AlertDigestError: "digest-error", AlertClockSkew: "clock-skew",
+	AlertDiskWrite: "disk-write",
 }
 
 // AlertCause identifies what an alert is about: one alert per cause.

@@ -84,6 +84,9 @@ type nodeConfig struct {
 
 	devTimeouts  bool   // `herald dev` and tests: short Raft timeouts
 	raftLogLevel string // "" means the cluster package's default
+	// writeFault is the tests' way to fail this node's Raft writes
+	// (cluster.Config.WriteFault); nil otherwise.
+	writeFault func(store string) error
 	// clusterSecret is ClusterSecret resolved; never logged or shown.
 	clusterSecret string
 	// secretFromEnv: the final ClusterSecret came from HERALD_CLUSTER_SECRET

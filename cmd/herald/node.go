@@ -225,7 +225,7 @@ func (n *node) openRaft(certs *cluster.CertStore, reg prometheus.Registerer) err
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: advertisedHTTPAddr(cfg.HTTPAddr, cfg.RaftAddr),
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: n.log, Registerer: reg, RaftLogLevel: cfg.raftLogLevel,
 		ClusterSecret: cfg.clusterSecret, Peers: cfg.peerList(), HTTPClient: n.peerHTTP,
-		Token: nodeToken(cfg.apiTokens),
+		Token: nodeToken(cfg.apiTokens), WriteFault: cfg.writeFault,
 	}
 	if certs != nil {
 		ccfg.TLS = certs.RaftConfig()

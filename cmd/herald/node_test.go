@@ -183,6 +183,12 @@ type inProcess struct {
 // startInProcess starts the three nodes and returns once they are one
 // cluster and its rule has delivered two slots.
 func startInProcess(t *testing.T) *inProcess {
+	return startInProcessWith(t, nil)
+}
+
+// startInProcessWith is startInProcess with modify applied to node i's
+// config first (nil: none).
+func startInProcessWith(t *testing.T, modify func(i int, cfg *nodeConfig)) *inProcess {
 	p := &inProcess{e2eCluster: setupE2E(t), stopped: map[*node]bool{}}
 	t.Cleanup(func() {
 		for _, n := range p.nodes {
@@ -200,6 +206,9 @@ func startInProcess(t *testing.T) *inProcess {
 			cfg.Bootstrap = true
 		} else {
 			cfg.Join = p.e2eCluster.nodes[0].http
+		}
+		if modify != nil {
+			modify(i, &cfg)
 		}
 		n, err := startNode(context.Background(), cfg, log.With("node", a.id))
 		require.NoError(t, err)

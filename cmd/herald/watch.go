@@ -22,7 +22,8 @@ import (
 
 // The ops watch turns what only a node can see into alerts within a
 // minute: a rule file broken on any node (a channel typo, a syntax error),
-// a channel that stays unhealthy, and members whose rule sets differ.
+// a channel that stays unhealthy, members whose rule sets differ, and a
+// member that cannot write its data dir (diskwatch.go).
 // Every node runs it (each keeps herald_rules_mismatch); only the leader
 // raises alerts, through the log like every alert.
 
@@ -50,6 +51,11 @@ type opsWatch struct {
 	now      func() time.Time
 	mismatch prometheus.Gauge
 	log      *slog.Logger
+	// reports are the members' reports (cluster.Node.MemberReports; nil:
+	// no disk checks); alert reads an alert, ack resolves one.
+	reports func() []cluster.MemberReport
+	alert   func(id string) (*engine.Alert, bool)
+	ack     func(ctx context.Context, id string) error
 
 	mu             sync.Mutex
 	mismatchSince  time.Time
@@ -57,10 +63,11 @@ type opsWatch struct {
 	downSince      map[string]time.Time
 	downRaised     map[string]bool
 	brokenRaised   map[string]string // cause → message raised
+	diskRaised     map[string]string // cause → message raised, without the free bytes
 }
 
 func newOpsWatch(w *opsWatch) *opsWatch {
-	w.downSince, w.downRaised, w.brokenRaised = map[string]time.Time{}, map[string]bool{}, map[string]string{}
+	w.downSince, w.downRaised, w.brokenRaised, w.diskRaised = map[string]time.Time{}, map[string]bool{}, map[string]string{}, map[string]string{}
 	return w
 }
 
@@ -87,6 +94,7 @@ func (w *opsWatch) runOnce(ctx context.Context) {
 	w.checkMismatch(ctx, peers, now, leader)
 	w.checkBroken(ctx, peers, now, leader)
 	w.checkChannels(ctx, now, leader)
+	w.checkDisks(ctx, now, leader)
 }
 
 func (w *opsWatch) raiseAlert(ctx context.Context, a engine.RaiseAlert) bool {
@@ -209,20 +217,12 @@ func (n *node) startOpsWatch(ctx context.Context, reg prometheus.Registerer) {
 	w := newOpsWatch(&opsWatch{
 		isLeader: n.raft.IsLeader,
 		raise: func(ctx context.Context, a engine.RaiseAlert) error {
-			cmd, err := engine.Encode(engine.CmdRaiseAlert, a)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(ctx, leader.ProposeTimeout)
-			defer cancel()
-			res, err := n.raft.Apply(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			if e, ok := res.(error); ok {
-				return e
-			}
-			return nil
+			return n.propose(ctx, engine.CmdRaiseAlert, a)
+		},
+		reports: n.raft.MemberReports,
+		alert:   n.fsm.Alert,
+		ack: func(ctx context.Context, id string) error {
+			return n.propose(ctx, engine.CmdAckAlert, engine.AckAlert{ID: id})
 		},
 		peers: func(ctx context.Context) []peerRules {
 			ctx, cancel := context.WithTimeout(ctx, watchPeersTimeout)
@@ -235,6 +235,24 @@ func (n *node) startOpsWatch(ctx context.Context, reg prometheus.Registerer) {
 		log:      n.log.With("component", "ops-watch"),
 	})
 	n.wg.Go(func() { w.run(ctx) })
+}
+
+// propose commits one command of the ops watch, within ProposeTimeout.
+func (n *node) propose(ctx context.Context, t engine.CommandType, body any) error {
+	cmd, err := engine.Encode(t, body)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, leader.ProposeTimeout)
+	defer cancel()
+	res, err := n.raft.Apply(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	if e, ok := res.(error); ok {
+		return e
+	}
+	return nil
 }
 
 // How long the members may take to say which rule set they run: status

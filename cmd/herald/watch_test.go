@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/cluster"
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/heraldtype"
@@ -27,16 +28,31 @@ type watchBundle struct {
 	channels []heraldtype.ChannelStatus
 	raised   []engine.RaiseAlert
 	gauge    prometheus.Gauge
+	reports  []cluster.MemberReport
+	alerts   map[string]*engine.Alert // what raise and ack made of them
+	acked    []string
 }
 
 func setupWatch(t *testing.T) *watchBundle {
 	t.Helper()
 	b := &watchBundle{now: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC), leader: true,
-		gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "herald_rules_mismatch"})}
+		gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "herald_rules_mismatch"}), alerts: map[string]*engine.Alert{}}
 	b.w = newOpsWatch(&opsWatch{
 		isLeader: func() bool { return b.leader },
 		raise: func(_ context.Context, a engine.RaiseAlert) error {
 			b.raised = append(b.raised, a)
+			id := engine.AlertID(a.Cause)
+			b.alerts[id] = &engine.Alert{ID: id, Cause: a.Cause, Kind: a.Kind, Message: a.Message}
+			return nil
+		},
+		reports: func() []cluster.MemberReport { return b.reports },
+		alert: func(id string) (*engine.Alert, bool) {
+			a, ok := b.alerts[id]
+			return a, ok
+		},
+		ack: func(_ context.Context, id string) error {
+			b.acked = append(b.acked, id)
+			b.alerts[id].Acked = true
 			return nil
 		},
 		peers:    func(context.Context) []peerRules { return b.peers },
