@@ -347,6 +347,7 @@ func TestMetrics(t *testing.T) {
 	require.Positive(t, got["herald_raft_term"])
 	require.Contains(t, got, "herald_raft_applied_index")
 	require.Contains(t, got, "herald_raft_last_contact_seconds")
+	require.Contains(t, got, "herald_leader_clock_offset_seconds")
 	require.Positive(t, got["herald_raft_data_dir_free_bytes"])
 	require.Contains(t, got, "herald_raft_log_write_failures_total")
 	require.Contains(t, got, "herald_raft_snapshot_write_failures_total")
@@ -449,9 +450,9 @@ func TestMetricsSharedRegisterer(t *testing.T) {
 		}
 		return out
 	}
-	require.Equal(t, map[string]int{"a": 9, "b": 9}, count())
+	require.Equal(t, map[string]int{"a": 10, "b": 10}, count())
 	b.stop()
-	require.Equal(t, map[string]int{"a": 9}, count())
+	require.Equal(t, map[string]int{"a": 10}, count())
 	a.stop()
 	require.Empty(t, count())
 }

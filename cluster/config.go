@@ -17,6 +17,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heraldhq/herald/engine"
 )
 
 // Defaults for Config fields left zero. The Raft timeouts are raft's own
@@ -156,6 +158,10 @@ type Config struct {
 	ReportInterval time.Duration
 	// WriteRecovery: see DefaultWriteRecovery.
 	WriteRecovery time.Duration
+	// MaxClockSkew (max_clock_skew) is how far a follower lets the
+	// leader's stamped time be from its own clock before it warns
+	// (leaderclock.go). Default engine.MaxClockSkewDefault.
+	MaxClockSkew time.Duration
 	// WriteFault is a test hook: when set, it is asked before every write
 	// to the Raft log ("log"), stable store ("stable") and snapshots
 	// ("snapshot"), and an error it returns fails that write as a full or
@@ -205,6 +211,7 @@ func (c *Config) setDefaults() {
 	def(&c.ReconcileInterval, DefaultReconcileInterval)
 	def(&c.ReportInterval, DefaultReportInterval)
 	def(&c.WriteRecovery, DefaultWriteRecovery)
+	def(&c.MaxClockSkew, engine.MaxClockSkewDefault)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = DefaultSnapshotThreshold
 	}

@@ -54,6 +54,9 @@ type MemberReport struct {
 	// (Unknown says why), or runs a build without reports.
 	Report  *Report
 	Unknown string
+	// OldBuild: the member runs a build without reports (it answered
+	// 404); it cannot report, rather than failed to.
+	OldBuild bool
 	// Sent and Received bracket the request on this node's clock. Offset
 	// is the member's clock minus this node's, Report.Now minus the
 	// midpoint of Sent and Received (off by at most RTT/2); RTT is the
@@ -204,7 +207,7 @@ func (n *Node) askReport(ctx context.Context, m engine.Member) MemberReport {
 	var ae *APIError
 	switch {
 	case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
-		mr.Unknown = "its build has no reports (an older build)"
+		mr.Unknown, mr.OldBuild = "its build has no reports (an older build)", true
 	case err != nil:
 		mr.Unknown = err.Error()
 	case rep.NodeID != m.ID:

@@ -63,6 +63,8 @@ func newMetrics(n *Node, f *fsm, reg prometheus.Registerer) *metrics {
 			}
 			return float64(free)
 		})
+	gauge("herald_leader_clock_offset_seconds", "The leader's clock minus this node's, as the time it stamps into commands shows (0 on the leader and until a stamp is seen); beyond max_clock_skew one of the two clocks is off.",
+		func() float64 { return n.LeaderClockOffset().Seconds() })
 	counter := func(name, help string, f func() float64) {
 		m.collectors = append(m.collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: name, Help: help, ConstLabels: labels,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -76,6 +77,8 @@ type Node struct {
 
 	reportsMu sync.Mutex
 	reports   map[string]MemberReport // the leader's latest poll (memberreport.go)
+
+	leaderOffset atomic.Int64 // see LeaderClockOffset (leaderclock.go)
 
 	leadership *leadership
 	metrics    *metrics
@@ -248,6 +251,7 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	n.bg.Go(func() { n.watchClusterID(n.bgCtx) })
+	n.bg.Go(func() { n.watchLeaderClock(n.bgCtx) })
 	if n.cfg.TLS != nil {
 		n.bg.Go(func() { n.sweepRaftPeers(n.bgCtx) })
 	}

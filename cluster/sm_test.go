@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/heraldhq/herald/engine"
 )
@@ -16,6 +17,9 @@ import (
 const (
 	cmdSet  engine.CommandType = 200 // body kv: set Key to Value, respond with the log index
 	cmdFail engine.CommandType = 201 // respond with an error value
+	// cmdStamp's body is a time: the leader's stamp, as engine.FSM keeps
+	// the time its commands carry (LastStamp).
+	cmdStamp engine.CommandType = 202
 )
 
 type kv struct {
@@ -57,6 +61,7 @@ type testSM struct {
 	// refuseKey, when set, makes Restore fail on a snapshot holding that
 	// key: only the snapshots taken after it was written are unreadable.
 	refuseKey string
+	stamp     *engine.Stamp // the last cmdStamp
 }
 
 var _ StateMachine = (*testSM)(nil)
@@ -80,6 +85,11 @@ func (s *testSM) Apply(index, term uint64, cmd []byte) any {
 		return index
 	case cmdFail:
 		return errRefused
+	case cmdStamp:
+		var at time.Time
+		mustUnmarshal(body, &at)
+		s.stamp = &engine.Stamp{Index: index, At: at}
+		return nil
 	case engine.CmdUpsertMember:
 		var m engine.Member
 		mustUnmarshal(body, &m)
@@ -98,6 +108,16 @@ func (s *testSM) Apply(index, term uint64, cmd []byte) any {
 	default:
 		panic(fmt.Sprintf("test sm: unknown command %s", t))
 	}
+}
+
+// LastStamp is the last cmdStamp's (see engine.FSM.LastStamp).
+func (s *testSM) LastStamp() (engine.Stamp, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stamp == nil {
+		return engine.Stamp{}, false
+	}
+	return *s.stamp, true
 }
 
 func mustUnmarshal(b []byte, v any) {

@@ -16,6 +16,15 @@ import (
 // leader whose clock jumped ahead would otherwise delete history (Prune),
 // end pending deliveries (Expire) and empty the ledger, on every node.
 
+// MaxClockSkewDefault is max_clock_skew's default: how far a member's
+// clock may be from the majority's. Clocks under NTP agree within
+// milliseconds (ntpd steps a clock beyond 128 ms), the leader measures
+// the offsets within half a report's round trip, and a follower reads a
+// stamp within a second of its commit: 10 s is far above all three, so a
+// healthy cluster never trips it, and small beside what a skew does (a
+// slot fired up to 10 s early, a horizon off by as much).
+const MaxClockSkewDefault = 10 * time.Second
+
 // ObserveClocks records the members' wall clocks as the leader measured
 // them (each member's report, carried to the leader's Now), and the skew
 // in force. The state keeps their median, the majority's time: a Prune,
@@ -98,8 +107,9 @@ func (a applier) observeClocks(c ObserveClocks) any {
 	if len(ts) == 0 || len(ts) <= len(a.st.Members)/2 {
 		return fmt.Errorf("observe clocks: clocks of %d of the %d members, not a majority", len(ts), len(a.st.Members))
 	}
+	// Not a Stamp: c.Now is the leader's own clock, which the leader
+	// does not act by while it is off (see engine/leader's clock.go).
 	a.st.Clock = &ClockSeen{Median: medianTime(ts), Leader: c.Now, MaxSkew: c.MaxSkew, Within: c.Within, Clocks: maps.Clone(c.Clocks)}
-	a.stamp(c.Now)
 	return nil
 }
 
@@ -119,8 +129,9 @@ func (a applier) horizonAhead(t CommandType, ts ...time.Time) error {
 	return nil
 }
 
-// Stamp is the leader's time stamped into the last command applied that
-// carries one, with the command's log index: what a follower compares
+// Stamp is the time the leader acts by, as stamped into the last command
+// applied that carries one (StartRun, Claim, RecordResults, Expire,
+// Prune), with the command's log index: what a follower compares
 // with its own clock (outside Apply) to say that the leader's is off.
 type Stamp struct {
 	Index uint64

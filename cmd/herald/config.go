@@ -54,6 +54,11 @@ type nodeConfig struct {
 	// AuditRetention is how long the audit trail keeps a record (a
 	// duration; default 90 days, engine.AuditRetentionDefault).
 	AuditRetention string `yaml:"audit_retention"`
+	// MaxClockSkew is how far a member's clock may be from the majority's
+	// (a duration; default 10s, engine.MaxClockSkewDefault): a leader
+	// further off fires, prunes and expires nothing and hands leadership
+	// over; a follower that sees the leader's stamps further off warns.
+	MaxClockSkew string `yaml:"max_clock_skew"`
 	// Channels are the channel instances by name: {plugin: NAME, ...the
 	// plugin's own keys}. Values may reference ${ENV} variables (secrets).
 	Channels map[string]map[string]any `yaml:"channels"`
@@ -115,6 +120,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"display_timezone", "display-timezone", "zone of the times shown to people: alert texts, dashboard (IANA name; default the machine's zone)", &c.DisplayTimezone, nil},
 		{"plan_ahead", "plan-ahead", "plan and replicate a scheduled slot this long before it (default 1m, at most 10m; 0s: at the slot)", &c.PlanAhead, nil},
 		{"audit_retention", "audit-retention", "keep audit records this long (default 2160h: 90 days)", &c.AuditRetention, nil},
+		{"max_clock_skew", "max-clock-skew", "how far a member's clock may be from the majority's before a leader holds firing, pruning and expiry and hands leadership over (default 10s, 1s to 1h)", &c.MaxClockSkew, nil},
 		{"raft_timeouts", "raft-timeouts", "Raft failure detection: lan (default), wan, or heartbeat=D,election=D,lease=D", &c.RaftTimeouts, nil},
 		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty", &c.PprofAddr, nil},
 	}
@@ -253,6 +259,9 @@ func (c *nodeConfig) validate() error {
 	}
 	if _, err := parseAuditRetention(c.AuditRetention); err != nil {
 		return fmt.Errorf("config: audit_retention %q: %w", c.AuditRetention, err)
+	}
+	if _, err := parseMaxClockSkew(c.MaxClockSkew); err != nil {
+		return fmt.Errorf("config: max_clock_skew %q: %w", c.MaxClockSkew, err)
 	}
 	if _, err := parseRaftTimeouts(c.RaftTimeouts); err != nil {
 		return fmt.Errorf("config: raft_timeouts %q: %w", c.RaftTimeouts, err)
@@ -394,6 +403,21 @@ func parseAuditRetention(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 24*time.Hour {
 		return 0, errors.New("want a duration of at least 24h, such as 2160h (90 days)")
+	}
+	return d, nil
+}
+
+// parseMaxClockSkew reads max_clock_skew: "" is the default, else a
+// duration from 1s (below it, NTP's own corrections and the offsets'
+// measurement would trip it) to 1h (beyond, a skewed leader could fire
+// an hour early).
+func parseMaxClockSkew(s string) (time.Duration, error) {
+	if s == "" {
+		return engine.MaxClockSkewDefault, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Second || d > time.Hour {
+		return 0, errors.New("want a duration from 1s to 1h, such as 10s")
 	}
 	return d, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine/api"
@@ -64,6 +65,40 @@ func TestAuditRetentionConfig(t *testing.T) {
 	}
 	c := nodeConfig{NodeID: "n1", DataDir: "d", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", AuditRetention: "1h"}
 	require.ErrorContains(t, c.validate(), `audit_retention "1h"`)
+}
+
+// max_clock_skew is a duration from 1s to 1h (default 10s), read from the
+// YAML key, the env HERALD_MAX_CLOCK_SKEW and the flag --max-clock-skew,
+// the flag winning; a bad one stops the node naming the key.
+func TestMaxClockSkewConfig(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 10 * time.Second, "1s": time.Second, "30s": 30 * time.Second, "1h": time.Hour} {
+		got, err := parseMaxClockSkew(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"500ms", "2h", "-10s", "0", "ten seconds"} {
+		_, err := parseMaxClockSkew(in)
+		require.ErrorContains(t, err, "want a duration from 1s to 1h", in)
+	}
+	c := nodeConfig{NodeID: "n1", DataDir: "d", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", MaxClockSkew: "5m0"}
+	require.ErrorContains(t, c.validate(), `max_clock_skew "5m0"`)
+
+	t.Setenv("HERALD_MAX_CLOCK_SKEW", "30s")
+	load := func(args ...string) (nodeConfig, error) {
+		var c nodeConfig
+		cmd := &cobra.Command{}
+		c.bindFlags(cmd)
+		require.NoError(t, cmd.Flags().Parse(append([]string{"--node-id", "n1", "--data-dir", "d", "--raft-addr", "127.0.0.1:1", "--http-addr", "127.0.0.1:2"}, args...)))
+		return c, c.load(cmd)
+	}
+	c, err := load()
+	require.NoError(t, err)
+	require.Equal(t, "30s", c.MaxClockSkew)
+	c, err = load("--max-clock-skew", "20s")
+	require.NoError(t, err)
+	require.Equal(t, "20s", c.MaxClockSkew)
+	_, err = load("--max-clock-skew", "2h")
+	require.ErrorContains(t, err, `config: max_clock_skew "2h": want a duration from 1s to 1h, such as 10s`)
 }
 
 // readmeSecureConfig is the three-node config of the README's "Securing

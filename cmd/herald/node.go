@@ -227,6 +227,7 @@ func (n *node) openRaft(certs *cluster.CertStore, reg prometheus.Registerer) err
 		ClusterSecret: cfg.clusterSecret, Peers: cfg.peerList(), HTTPClient: n.peerHTTP,
 		Token: nodeToken(cfg.apiTokens), WriteFault: cfg.writeFault,
 	}
+	ccfg.MaxClockSkew, _ = parseMaxClockSkew(cfg.MaxClockSkew) // validated by load
 	if certs != nil {
 		ccfg.TLS = certs.RaftConfig()
 		ccfg.HTTPScheme = "https"
@@ -313,6 +314,7 @@ func (n *node) newLeaderRun(reg prometheus.Registerer, schedules func(engine.Rul
 	cfg := n.cfg
 	planAhead, _ := parsePlanAhead(cfg.PlanAhead)                // validated by load
 	auditRetention, _ := parseAuditRetention(cfg.AuditRetention) // validated by load
+	maxClockSkew, _ := parseMaxClockSkew(cfg.MaxClockSkew)       // validated by load
 	planSeconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herald_plan_seconds",
 		Help:    "Time this node, as leader, took to plan a run: phase evaluate (the rule) or replicate (its deliveries through Raft).",
@@ -332,6 +334,9 @@ func (n *node) newLeaderRun(reg prometheus.Registerer, schedules func(engine.Rul
 		},
 		HousekeeperConfig: leader.HousekeeperConfig{DisplayZone: n.zone, AuditRetention: auditRetention},
 		DirectoryConfig:   leader.DirectoryConfig{DirectoryRefresh: n.dirRefresh},
+		ClockConfig: leader.ClockConfig{
+			Clocks: memberClocks{node: n.raft, fsm: n.fsm}, MaxClockSkew: maxClockSkew, Transfer: n.raft.TransferLeadershipTo,
+		},
 	}
 	if cfg.Directory != nil {
 		ds, err := cfg.Directory.settings(cfg.Channels)

@@ -33,13 +33,9 @@ import (
 
 // Defaults of ClockConfig.
 const (
-	// MaxClockSkewDefault is max_clock_skew's default. Clocks under NTP
-	// agree within milliseconds (ntpd steps a clock beyond 128 ms); the
-	// offsets are measured within half a report's round trip. 10 s is far
-	// above both, so a healthy cluster never trips it, and still small
-	// beside what a skew does: a slot fired up to 10 s early, a horizon
-	// off by as much.
-	MaxClockSkewDefault = 10 * time.Second
+	// MaxClockSkewDefault is max_clock_skew's default (see
+	// engine.MaxClockSkewDefault for why).
+	MaxClockSkewDefault = engine.MaxClockSkewDefault
 	// ClockCheckEveryDefault is how often the watch looks at the reports
 	// (the cluster refreshes them every few seconds).
 	ClockCheckEveryDefault = time.Second

@@ -1,0 +1,78 @@
+package cluster
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// syncBuffer is a log sink the node's goroutines and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A leader whose stamps run an hour ahead: each follower's gauge says
+// +1h and, once three looks in a row agree, it warns, naming the leader;
+// the leader's own gauge stays 0.
+func TestFollowerSaysTheLeadersClockIsOff(t *testing.T) {
+	t.Parallel()
+	logs := map[string]*syncBuffer{}
+	var mu sync.Mutex
+	nodes := newCluster(t, 3, nil, func(c *Config) {
+		b := &syncBuffer{}
+		mu.Lock()
+		logs[c.NodeID] = b
+		mu.Unlock()
+		c.Logger = slog.New(slog.NewTextHandler(b, nil))
+	})
+	leader := leaderOf(t, nodes)
+	require.Eventually(t, func() bool {
+		cmd, err := encodeTest(cmdStamp, time.Now().Add(time.Hour))
+		require.NoError(t, err)
+		apply(t, nodes, cmd)
+		for _, f := range followersOf(nodes, leader) {
+			mu.Lock()
+			warned := strings.Contains(logs[f.id].String(), "the leader's clock differs from this node's by more than max_clock_skew")
+			mu.Unlock()
+			if d := f.node.LeaderClockOffset(); !warned || d < time.Hour-5*time.Second || d > time.Hour {
+				return false
+			}
+		}
+		return true
+	}, waitTimeout, 200*time.Millisecond, "followers see the leader's clock an hour ahead")
+	require.Zero(t, leader.node.LeaderClockOffset())
+	f := followersOf(nodes, leader)[0]
+	mu.Lock()
+	require.Contains(t, logs[f.id].String(), "leader="+leader.id)
+	mu.Unlock()
+	t.Logf("follower %s: herald_leader_clock_offset_seconds %.1f", f.id, f.node.LeaderClockOffset().Seconds())
+}
+
+// TransferLeadershipTo hands leadership to the member named.
+func TestTransferLeadershipTo(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil, nil)
+	leader := leaderOf(t, nodes)
+	to := followersOf(nodes, leader)[1]
+	require.ErrorContains(t, leader.node.TransferLeadershipTo(ctxT(t), "n9"), "n9 is not a voter")
+	require.NoError(t, leader.node.TransferLeadershipTo(ctxT(t), to.id))
+	require.Eventually(t, func() bool { return to.node.IsLeader() }, waitTimeout, 10*time.Millisecond)
+}
