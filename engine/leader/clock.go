@@ -44,6 +44,10 @@ const (
 	ObserveEveryDefault = time.Minute
 	// transferEvery spaces the attempts to hand leadership over.
 	transferEvery = 10 * time.Second
+	// unverifiedEvery is how soon the watch looks again while a majority's
+	// clocks are not known: at the start of a term the first reports come
+	// within a round trip, and until then nothing fires.
+	unverifiedEvery = 100 * time.Millisecond
 )
 
 // MemberClock is one member's wall clock as this node measured it.
@@ -150,7 +154,16 @@ func (w *clockWatch) runOnce(ctx context.Context) time.Time {
 	w.alert(ctx, v)
 	w.observe(ctx, v, raw)
 	w.handOver(ctx, v, raw)
-	return w.l.now().Add(w.l.cfg.ClockCheckEvery)
+	return w.l.now().Add(w.recheck())
+}
+
+// recheck is how soon the verdict may change: sooner while it waits for
+// a majority's clocks.
+func (w *clockWatch) recheck() time.Duration {
+	if v := w.current(); v.held && v.correction == 0 {
+		return min(w.l.cfg.ClockCheckEvery, unverifiedEvery)
+	}
+	return w.l.cfg.ClockCheckEvery
 }
 
 // judge computes the verdict from the members' clocks.

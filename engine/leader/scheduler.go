@@ -73,7 +73,7 @@ func (s *scheduler) runOnce(ctx context.Context) time.Time {
 		// No slot or task fires by a clock the majority does not share:
 		// the runs already started are still planned.
 		s.l.planner.planPending(ctx)
-		return now.Add(s.l.cfg.ClockCheckEvery)
+		return now.Add(s.l.clock.recheck())
 	}
 	hash := s.l.cfg.Rules.Hash()
 	for _, r := range s.l.cfg.Rules.Rules() {
