@@ -65,6 +65,7 @@ func (w *opsWatch) checkDisks(ctx context.Context, now time.Time, leader bool) {
 		}
 		if w.raiseAlert(ctx, engine.NewRaiseAlert(cause, "", engine.AlertParams{Nodes: []string{r.ID}, Error: errText, Since: since}, msg, now)) {
 			w.diskRaised[key] = stem
+			w.log.Warn("a member cannot write its data dir; alert raised", "node", r.ID, "since", since, "err", errText)
 		}
 	}
 	for key := range w.diskRaised {
