@@ -97,6 +97,10 @@ func TestDamagedSnapshotStopsTheNode(t *testing.T) {
 		b[len(b)/2] ^= 0xff
 		require.NoError(t, os.WriteFile(file, b, 0o600))
 	})
+	// Nor is it recovered from.
+	_, err := Recover(RecoverConfig{DataDir: f.dir, Logger: testLogger()}, newTestSM())
+	require.ErrorIs(t, err, ErrDataDirDamaged)
+	require.ErrorContains(t, err, file+" cannot be read (CRC mismatch)")
 	requireDamaged(t, f, rest, file)
 }
 
