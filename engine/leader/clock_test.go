@@ -205,8 +205,10 @@ func TestLeaderClockThirtyDaysAhead(t *testing.T) {
 	al = clockAlert(t, s.log.fsm)
 	require.True(t, al.Acked)
 	require.True(t, strings.HasPrefix(al.Message, "resolved: "), al.Message)
-	t.Logf("after the clock came back: %d slots sent once each (%d of them late), %d sends in all, pruned 0, alert %q",
-		int(end.Sub(firstSlot)/time.Minute)+1, late, len(s.sender.all()), al.Message)
+	slots := int(end.Sub(firstSlot)/time.Minute) + 1
+	require.Len(t, s.log.fsm.Deliveries(nil), slots+2, "every delivery still there: none pruned")
+	t.Logf("after the clock came back: %d slots sent once each (%d of them late), %d sends in all, %d deliveries (pruned 0), alert %q",
+		slots, late, len(s.sender.all()), len(s.log.fsm.Deliveries(nil)), al.Message)
 }
 
 // A member whose clock agrees takes over: the slots of the skew go on
