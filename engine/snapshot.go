@@ -261,42 +261,136 @@ func writeSection[T any](enc *gob.Encoder, name string, items []T) error {
 // Restore replaces the whole state with a snapshot's, of this version or
 // an earlier one.
 func (f *FSM) Restore(r io.Reader) error {
+	st, info, err := readSnapshot(r)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.st = st
+	f.applied = info.Applied
+	f.mu.Unlock()
+	f.notify(AnyChange | TasksChange) // every task may have changed
+	return nil
+}
+
+// SnapshotInfo describes a snapshot read whole (InspectSnapshot,
+// RewriteSnapshot).
+type SnapshotInfo struct {
+	// Version is the snapshot's layout (SnapshotVersion), FSMVersion the
+	// FSM version of the build that wrote it, Applied the index of the
+	// last command in it.
+	Version    int
+	FSMVersion uint16
+	Applied    uint64
+	// Sections are the parts of the state in stream order; a version-1
+	// snapshot (one JSON document) has no sizes.
+	Sections []SnapshotSection
+}
+
+// SnapshotSection is one section of a snapshot: its records and the bytes
+// of the stream they took (the section's head and gob's type definitions
+// included).
+type SnapshotSection struct {
+	Name  string
+	Count int
+	Bytes int64
+}
+
+// InspectSnapshot reads a whole snapshot as Restore would, without
+// installing it: an error is what Restore would refuse it with.
+func InspectSnapshot(r io.Reader) (SnapshotInfo, error) {
+	_, info, err := readSnapshot(r)
+	return info, err
+}
+
+// RewriteSnapshot reads a whole snapshot as Restore would and writes it to
+// w as this build writes snapshots, with members for the snapshot's
+// member records. A backup restored into another cluster keeps that
+// cluster's members (their addresses, their builds): the old cluster's
+// would send forwarded writes to machines that are gone. Nothing is
+// written to w when the snapshot cannot be read.
+func RewriteSnapshot(r io.Reader, w io.Writer, members []Member) (SnapshotInfo, error) {
+	st, info, err := readSnapshot(r)
+	if err != nil {
+		return info, err
+	}
+	st.Members = make(map[string]Member, len(members))
+	for _, m := range members {
+		st.Members[m.ID] = m
+	}
+	return info, (&fsmSnapshot{st: st, applied: info.Applied}).Persist(w)
+}
+
+// readSnapshot reads a whole snapshot into a fresh state.
+func readSnapshot(r io.Reader) (*state, SnapshotInfo, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	line, err := br.ReadBytes('\n')
 	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
-		return fmt.Errorf("read snapshot header: %w", err)
+		return nil, SnapshotInfo{}, fmt.Errorf("read snapshot header: %w", err)
 	}
 	var h snapshotHeader
 	if err := json.Unmarshal(line, &h); err != nil {
-		return fmt.Errorf("read snapshot header: %w", err)
+		return nil, SnapshotInfo{}, fmt.Errorf("read snapshot header: %w", err)
 	}
+	info := SnapshotInfo{Version: h.Version, FSMVersion: max(h.FSMVersion, 1), Applied: h.Applied}
 	if h.FSMVersion > FSMVersion {
-		return fmt.Errorf("snapshot written by a build that applies FSM version %d; this build (%s) applies %d: upgrade this node to the build the other members run", h.FSMVersion, Build, FSMVersion)
+		return nil, info, fmt.Errorf("snapshot written by a build that applies FSM version %d; this build (%s) applies %d: upgrade this node to the build the other members run", h.FSMVersion, Build, FSMVersion)
 	}
 	st := newState()
 	switch h.Version {
 	case 1:
 		err = readVersion1(br, st)
+		if err == nil {
+			info.Sections = st.sectionCounts()
+		}
 	case 2:
-		err = readVersion2(br, st)
+		info.Sections, err = readVersion2(br, st)
 	default:
-		return fmt.Errorf("snapshot version %d: this binary reads versions 1 to %d", h.Version, SnapshotVersion)
+		return nil, info, fmt.Errorf("snapshot version %d: this binary reads versions 1 to %d", h.Version, SnapshotVersion)
 	}
 	if err != nil {
-		return fmt.Errorf("read snapshot: %w", err)
+		return nil, info, fmt.Errorf("read snapshot: %w", err)
 	}
 	for _, d := range st.Deliveries.All() {
 		if d.State == StateClaimed && d.Claim == nil {
-			return fmt.Errorf("read snapshot: delivery %s is claimed without a claim", d.ID)
+			return nil, info, fmt.Errorf("read snapshot: delivery %s is claimed without a claim", d.ID)
 		}
 	}
 	st.reindex()
-	f.mu.Lock()
-	f.st = st
-	f.applied = h.Applied
-	f.mu.Unlock()
-	f.notify(AnyChange | TasksChange) // every task may have changed
-	return nil
+	return st, info, nil
+}
+
+// sectionCounts are the records of a version-1 snapshot, read, by the
+// sections a version-2 one would have.
+func (s *state) sectionCounts() []SnapshotSection {
+	return []SnapshotSection{
+		{Name: "runs", Count: s.Runs.Len()}, {Name: "deliveries", Count: s.Deliveries.Len()},
+		{Name: "cursors", Count: len(s.Cursors)}, {Name: "members", Count: len(s.Members)},
+		{Name: "alerts", Count: len(s.Alerts)}, {Name: "tasks", Count: s.Tasks.Len()},
+		{Name: "ledger", Count: s.Ledger.Len()}, {Name: "paused", Count: len(s.Paused)},
+	}
+}
+
+// countingReader counts the bytes gob consumed. It is an io.ByteReader,
+// so gob reads through it exactly what it decodes (it buffers a reader
+// that is not), and the count ends where each record ends.
+type countingReader struct {
+	r *bufio.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
 }
 
 // stateV1 is the layout of a version-1 snapshot: the state as one JSON
@@ -465,28 +559,31 @@ func readRecord[T any](dec *gob.Decoder, put func(*T)) error {
 	return nil
 }
 
-func readVersion2(r io.Reader, st *state) error {
-	dec := gob.NewDecoder(r)
+func readVersion2(r *bufio.Reader, st *state) ([]SnapshotSection, error) {
+	cr := &countingReader{r: r}
+	dec := gob.NewDecoder(cr)
 	st.payloads = map[string]json.RawMessage{}
 	defer func() { st.payloads = nil }()
 	seen := map[string]bool{}
+	var sections []SnapshotSection
 	for {
+		start := cr.n
 		var sec section
 		if err := dec.Decode(&sec); err != nil {
 			if errors.Is(err, io.EOF) {
-				return errors.New("truncated: no end section")
+				return sections, errors.New("truncated: no end section")
 			}
-			return err
+			return sections, err
 		}
 		if sec.Name == sectionEnd {
 			break
 		}
 		read, ok := sectionReaders[sec.Name]
 		if !ok {
-			return fmt.Errorf("unknown section %q", sec.Name)
+			return sections, fmt.Errorf("unknown section %q", sec.Name)
 		}
 		if seen[sec.Name] {
-			return fmt.Errorf("section %q twice", sec.Name)
+			return sections, fmt.Errorf("section %q twice", sec.Name)
 		}
 		seen[sec.Name] = true
 		if n := min(sec.Count, 1<<24); n > 0 { // sized for what comes, within reason
@@ -504,16 +601,17 @@ func readVersion2(r io.Reader, st *state) error {
 				if errors.Is(err, io.EOF) {
 					err = io.ErrUnexpectedEOF
 				}
-				return fmt.Errorf("%s: record %d of %d: %w", sec.Name, i+1, sec.Count, err)
+				return sections, fmt.Errorf("%s: record %d of %d: %w", sec.Name, i+1, sec.Count, err)
 			}
 		}
+		sections = append(sections, SnapshotSection{Name: sec.Name, Count: sec.Count, Bytes: cr.n - start})
 	}
 	for _, name := range requiredSections {
 		if !seen[name] {
-			return fmt.Errorf("section %q is missing", name)
+			return sections, fmt.Errorf("section %q is missing", name)
 		}
 	}
-	return nil
+	return sections, nil
 }
 
 // requiredSections are the sections every version-2 snapshot has had since
