@@ -282,17 +282,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		}
 	}
 	if resp.StatusCode/100 != 2 {
-		var e reply.Body
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(b))
-		}
-		if e.Error == "" {
-			e.Error = http.StatusText(resp.StatusCode)
-		}
-		if resp.StatusCode == http.StatusBadRequest && strings.Contains(e.Error, "HTTP request to an HTTPS server") {
-			e.Error += " Use https://" + strings.TrimPrefix(c.Addr, "http://") + ", or give the CA with --ca (HERALD_CA)."
-		}
-		return &APIError{Addr: c.Addr, Status: resp.StatusCode, Message: e.Error}
+		return c.apiError(resp.StatusCode, b)
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -300,4 +290,19 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		}
 	}
 	return nil
+}
+
+// apiError is the APIError of a non-2xx answer with body b.
+func (c *Client) apiError(status int, b []byte) *APIError {
+	var e reply.Body
+	if json.Unmarshal(b, &e) != nil || e.Error == "" {
+		e.Error = strings.TrimSpace(string(b))
+	}
+	if e.Error == "" {
+		e.Error = http.StatusText(status)
+	}
+	if status == http.StatusBadRequest && strings.Contains(e.Error, "HTTP request to an HTTPS server") {
+		e.Error += " Use https://" + strings.TrimPrefix(c.Addr, "http://") + ", or give the CA with --ca (HERALD_CA)."
+	}
+	return &APIError{Addr: c.Addr, Status: status, Message: e.Error}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api/held"
@@ -256,6 +257,11 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeError(w, http.StatusBadGateway, fmt.Sprintf("forwarding to leader %s at %s: %v", leaderID, addr, err))
 		},
+	}
+	if r.URL.Path == SnapshotPath {
+		// A backup being restored may take longer to pass on than the
+		// server's ReadTimeout.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	}
 	proxy.ServeHTTP(w, r)
 }

@@ -119,6 +119,8 @@ func (n *Node) RunLeader(ctx context.Context, lead func(ctx context.Context)) {
 		}()
 	}
 	defer stopLead()
+	n.leadRunning.Store(true)
+	defer n.leadRunning.Store(false)
 
 	// Transitions queued before this call are history: the current state
 	// decides where to begin.
@@ -132,6 +134,15 @@ func (n *Node) RunLeader(ctx context.Context, lead func(ctx context.Context)) {
 			return
 		case <-n.shutdownCh:
 			return
+		case p := <-n.leadPauses:
+			// The work restarts from the state f left (a restore's), as
+			// after an election; transitions meanwhile are queued.
+			stopLead()
+			p.done <- p.f()
+			if n.IsLeader() {
+				startLead()
+			}
+			continue
 		case <-n.leadership.signal:
 		}
 		batch := n.leadership.drain()
@@ -146,6 +157,32 @@ func (n *Node) RunLeader(ctx context.Context, lead func(ctx context.Context)) {
 			startLead()
 		}
 	}
+}
+
+// leadPause asks RunLeader to run f with the leader work stopped.
+type leadPause struct {
+	f    func() error
+	done chan error
+}
+
+// withoutLeadWork runs f while this node's leader work (RunLeader's lead)
+// is stopped, and starts it again afterwards if the node still leads: the
+// loops hold what they derived from the state (claims in flight, the
+// deliveries to send again), which a restore replaces under them. Without
+// a RunLeader, f just runs.
+func (n *Node) withoutLeadWork(ctx context.Context, f func() error) error {
+	if !n.leadRunning.Load() {
+		return f()
+	}
+	p := leadPause{f: f, done: make(chan error, 1)}
+	select {
+	case n.leadPauses <- p:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.shutdownCh:
+		return ErrShutdown
+	}
+	return <-p.done
 }
 
 // lead establishes leadership, then runs the caller's leader work.

@@ -92,6 +92,10 @@ type Node struct {
 	// their Add against Shutdown's close of shutdownCh and Wait.
 	runMu   sync.Mutex
 	runners sync.WaitGroup
+	// leadPauses reach RunLeader (withoutLeadWork); leadRunning says one
+	// is there to take them.
+	leadPauses  chan leadPause
+	leadRunning atomic.Bool
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -126,6 +130,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		sm:         sm,
 		shutdownCh: make(chan struct{}),
 		failed:     make(chan struct{}),
+		leadPauses: make(chan leadPause),
 		leadership: newLeadership(),
 		peer:       newPeerAuth(cfg.ClusterSecret),
 	}

@@ -114,6 +114,11 @@ var roleOverrides = map[string]Role{
 	"PUT /v1/cluster/":    RoleAdmin,
 	"PATCH /v1/cluster/":  RoleAdmin,
 	"DELETE /v1/cluster/": RoleAdmin,
+	// A backup holds the whole state, the audit trail included; a
+	// restore replaces it.
+	"GET /v1/snapshot":  RoleAdmin,
+	"HEAD /v1/snapshot": RoleAdmin,
+	"PUT /v1/snapshot":  RoleAdmin,
 	// The dashboard's page and assets: the page asks for a token itself.
 	"GET /ui/":  RolePublic,
 	"GET /{$}":  RolePublic,

@@ -97,6 +97,9 @@ type Config struct {
 	StatusFunc func() Status
 	// Cluster serves /v1/cluster/ (join, leave, remove, status).
 	Cluster http.Handler
+	// Snapshot serves GET /v1/snapshot (a backup, streamed) and PUT
+	// /v1/snapshot (a restore) (cluster.Node.SnapshotHandler).
+	Snapshot http.Handler
 	// ForwardFunc wraps the whole API so that writes reach the leader.
 	ForwardFunc func(http.Handler) http.Handler
 	Gatherer    prometheus.Gatherer
@@ -183,6 +186,12 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("POST /v1/directory/refresh", audited("directory.refresh", "", s.refreshDirectory))
 	if cfg.Cluster != nil {
 		mux.Handle("/v1/cluster/", cfg.Cluster)
+	}
+	if cfg.Snapshot != nil {
+		// A save is a read, and reads are not recorded (audit.go); the
+		// restore is recorded after it, so its record survives it.
+		mux.Handle("GET /v1/snapshot", cfg.Snapshot)
+		mux.HandleFunc("PUT /v1/snapshot", audited("snapshot.restore", "", cfg.Snapshot.ServeHTTP))
 	}
 	own := prometheus.NewRegistry()
 	if cfg.FSM != nil {

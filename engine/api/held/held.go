@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // Writer holds what a handler writes (a small document: answers are
@@ -55,4 +56,12 @@ func (w *Writer) Send() {
 	w.ResponseWriter.WriteHeader(w.Status())
 	_, _ = w.ResponseWriter.Write(w.body.Bytes())
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// SetReadDeadline reaches the connection (http.ResponseController), so a
+// handler reading a large body (a backup restored) may take longer than
+// the server's ReadTimeout. Writer has no Unwrap: a flush must not get
+// past the held answer.
+func (w *Writer) SetReadDeadline(t time.Time) error {
+	return http.NewResponseController(w.ResponseWriter).SetReadDeadline(t)
 }
