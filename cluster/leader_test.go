@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -156,4 +157,25 @@ func TestLeaderWorkFollowsTransfers(t *testing.T) {
 		}
 		take()
 	}
+}
+
+// withoutLeadWork runs its func with the leader work stopped (a restore
+// replaces the state the loops derived theirs from) and starts the work
+// again afterwards, from the new state.
+func TestWithoutLeadWorkStopsAndRestartsIt(t *testing.T) {
+	t.Parallel()
+	events := make(chan leadEvent, 16)
+	tn := newTestNode(t, nodeOpts{id: "f", bootstrap: true, events: events})
+	requireEvent(t, events, leadEvent{node: "f", started: true})
+
+	ran := false
+	err := tn.node.withoutLeadWork(context.Background(), func() error {
+		requireEvent(t, events, leadEvent{node: "f", started: false})
+		ran = true
+		return errors.New("the func's own error")
+	})
+	require.True(t, ran)
+	require.EqualError(t, err, "the func's own error")
+	requireEvent(t, events, leadEvent{node: "f", started: true})
+	require.Empty(t, events)
 }

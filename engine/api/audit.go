@@ -157,7 +157,7 @@ type statusWriter struct {
 }
 
 func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
+	if s.status == 0 && code >= http.StatusOK { // a 1xx is not the answer (held.Writer)
 		s.status = code
 	}
 	s.ResponseWriter.WriteHeader(code)

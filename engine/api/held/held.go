@@ -20,8 +20,13 @@ type Writer struct {
 	body   bytes.Buffer
 }
 
-// WriteHeader holds the first status written.
+// WriteHeader holds the first final status written. An informational one
+// (1xx: a proxy passing on "100 Continue") is dropped: the held answer
+// goes out later, whole, and it is not the answer's status.
 func (w *Writer) WriteHeader(code int) {
+	if code < http.StatusOK {
+		return
+	}
 	if w.status == 0 {
 		w.status = code
 	}

@@ -29,3 +29,17 @@ func TestHeldUntilSent(t *testing.T) {
 	_, _ = bare.Write([]byte("x"))
 	require.Equal(t, http.StatusOK, bare.Status(), "a write without a status is a 200")
 }
+
+// An informational status (a forwarding proxy passes the leader's
+// "100 Continue" on to a client that sent Expect: 100-continue, as curl
+// does for a body over 1 KB) is not the answer: the final status is held.
+func TestInformationalStatusIsNotTheAnswer(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w := &Writer{ResponseWriter: rec}
+	w.WriteHeader(http.StatusContinue)
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write([]byte(`{"error":"no"}`))
+	require.Equal(t, http.StatusBadRequest, w.Status())
+	w.Send()
+	require.Equal(t, http.StatusBadRequest, rec.Code)
+}
