@@ -156,7 +156,9 @@ func TestBackupRestoreIntoAFreshCluster(t *testing.T) {
 	fol := a.follower()
 	require.NotNil(t, fol)
 	file := filepath.Join(a.dir, "cluster.backup")
-	// Nothing writes tasks or audit records from here on.
+	// Nothing writes tasks or audit records from here on. Each record is
+	// proposed after its write answered: two joins, the pause, 21 submits.
+	eventually(t, 10*time.Second, "every audit record on "+fol.id, func() bool { return len(allAudit(t, fol.http)) == 24 })
 	tasks, audit := allTasks(t, fol.http), allAudit(t, fol.http)
 	require.Len(t, tasks, 20)
 	before := map[string]bool{} // tick slots delivered before the backup began
