@@ -277,8 +277,8 @@ func (f *FSM) Restore(r io.Reader) error {
 // RewriteSnapshot).
 type SnapshotInfo struct {
 	// Version is the snapshot's layout (SnapshotVersion), FSMVersion the
-	// FSM version of the build that wrote it, Applied the index of the
-	// last command in it.
+	// FSM version it needs (its header's), Applied the index of the last
+	// command in it.
 	Version    int
 	FSMVersion uint16
 	Applied    uint64

@@ -48,7 +48,7 @@ func TestInspectSnapshot(t *testing.T) {
 
 	info, err := InspectSnapshot(bytes.NewReader(snap))
 	require.NoError(t, err)
-	require.Equal(t, FSMVersion, info.FSMVersion)
+	require.Equal(t, snapshotFSM(b.fsm.st), info.FSMVersion)
 	counts := map[string]int{}
 	var total int64
 	for _, sec := range info.Sections {
