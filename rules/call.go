@@ -9,9 +9,10 @@ import (
 	lua "github.com/yuin/gopher-lua"
 )
 
-// call runs fn with args under timeout and returns nret results. Lua code
-// is interrupted between instructions when the time is up (L.SetContext);
-// the state is then marked broken so that it is never reused.
+// call runs fn with args under timeout and the memory limit and returns
+// nret results. Lua code is interrupted between instructions when the
+// time is up or the memory watch stops the call (L.SetContext); the state
+// is then marked broken so that it is never reused.
 func (sb *sandbox) call(ctx context.Context, timeout time.Duration, file string, fn lua.LValue, nret int, args ...lua.LValue) ([]lua.LValue, error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -19,13 +20,26 @@ func (sb *sandbox) call(ctx context.Context, timeout time.Duration, file string,
 		sb.deadline.Store(dl.UnixNano())
 	}
 	defer sb.deadline.Store(0)
+	limit := sb.env.memoryLimit
+	if limit == 0 {
+		limit = DefaultMemoryLimit
+	}
+	mctx, end := watch.begin(cctx, limit)
+	defer end()
 	L := sb.L
-	L.SetContext(cctx)
+	L.SetContext(mctx)
 	defer L.RemoveContext()
 	top := L.GetTop()
 	err := L.CallByParam(lua.P{Fn: fn, NRet: nret, Protect: true}, args...)
 	if err != nil {
 		L.SetTop(top)
+		var me *MemoryError
+		if errors.As(context.Cause(mctx), &me) {
+			sb.broken = true
+			re := runtimeError(file, err)
+			re.Err, re.Msg = ErrMemory, "stopped: "+me.Error()
+			return nil, re
+		}
 		if cerr := cctx.Err(); cerr != nil {
 			sb.broken = true
 			re := runtimeError(file, err)

@@ -3,10 +3,10 @@ package rules
 import (
 	"fmt"
 	"strings"
-	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
-	"github.com/yuin/gopher-lua/pm"
+
+	"github.com/heraldhq/herald/rules/internal/luapattern"
 )
 
 // strGsub is string.gsub with gopher-lua's semantics but linear work and a
@@ -23,10 +23,9 @@ func strGsub(L *lua.LState) int {
 	L.CheckTypes(3, lua.LTString, lua.LTTable, lua.LTFunction)
 	repl := L.Get(3)
 	limit := L.OptInt(4, -1)
-	// pm.Find only reads the subject: no copy of up to 1 MiB per call.
-	mds, err := pm.Find(pat, unsafe.Slice(unsafe.StringData(str), len(str)), 0, limit)
+	mds, err := luapattern.Find(callContext(L), pat, subjectBytes(str), 0, limit)
 	if err != nil {
-		L.RaiseError("%s", err.Error())
+		patternError(L, err)
 	}
 	if len(mds) == 0 {
 		L.SetTop(1)
@@ -60,7 +59,7 @@ func strGsub(L *lua.LState) int {
 // gsubReplacement is what one match becomes, as gopher-lua computes it:
 // %0..%9 in a string (a "%" before anything else is kept with it), the
 // table's value at the first capture, or the function's result.
-func gsubReplacement(L *lua.LState, str string, repl lua.LValue, m *pm.MatchData) (string, bool) {
+func gsubReplacement(L *lua.LState, str string, repl lua.LValue, m *luapattern.MatchData) (string, bool) {
 	switch repl := repl.(type) {
 	case lua.LString:
 		r := string(repl)
@@ -124,7 +123,7 @@ func gsubReplacement(L *lua.LState, str string, repl lua.LValue, m *pm.MatchData
 
 // gsubCapture is capture idx (an even index into the match's captures) of
 // m; %1 without captures is the whole match.
-func gsubCapture(L *lua.LState, m *pm.MatchData, str string, idx int) string {
+func gsubCapture(L *lua.LState, m *luapattern.MatchData, str string, idx int) string {
 	if idx > 2 && idx >= m.CaptureLength() {
 		L.RaiseError("invalid capture index")
 	}

@@ -43,11 +43,13 @@ var removedGlobals = []string{
 }
 
 // env is what a version's states share: the people directory, the
-// calendars and the logger. It is immutable once built.
+// calendars, the logger and the memory limit of a call. It is immutable
+// once built.
 type env struct {
-	people    *Directory
-	calendars *calendar.Registry
-	logger    *slog.Logger
+	people      *Directory
+	calendars   *calendar.Registry
+	logger      *slog.Logger
+	memoryLimit uint64 // 0: DefaultMemoryLimit
 }
 
 // runState is what the library functions need to know of the run being
@@ -216,26 +218,11 @@ func (sb *sandbox) capStringLib() {
 	mod.RawSetString("rep", L.NewFunction(strRep))
 	mod.RawSetString("format", wrapGo(L, mod, "format", checkFormat))
 	mod.RawSetString("gsub", L.NewFunction(strGsub))
-	for _, name := range []string{"find", "match"} {
-		mod.RawSetString(name, wrapGo(L, mod, name, checkSubject(name)))
-	}
-	// gmatch is a closure with an upvalue, so it is called through Lua
-	// rather than by its Go function.
-	if orig, ok := mod.RawGetString("gmatch").(*lua.LFunction); ok {
-		check := checkSubject("gmatch")
-		gm := L.NewFunction(func(L *lua.LState) int {
-			check(L)
-			top := L.GetTop()
-			L.Push(orig)
-			for i := 1; i <= top; i++ {
-				L.Push(L.Get(i))
-			}
-			L.Call(top, 1)
-			return 1
-		})
-		mod.RawSetString("gmatch", gm)
-		mod.RawSetString("gfind", gm)
-	}
+	mod.RawSetString("find", L.NewFunction(strFind))
+	mod.RawSetString("match", L.NewFunction(strMatch))
+	gm := L.NewFunction(strGmatch)
+	mod.RawSetString("gmatch", gm)
+	mod.RawSetString("gfind", gm)
 }
 
 // wrapGo runs check on the arguments, then the library's own function.

@@ -44,6 +44,11 @@ type Config struct {
 	// CallTimeout bounds each call of a rule function (the file's top
 	// level, recipients, each message, on_failed). Default 2s.
 	CallTimeout time.Duration
+	// MemoryLimit bounds how much the node's memory may grow while one
+	// call of a rule function runs (see memory.go); past it the call is
+	// stopped like one past CallTimeout. Default DefaultMemoryLimit
+	// (128 MiB).
+	MemoryLimit uint64
 	// PoolSize is how many idle Lua states a version keeps. Default
 	// GOMAXPROCS.
 	PoolSize int
@@ -74,6 +79,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.MemoryLimit == 0 {
+		c.MemoryLimit = DefaultMemoryLimit
 	}
 	if c.PoolSize <= 0 {
 		c.PoolSize = runtime.GOMAXPROCS(0)
