@@ -21,24 +21,34 @@ var ErrMemory = errors.New("rule call stopped: memory limit")
 // memorySampleEvery is how often the watch reads the heap while calls run.
 const memorySampleEvery = time.Millisecond
 
-// gopher-lua has no allocation hook, so a call's memory is the growth of
-// the Go heap (objects and goroutine stacks, read from runtime/metrics:
-// no stop-the-world) since the call began, sampled every millisecond by
-// one goroutine that runs while any call does. Past the limit it first
-// collects (garbage is not growth), and if the growth is still over, it
-// stops the youngest call over its limit through the call's context, as
-// the time limit does. The heap is the process's: several calls at once
-// all see one call's growth. The youngest over the limit is the one that
-// began last before the growth, which is the culprit whenever the others
-// allocate little; the others' starts are then moved up to the heap as it
-// is, so the culprit's growth is not counted against them again. A wrong
-// pick lets the culprit go on until it passes the limit once more: calls
-// running at once grow the heap by at most their number times the limit.
+// gopher-lua has no allocation hook, so the watch reads the Go runtime's
+// own counters (runtime/metrics: cheap, no stop-the-world) every
+// millisecond, from one goroutine that runs while any call does:
+//
+//   - The trigger is what was allocated since the call began (bytes
+//     allocated, a monotonic count, plus goroutine stack growth: a
+//     pattern's recursion), so a collection meanwhile cannot hide a
+//     call's growth.
+//   - Past the limit, the watch collects (runtime.GC: garbage is not
+//     growth) and compares the live heap with the live heap of the
+//     collection before the call began. Over the limit, it stops the
+//     youngest call over its limit through the call's context, as the
+//     time limit does; under, the trigger starts counting again. A rule
+//     that only makes garbage costs a collection per limit's worth of
+//     allocation while it runs.
+//
+// The counters are the process's: calls running at once all see one
+// call's growth. The youngest over the limit is the one that began last
+// before the growth, which is the culprit whenever the others allocate
+// little; the others' bases then move up to the live heap as it is, so the
+// culprit's growth is not counted against them again. A wrong pick lets
+// the culprit go on until it passes the limit once more: calls running at
+// once hold at most their number times the limit.
 //
 // What the sampling cannot see is one instruction's allocation: a string
 // concatenation (concat.go) is refused before it allocates past the
 // limit, and the library functions that build strings check their sizes
-// first (sandbox.go). So the heap grows by at most about twice the limit.
+// first (sandbox.go). So a call holds at most about twice the limit.
 type memWatch struct {
 	mu      sync.Mutex
 	calls   map[*memCall]struct{}
@@ -48,10 +58,16 @@ type memWatch struct {
 
 // memCall is one call under the watch.
 type memCall struct {
-	w      *memWatch
-	seq    uint64 // order of start: the youngest is stopped first
-	limit  uint64
-	start  uint64 // heap at the start, or after an earlier stop
+	w     *memWatch
+	seq   uint64 // order of start: the youngest is stopped first
+	limit uint64
+	// counted is the allocation count (plus stacks) where the trigger
+	// counts from: the call's start, or its last collection.
+	counted uint64
+	// base is the live heap (plus stacks) the call's growth is measured
+	// from: the last collection's before the call began, or after an
+	// earlier stop.
+	base   uint64
 	cancel context.CancelCauseFunc
 }
 
@@ -65,7 +81,7 @@ func (e *MemoryError) Error() string {
 	if e.Concat > 0 {
 		return fmt.Sprintf("a string concatenation would make %s, over the rule memory limit of %s", FormatSize(e.Concat), FormatSize(e.Limit))
 	}
-	return fmt.Sprintf("the node's memory grew by %s while this call ran, over the rule memory limit of %s", FormatSize(e.Grew), FormatSize(e.Limit))
+	return fmt.Sprintf("the node's live memory grew by %s while this call ran, over the rule memory limit of %s", FormatSize(e.Grew), FormatSize(e.Limit))
 }
 
 func (e *MemoryError) Unwrap() error { return ErrMemory }
@@ -88,7 +104,9 @@ func callMemory(ctx context.Context) *memCall {
 // *MemoryError cause when it grows past the limit. end takes it off.
 func (w *memWatch) begin(ctx context.Context, limit uint64) (cctx context.Context, end func()) {
 	cctx, cancel := context.WithCancelCause(ctx)
-	c := &memCall{w: w, limit: limit, start: heapInUse(heapSamples()), cancel: cancel}
+	var m memSample
+	m.read()
+	c := &memCall{w: w, limit: limit, counted: m.allocated(), base: m.live(), cancel: cancel}
 	cctx = context.WithValue(cctx, memKey{}, c)
 	w.mu.Lock()
 	w.seq++
@@ -115,68 +133,70 @@ func (c *memCall) stop(err *MemoryError) {
 	c.cancel(err)
 }
 
-// loop samples the heap while calls run.
+// loop samples the runtime's counters while calls run.
 func (w *memWatch) loop() {
-	samples := heapSamples()
+	var m memSample
 	tick := time.NewTicker(memorySampleEvery)
 	defer tick.Stop()
 	for range tick.C {
+		m.read()
 		w.mu.Lock()
 		if len(w.calls) == 0 {
 			w.running = false
 			w.mu.Unlock()
 			return
 		}
-		over := w.youngestOver(heapInUse(samples))
+		triggered := false
+		for c := range w.calls {
+			triggered = triggered || m.allocated() > c.counted+c.limit
+		}
 		w.mu.Unlock()
-		if over == nil {
+		if !triggered {
 			continue
 		}
-		runtime.GC() // what is still there after a collection is the calls' own
-		heap := heapInUse(samples)
+		runtime.GC() // what is still live after a collection is held
+		m.read()
+		live := m.live()
 		w.mu.Lock()
-		if c := w.youngestOver(heap); c != nil {
-			delete(w.calls, c)
-			c.cancel(&MemoryError{Grew: heap - c.start, Limit: c.limit})
+		var culprit *memCall
+		for c := range w.calls {
+			c.counted = m.allocated()
+			if live > c.base && live-c.base > c.limit && (culprit == nil || c.seq > culprit.seq) {
+				culprit = c
+			}
+		}
+		if culprit != nil {
+			delete(w.calls, culprit)
+			culprit.cancel(&MemoryError{Grew: live - culprit.base, Limit: culprit.limit})
 			for o := range w.calls {
-				o.start = max(o.start, heap)
+				o.base = max(o.base, live)
 			}
 		}
 		w.mu.Unlock()
 	}
 }
 
-// youngestOver is the youngest call grown past its limit at heap, or nil.
-// The caller holds w.mu.
-func (w *memWatch) youngestOver(heap uint64) *memCall {
-	var out *memCall
-	for c := range w.calls {
-		if heap > c.start && heap-c.start > c.limit && (out == nil || c.seq > out.seq) {
-			out = c
-		}
+// memSample reads the runtime's counters.
+type memSample [3]rtmetrics.Sample
+
+func (m *memSample) read() {
+	if m[0].Name == "" {
+		m[0].Name = "/gc/heap/allocs:bytes"             // allocated since the process began
+		m[1].Name = "/gc/heap/live:bytes"               // live after the last collection
+		m[2].Name = "/memory/classes/heap/stacks:bytes" // goroutine stacks now
 	}
-	return out
+	rtmetrics.Read(m[:])
 }
 
-// heapSamples are the runtime/metrics the watch reads: live and not yet
-// swept heap objects, and goroutine stacks (a pattern's recursion).
-func heapSamples() []rtmetrics.Sample {
-	return []rtmetrics.Sample{
-		{Name: "/memory/classes/heap/objects:bytes"},
-		{Name: "/memory/classes/heap/stacks:bytes"},
+func (m *memSample) value(i int) uint64 {
+	if m[i].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
 	}
+	return m[i].Value.Uint64()
 }
 
-func heapInUse(s []rtmetrics.Sample) uint64 {
-	rtmetrics.Read(s)
-	var n uint64
-	for _, v := range s {
-		if v.Value.Kind() == rtmetrics.KindUint64 {
-			n += v.Value.Uint64()
-		}
-	}
-	return n
-}
+func (m *memSample) allocated() uint64 { return m.value(0) + m.value(2) }
+func (m *memSample) live() uint64      { return m.value(1) + m.value(2) }
 
 // FormatSize writes a byte count for people: GiB, MiB or KiB when whole,
 // MiB with a decimal above 1 MiB, else bytes.

@@ -18,6 +18,7 @@ import (
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/leader"
+	"github.com/heraldhq/herald/rules"
 )
 
 // nodeConfig is one node's configuration: a YAML file (--config), where
@@ -38,6 +39,10 @@ type nodeConfig struct {
 	// DisplayTimezone is the zone of every time the node writes for a
 	// person (alert texts, the dashboard); default the machine's zone.
 	DisplayTimezone string `yaml:"display_timezone"`
+	// RuleMemoryLimit bounds how much the node's memory may grow while one
+	// rule call runs ("128MiB" by default; KiB, MiB or GiB): past it the
+	// call is stopped, and a file whose top level does it is refused.
+	RuleMemoryLimit string `yaml:"rule_memory_limit"`
 	// PprofAddr, when set, serves Go's profiles (/debug/pprof/) there, on a
 	// listener of its own: for `herald bench --profile` and diagnosis.
 	// Keep it on loopback: profiles show the process's insides.
@@ -122,6 +127,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"audit_retention", "audit-retention", "keep audit records this long (default 2160h: 90 days)", &c.AuditRetention, nil},
 		{"max_clock_skew", "max-clock-skew", "how far a member's clock may be from the majority's before a leader holds firing, pruning and expiry and hands leadership over (default 10s, 1s to 1h)", &c.MaxClockSkew, nil},
 		{"raft_timeouts", "raft-timeouts", "Raft failure detection: lan (default), wan, or heartbeat=D,election=D,lease=D", &c.RaftTimeouts, nil},
+		{"rule_memory_limit", "rule-memory-limit", "stop a rule call that grows the node's memory by more than this (default 128MiB; KiB, MiB or GiB, at least 16MiB)", &c.RuleMemoryLimit, nil},
 		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty", &c.PprofAddr, nil},
 	}
 }
@@ -181,14 +187,14 @@ func (c *nodeConfig) channelNames() []string {
 	return names
 }
 
-// configChannels reads a node's config file for its channel names
-// (`herald rules check --config`).
-func configChannels(path string) ([]string, error) {
+// configForCheck reads a node's config file for what `herald rules check
+// --config` checks against: its channel names and its rule memory limit.
+func configForCheck(path string) (channels []string, memoryLimit string, err error) {
 	var c nodeConfig
 	if err := c.readFile(path); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return c.channelNames(), nil
+	return c.channelNames(), c.RuleMemoryLimit, nil
 }
 
 // load fills c from the file, the environment and the flags, in that order.
@@ -262,6 +268,9 @@ func (c *nodeConfig) validate() error {
 	}
 	if _, err := parseMaxClockSkew(c.MaxClockSkew); err != nil {
 		return fmt.Errorf("config: max_clock_skew %q: %w", c.MaxClockSkew, err)
+	}
+	if _, err := parseRuleMemoryLimit(c.RuleMemoryLimit); err != nil {
+		return fmt.Errorf("config: rule_memory_limit %q: %w", c.RuleMemoryLimit, err)
 	}
 	if _, err := parseRaftTimeouts(c.RaftTimeouts); err != nil {
 		return fmt.Errorf("config: raft_timeouts %q: %w", c.RaftTimeouts, err)
@@ -436,4 +445,29 @@ func parsePlanAhead(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("want a duration from 0s to %s, such as 1m", leader.MaxPlanAhead)
 	}
 	return d, nil
+}
+
+// minRuleMemoryLimit is the smallest rule_memory_limit: below it, ordinary
+// rules over a few thousand people would be stopped.
+const minRuleMemoryLimit = 16 << 20
+
+// parseRuleMemoryLimit reads rule_memory_limit: "" is rules'
+// DefaultMemoryLimit, else a whole number of KiB, MiB or GiB of at least
+// minRuleMemoryLimit.
+func parseRuleMemoryLimit(s string) (uint64, error) {
+	if s == "" {
+		return rules.DefaultMemoryLimit, nil
+	}
+	bad := fmt.Errorf("want a size of at least %s in KiB, MiB or GiB, such as 128MiB or 1GiB", rules.FormatSize(minRuleMemoryLimit))
+	num, unit := strings.TrimSpace(s), uint64(0)
+	for suffix, u := range map[string]uint64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if n, ok := strings.CutSuffix(num, suffix); ok {
+			num, unit = strings.TrimSpace(n), u
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || unit == 0 || n > (1<<62)/unit || n*unit < minRuleMemoryLimit {
+		return 0, bad
+	}
+	return n * unit, nil
 }

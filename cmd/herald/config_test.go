@@ -159,3 +159,17 @@ func TestReadmeSecureConfigLoads(t *testing.T) {
 		require.Equal(t, 90*24*time.Hour, d)
 	}
 }
+
+func TestRuleMemoryLimitConfig(t *testing.T) {
+	for in, want := range map[string]uint64{"": 128 << 20, "16MiB": 16 << 20, "512 MiB": 512 << 20, "2GiB": 2 << 30, "65536KiB": 64 << 20} {
+		got, err := parseRuleMemoryLimit(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"8MiB", "128", "128MB", "1.5GiB", "-1GiB", "MiB", "99999999999GiB"} {
+		_, err := parseRuleMemoryLimit(in)
+		require.ErrorContains(t, err, "want a size of at least 16MiB", in)
+	}
+	c := nodeConfig{NodeID: "n1", DataDir: "d", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", RuleMemoryLimit: "8MiB"}
+	require.ErrorContains(t, c.validate(), `rule_memory_limit "8MiB"`)
+}

@@ -190,7 +190,8 @@ func (n *node) loadRules(reg prometheus.Registerer, cals *calendar.Registry) err
 	var err error
 	// A rule naming a channel this node does not have is refused at load
 	// (broken, last good version kept), not left to expire at its deadline.
-	n.rules, err = rules.Load(rules.Config{Dir: n.cfg.Rules, Logger: n.log, Registerer: reg, Calendars: cals, Channels: n.cfg.channelNames()})
+	memoryLimit, _ := parseRuleMemoryLimit(n.cfg.RuleMemoryLimit) // validated by load
+	n.rules, err = rules.Load(rules.Config{Dir: n.cfg.Rules, Logger: n.log, Registerer: reg, Calendars: cals, Channels: n.cfg.channelNames(), MemoryLimit: memoryLimit})
 	if err != nil {
 		return fmt.Errorf("rules: %w", err)
 	}

@@ -72,13 +72,16 @@ fire, pause and resume act on a running cluster (--addr).`,
 }
 
 func newRulesCheckCmd(dirArg func([]string) string) *cobra.Command {
-	var config string
+	var config, memoryLimit string
 	cmd := &cobra.Command{
 		Use:   "check [DIR] [--config node.yaml]",
 		Short: "Load every rule file, the people file and calendars; print errors as file:line: message",
 		Long: `Load the directory as a node would and print every error as file:line: message.
 With --config, a rule whose channel is not one of that node config's channels
 is an error too (a node refuses such a rule and keeps its last good version).
+A file whose top level grows memory past the rule memory limit (the node's
+rule_memory_limit with --config, --rule-memory-limit, default 128MiB) is an
+error, as on a node.
 Exit status 0 when every file is good, 1 otherwise.`,
 		Example: "  herald rules check ./rules --config /etc/herald/node.yaml",
 		Args:    cobra.MaximumNArgs(1),
@@ -86,12 +89,22 @@ Exit status 0 when every file is good, 1 otherwise.`,
 			dir := dirArg(args)
 			var channels []string
 			if config != "" {
-				var err error
-				if channels, err = configChannels(config); err != nil {
+				var (
+					err   error
+					fromC string
+				)
+				if channels, fromC, err = configForCheck(config); err != nil {
 					return err
 				}
+				if !cmd.Flags().Changed("rule-memory-limit") {
+					memoryLimit = fromC
+				}
 			}
-			errs := rules.CheckChannels(dir, channels)
+			limit, err := parseRuleMemoryLimit(memoryLimit)
+			if err != nil {
+				return fmt.Errorf("--rule-memory-limit %q: %w", memoryLimit, err)
+			}
+			errs := rules.CheckNode(dir, channels, limit)
 			out := cmd.OutOrStdout()
 			for _, e := range errs {
 				fmt.Fprintln(out, e.String())
@@ -103,7 +116,8 @@ Exit status 0 when every file is good, 1 otherwise.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&config, "config", "", "a node's YAML config: also check that every rule's channel is one of its channels")
+	cmd.Flags().StringVar(&config, "config", "", "a node's YAML config: also check that every rule's channel is one of its channels, under its rule_memory_limit")
+	cmd.Flags().StringVar(&memoryLimit, "rule-memory-limit", "", "the rule memory limit to check under, as the node key rule_memory_limit (default: the config's, else 128MiB)")
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -88,4 +89,38 @@ func TestRulesPreviewCmd(t *testing.T) {
 	require.ErrorContains(t, err, "unknown rule")
 	_, err = runHerald(t, "rules", "preview", "daily_report", "--dir", examplesDir, "--at", "tomorrow")
 	require.ErrorContains(t, err, "--at")
+}
+
+// TestRulesCheckMemoryLimit: check refuses a file whose top level grows
+// memory past the rule memory limit, the node's (--config) or the flag's.
+// Not parallel, and a collection before each limited check: the growth is
+// counted from the live heap of the last collection, which the previous
+// check's table, alive then, would make room for.
+func TestRulesCheckMemoryLimit(t *testing.T) {
+	dir := t.TempDir()
+	// About 60 MiB, kept: under the default 128 MiB, over 16 MiB.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.lua"), []byte(
+		"local t = {}\nfor i = 1, 60 do t[i] = string.rep(\"x\", 2^20 - 64) .. i end\n"+
+			"return rule {\n  name = \"big\", channel = \"mock\",\n"+
+			"  recipients = function(run) return {} end,\n  message = function(run, to) return {} end,\n}\n"), 0o644))
+	out, err := runHerald(t, "rules", "check", dir)
+	require.NoError(t, err, out)
+
+	runtime.GC()
+	out, err = runHerald(t, "rules", "check", dir, "--rule-memory-limit", "16MiB")
+	require.Error(t, err, out)
+	require.Contains(t, out, "big.lua:2: stopped: the node's live memory grew by")
+	require.Contains(t, out, "over the rule memory limit of 16MiB")
+
+	cfg := filepath.Join(t.TempDir(), "node.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("rule_memory_limit: 16MiB\n"), 0o644))
+	runtime.GC()
+	out, err = runHerald(t, "rules", "check", dir, "--config", cfg)
+	require.Error(t, err)
+	require.Contains(t, out, "over the rule memory limit of 16MiB")
+	out, err = runHerald(t, "rules", "check", dir, "--config", cfg, "--rule-memory-limit", "1GiB")
+	require.NoError(t, err, out)
+
+	_, err = runHerald(t, "rules", "check", dir, "--rule-memory-limit", "lots")
+	require.ErrorContains(t, err, `--rule-memory-limit "lots": want a size of at least 16MiB`)
 }
