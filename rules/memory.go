@@ -35,7 +35,9 @@ const memorySampleEvery = time.Millisecond
 //     youngest call over its limit through the call's context, as the
 //     time limit does; under, the trigger starts counting again. A rule
 //     that only makes garbage costs a collection per limit's worth of
-//     allocation while it runs.
+//     allocation while it runs. The base may be stale (more was live at
+//     that collection than when the call began); it is lowered to the
+//     live heap of the watch's own collection when that is below it.
 //
 // The counters are the process's: calls running at once all see one
 // call's growth. The youngest over the limit is the one that began last
@@ -161,6 +163,12 @@ func (w *memWatch) loop() {
 		var culprit *memCall
 		for c := range w.calls {
 			c.counted = m.allocated()
+			// A base above the live heap now was taken when more was
+			// live (the collection before the call may have seen
+			// another call's data): it would let the call hold that
+			// much more. Lowering it forgives what the call holds now,
+			// at most about one limit, once.
+			c.base = min(c.base, live)
 			if live > c.base && live-c.base > c.limit && (culprit == nil || c.seq > culprit.seq) {
 				culprit = c
 			}

@@ -23,22 +23,22 @@ const (
 // sample of the heap can come between its start and its 100 MiB.
 var manyOperandsBomb = "local s = string.rep(\"x\", 2^20)\nlocal big = s" + strings.Repeat(" .. s", 99) + "\n"
 
-// memoryLimited is the test limit: small, so bombs stop fast.
-func memoryLimited(c *Config) { c.CallTimeout = 20 * time.Second; c.MemoryLimit = 32 << 20 }
+// memoryLimited is the test limit: small, so bombs stop fast, and a time
+// limit they would not reach on a slow machine. The tests of bombs do not
+// run in parallel: their collections and page faults slowed the others'
+// calls past their time limits (on 2 busy cores, with -race).
+func memoryLimited(c *Config) { c.CallTimeout = time.Minute; c.MemoryLimit = 32 << 20 }
 
 // TestMemoryBombRefusedAtLoad: a file whose top level allocates past the
-// limit is refused with its name, line and the limit, quickly; the other
-// files load.
+// limit is refused with its name, line and the limit, before its time
+// limit (the error would be "stopped after"); the other files load.
 func TestMemoryBombRefusedAtLoad(t *testing.T) {
-	t.Parallel()
-	start := time.Now()
 	s := load(t, newDir(t, map[string]string{
 		"double.lua": doublingBomb + simpleRule("double", `return {}`),
 		"table.lua":  tableBomb + simpleRule("table", `return {}`),
 		"join.lua":   manyOperandsBomb + simpleRule("join", `return {}`),
 		"good.lua":   simpleRule("good", `return { "alice" }`),
 	}), memoryLimited)
-	require.Less(t, time.Since(start), 15*time.Second) // the time limit is 20 s for each
 	want := map[string]string{
 		"double.lua": "rule memory limit of 32MiB",
 		"table.lua":  "the node's live memory grew by",
@@ -60,7 +60,6 @@ func TestMemoryBombRefusedAtLoad(t *testing.T) {
 // TestMemoryBombStoppedInRun: the same in a rule function, as ErrMemory;
 // pcall does not get past it.
 func TestMemoryBombStoppedInRun(t *testing.T) {
-	t.Parallel()
 	oneLine := func(src string) string { return strings.ReplaceAll(src, "\n", " ") }
 	s := load(t, newDir(t, map[string]string{
 		"double.lua": simpleRule("double", oneLine(doublingBomb)+` return {}`),
@@ -112,7 +111,6 @@ func TestModerateMemoryRuns(t *testing.T) {
 // allocates past the limit; only the other is stopped (the youngest call
 // over the limit is the culprit), and the first goes on.
 func TestMemoryBombDoesNotStopOthers(t *testing.T) {
-	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
 	s := load(t, newDir(t, map[string]string{
 		"table.lua": simpleRule("table", strings.ReplaceAll(tableBomb, "\n", " ")+` return {}`),
@@ -142,7 +140,6 @@ func TestMemoryBombDoesNotStopOthers(t *testing.T) {
 // TestMemoryBombReloadKeepsLastGood: a hot reload that turns a good file
 // into a bomb is refused; the last good version keeps planning.
 func TestMemoryBombReloadKeepsLastGood(t *testing.T) {
-	t.Parallel()
 	dir := newDir(t, map[string]string{"r.lua": versionRule("r", "v1")})
 	s := load(t, dir, memoryLimited)
 	watching(t, s)
