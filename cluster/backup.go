@@ -25,7 +25,7 @@ import (
 //
 // The size up front lets a reader find the trailer without understanding
 // the state; the checksum at the end lets the writer stream (nothing is
-// held to hash first). A reader refuses anything else: another magic, a
+// buffered to hash first). A reader refuses anything else: another magic, a
 // newer envelope, a short or long body, trailing bytes, a checksum that
 // differs.
 const (

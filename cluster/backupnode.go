@@ -26,7 +26,7 @@ var ErrRestoreRefused = errors.New("restore refused")
 // openBackup takes a snapshot of the state on this node, which may be a
 // follower, and opens it: raft persists it to the snapshot store (streamed,
 // as any snapshot), and it is read back from there, so the state is never
-// held whole a second time. It is the state at the returned header's index.
+// buffered whole a second time. It is the state at the returned header's index.
 func (n *Node) openBackup() (BackupHeader, io.ReadCloser, error) {
 	f := n.raft.Snapshot()
 	if err := f.Error(); err != nil {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/engine"
-	"github.com/heraldhq/herald/engine/api/held"
+	"github.com/heraldhq/herald/engine/api/buffered"
 	"github.com/heraldhq/herald/engine/api/reply"
 )
 
@@ -68,7 +68,7 @@ func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		sr := &signedReply{Writer: held.Writer{ResponseWriter: w}, mac: func(status int, body []byte) string {
+		sr := &signedReply{Writer: buffered.Writer{ResponseWriter: w}, mac: func(status int, body []byte) string {
 			return n.peer.replyMAC(nonce, status, body)
 		}}
 		h(sr, r)

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/heraldhq/herald/engine"
-	"github.com/heraldhq/herald/engine/api/held"
+	"github.com/heraldhq/herald/engine/api/buffered"
 )
 
 // The member report channel: while it leads, a node asks every other member
@@ -127,7 +127,7 @@ func (n *Node) provenRead(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		path := r.URL.Path
-		sr := &signedReply{Writer: held.Writer{ResponseWriter: w}, mac: func(status int, body []byte) string {
+		sr := &signedReply{Writer: buffered.Writer{ResponseWriter: w}, mac: func(status int, body []byte) string {
 			return n.peer.readReplyMAC(path, nonce, status, body)
 		}}
 		h(sr, r)

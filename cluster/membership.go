@@ -127,7 +127,7 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 			n.log.Info("member rejoins at a new raft address; replacing the stale one",
 				"id", req.ID, "old", s.Address, "new", req.RaftAddr)
 		case string(s.Address) == req.RaftAddr:
-			n.log.Info("removing a stale member that held the joining node's raft address",
+			n.log.Info("removing a stale member that had the joining node's raft address",
 				"stale_id", s.ID, "raft_addr", s.Address, "id", req.ID)
 			if err := n.removeServer(ctx, string(s.ID)); err != nil {
 				return err

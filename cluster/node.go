@@ -21,7 +21,7 @@ import (
 
 // logCacheSize is how many of the newest log entries raft keeps in
 // memory beside the store. A plan's entries are up to a few hundred KB
-// each: 512 of them held 34 MiB on every node after a 100,000-person
+// each: 512 of them took 34 MiB on every node after a 100,000-person
 // burst. 64 is raft's largest append batch (MaxAppendEntries); a follower
 // further behind reads the store.
 const logCacheSize = 64
@@ -357,7 +357,7 @@ func (n *Node) Apply(ctx context.Context, cmd []byte) (any, error) {
 	}
 	cmd, err := n.sm.Admit(cmd)
 	if err != nil {
-		n.log.Warn("write held back for a rolling upgrade", "err", err)
+		n.log.Warn("write refused for a rolling upgrade", "err", err)
 		return nil, err // not proposed: a member could not apply it
 	}
 	f := n.raft.Apply(cmd, n.timeout(ctx))

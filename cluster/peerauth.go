@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/heraldhq/herald/engine/api/held"
+	"github.com/heraldhq/herald/engine/api/buffered"
 )
 
 // Node-to-node requests (join, and any other write one node makes on
@@ -326,11 +326,11 @@ func parseProof(h string) (proof, bool) {
 // (cluster answers are small) so that it goes out with mac, the reply HMAC
 // over its status and body.
 type signedReply struct {
-	held.Writer
+	buffered.Writer
 	mac func(status int, body []byte) string
 }
 
-// flush sends the held answer with its HMAC.
+// flush sends the buffered answer with its HMAC.
 func (s *signedReply) flush() {
 	s.Header().Set(PeerReplyHeader, s.mac(s.Status(), s.Body()))
 	s.Send()

@@ -92,7 +92,7 @@ type Recovery struct {
 	// Old is the configuration before, New the one written.
 	Old []Voter `json:"old"`
 	New []Voter `json:"new"`
-	// LastIndex and LastTerm are those of the last entry the node held:
+	// LastIndex and LastTerm are those of the last entry the node had:
 	// every entry up to it is in the snapshot Recover wrote.
 	LastIndex uint64 `json:"last_index"`
 	LastTerm  uint64 `json:"last_term"`

@@ -26,7 +26,7 @@ const (
 
 // TLSInitResult lists the files InitTLS wrote.
 type TLSInitResult struct {
-	// CAReused is true when DIR already held ca.pem and ca-key.pem.
+	// CAReused is true when DIR already had ca.pem and ca-key.pem.
 	CAReused bool
 	Files    []string
 }

@@ -82,7 +82,7 @@ type AlertParams struct {
 	File      string        `json:"file,omitempty"`
 	Code      string        `json:"code,omitempty"`
 	Error     string        `json:"error,omitempty"`
-	Count     int           `json:"count,omitempty"` // messages concerned (a batch, messages held)
+	Count     int           `json:"count,omitempty"` // messages concerned (a batch, messages deferred)
 	Late      time.Duration `json:"late,omitempty"`
 	Since     time.Time     `json:"since,omitzero"` // a condition's start (rule sets differ, channel down)
 	Nodes     []string      `json:"nodes,omitempty"`

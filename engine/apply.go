@@ -179,7 +179,7 @@ func (a applier) claimable(d *Delivery, now time.Time) bool {
 	}
 	switch d.State {
 	case StatePending:
-		return d.Digest == "" && !now.Before(d.DueAt()) && !a.st.held(d) // a claim proposed just before a pause
+		return d.Digest == "" && !now.Before(d.DueAt()) && !a.st.parked(d) // a claim proposed just before a pause
 	case StateClaimed:
 		return d.Claim.Term < a.term || !now.Before(d.Claim.ExpiresAt)
 	}

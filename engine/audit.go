@@ -17,7 +17,7 @@ const (
 	// AuditRetentionDefault is how long records are kept (config
 	// audit_retention).
 	AuditRetentionDefault = 90 * 24 * time.Hour
-	// AuditCap bounds the records held, whatever their age: a flood of
+	// AuditCap bounds the records kept, whatever their age: a flood of
 	// writes (a script in a loop, a compromised operate token) costs at
 	// most this many records, and the oldest go first. Measured: 28 MB of
 	// heap for 100,000 records with 48-byte targets; the API clips a

@@ -101,7 +101,7 @@ func (f *FSM) AppliedIndex() uint64 {
 // stack trace from raft's apply loop.
 func (f *FSM) SetHalt(halt func(error)) { f.halt = halt }
 
-// stop is called, with f.mu held, on a command this build cannot apply. It
+// stop is called, under f.mu, on a command this build cannot apply. It
 // does not return.
 func (f *FSM) stop(index uint64, t CommandType, v uint8, reason string) {
 	e := &UnreadableCommandError{Index: index, Type: t, Version: v, Reason: reason}

@@ -27,7 +27,7 @@ type Pause struct {
 }
 
 // PauseRule pauses a rule: its slots are recorded as paused, and its
-// deliveries not yet sent are held (out of the due index: the executor
+// deliveries not yet sent are parked (out of the due index: the executor
 // neither sees nor wakes for them) until ResumeRule. Pausing a paused rule
 // changes nothing (ErrAlreadyPaused).
 type PauseRule struct {
@@ -37,7 +37,7 @@ type PauseRule struct {
 	Now    time.Time `json:"now"`
 }
 
-// ResumeRule releases a paused rule: its held deliveries become due again
+// ResumeRule releases a paused rule: its parked deliveries become due again
 // (those past their deadline expire, alerted); slots paused over stay
 // paused unless fired by hand.
 type ResumeRule struct {
@@ -180,8 +180,8 @@ func (a applier) refireRun(c RefireRun) any {
 	return nil
 }
 
-// held reports whether a pending delivery waits for its rule's resume.
-func (s *state) held(d *Delivery) bool {
+// parked reports whether a pending delivery waits for its rule's resume.
+func (s *state) parked(d *Delivery) bool {
 	_, ok := s.Paused[d.Rule]
 	return ok && d.State == StatePending
 }

@@ -125,16 +125,16 @@ type Timing struct {
 	SendAt    time.Time     // base + offset: when it would go without quiet hours or digest
 	NotBefore time.Time     // when it may go
 	Deadline  time.Time     // not sent by then, it expires
-	// Held is set when quiet hours moved it: why, for the record
+	// Deferred is set when quiet hours moved it: why, for the record
 	// ("quiet hours 22:00–08:00 Europe/Berlin until 2026-12-02T08:00:00+01:00").
-	Held string
-	// Expires: held past its deadline, it will expire at the deadline.
+	Deferred string
+	// Expires: deferred past its deadline, it will expire at the deadline.
 	Expires bool
 }
 
 // Timing computes when recipient p of a run (the i-th of n, with run key
 // runKey) may get its message: base (the slot, or the time a backfill was
-// fired) plus the stagger; held to the end of the recipient's quiet hours
+// fired) plus the stagger; deferred to the end of the recipient's quiet hours
 // (in the recipient's zone, else zone) unless the rule is high priority
 // and not strict; then, for a digest rule, moved to the end of its digest
 // window. It depends only on its arguments, so every leader and every
@@ -153,11 +153,11 @@ func (r Rule) Timing(runKey string, base time.Time, p Planned, i, n int, zone st
 			z = zone
 		}
 		loc := ZoneLocation(z)
-		if end, held := p.Quiet.Release(t.SendAt, loc); held {
-			// The stagger goes on after the window, so that everyone held
+		if end, deferred := p.Quiet.Release(t.SendAt, loc); deferred {
+			// The stagger goes on after the window, so that everyone deferred
 			// does not leave at 08:00:00 sharp.
 			t.NotBefore = end.Add(off)
-			t.Held = fmt.Sprintf("quiet hours %s %s until %s", p.Quiet, loc, end.Format(time.RFC3339))
+			t.Deferred = fmt.Sprintf("quiet hours %s %s until %s", p.Quiet, loc, end.Format(time.RFC3339))
 		}
 	}
 	t.NotBefore = DigestRelease(t.NotBefore, r.Digest)

@@ -23,7 +23,7 @@ func TestQuietHoursInThePersonsZone(t *testing.T) {
 	} {
 		got := r.Timing("k", base, Planned{Recipient: "p", Zone: tc.zone, Quiet: q}, 0, 1, "UTC")
 		require.Equal(t, tc.want, got.NotBefore.UTC(), tc.zone)
-		require.Equal(t, tc.want != base, got.Held != "", tc.zone)
+		require.Equal(t, tc.want != base, got.Deferred != "", tc.zone)
 	}
 	// A window inside one day, and a DST change inside a night: 08:00 is
 	// 08:00 local on the morning after the clocks went back.

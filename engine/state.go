@@ -120,7 +120,7 @@ func (s *state) reindex() {
 	s.initIndexes()
 	var due [heraldtype.PriorityLow + 1][]dueItem
 	for id, d := range s.Deliveries.All() {
-		if at := d.DueAt(); !at.IsZero() && !s.held(d) {
+		if at := d.DueAt(); !at.IsZero() && !s.parked(d) {
 			p := d.Priority
 			if p < heraldtype.PriorityHigh || p > heraldtype.PriorityLow {
 				p = heraldtype.PriorityLow
@@ -187,7 +187,7 @@ func (s *state) dueTree(p heraldtype.Priority) *btree.BTreeG[dueItem] {
 func (s *state) putDelivery(d *Delivery) {
 	if old, ok := s.Deliveries.Get(d.ID); ok {
 		if at := old.DueAt(); !at.IsZero() {
-			s.dueTree(old.Priority).Delete(dueItem{at, old.ID}) // a no-op for a held one
+			s.dueTree(old.Priority).Delete(dueItem{at, old.ID}) // a no-op for a parked one
 		}
 	} else {
 		s.byRun[d.RunKey] = append(s.byRun[d.RunKey], d.ID)
@@ -197,11 +197,11 @@ func (s *state) putDelivery(d *Delivery) {
 }
 
 // indexDue puts d in the due index if it has a due time (a digest's
-// member has none: it goes with its digest) and is not held: a paused
+// member has none: it goes with its digest) and is not parked: a paused
 // rule's pending deliveries stay out, so the executor neither sends them
 // nor wakes up for them until resume.
 func (s *state) indexDue(d *Delivery) {
-	if at := d.DueAt(); !at.IsZero() && !s.held(d) {
+	if at := d.DueAt(); !at.IsZero() && !s.parked(d) {
 		s.dueTree(d.Priority).ReplaceOrInsert(dueItem{at, d.ID})
 	}
 }

@@ -85,7 +85,7 @@ func TestExampleDailyReport(t *testing.T) {
 		require.Equal(t, p.Timezone, d.Zone)
 		require.True(t, d.At.Equal(slots[d.Zone].Add(d.Offset)))
 		require.Equal(t, "09:0", d.At.Format("15:04")[:4], "09:00 local (plus stagger) for %s", d.Recipient)
-		require.Empty(t, d.Held, "09:00 is outside quiet hours")
+		require.Empty(t, d.Deferred, "09:00 is outside quiet hours")
 		require.Equal(t, engine.DeliveryID(engine.LocalSlotKey("daily_report", slots[d.Zone], d.Zone), d.Recipient), d.ID)
 	}
 

@@ -68,7 +68,7 @@ func TestGsubSameAsGopherLua(t *testing.T) {
 // TestGsubBounded: a match per byte of a large subject is linear work (it
 // was a copy of the whole result per match: minutes inside one Go call,
 // where the time limit cannot interrupt), and table and function
-// replacements are held to the size limit like string ones.
+// replacements are bound by the size limit like string ones.
 func TestGsubBounded(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct{ expr, want string }{

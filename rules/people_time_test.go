@@ -126,7 +126,7 @@ func TestPreviewShowsQuietHold(t *testing.T) {
 	require.NoError(t, err)
 	held := map[string]string{}
 	for _, d := range res.Deliveries {
-		held[d.Recipient] = d.At.Format(time.RFC3339) + " " + d.Held
+		held[d.Recipient] = d.At.Format(time.RFC3339) + " " + d.Deferred
 		require.False(t, d.Expires)
 	}
 	require.Equal(t, "2026-12-02T08:00:00+08:00 quiet hours 22:00–08:00 Asia/Shanghai until 2026-12-02T08:00:00+08:00", held["sh"])

@@ -21,7 +21,7 @@ import (
 // Why: gopher-lua keeps an insertion-order index beside each table's map,
 // so a full person costs about 1.7 KB and a stub about 0.1 KB with its
 // entry below. A rule whose recipients are `people.all()` for 100,000
-// people held 100,000 full tables at once; now it holds stubs, and Plan
+// people kept 100,000 full tables at once; now it holds stubs, and Plan
 // fills each one just before its message and drops it after, so a run
 // holds its people as stubs and one person at a time in full.
 //
@@ -32,7 +32,7 @@ import (
 // makes many and drops them (people.all() in every message) would keep
 // them all alive: at maxStubs it forgets those the run no longer holds
 // (sweepStubs), and the next sweep waits until the registry has doubled
-// from what was still held. Stubs still held stay stubs: filling them
+// from what was still referenced. Stubs still referenced stay stubs: filling them
 // would cost 1.7 KB each and free only their 0.13 KB.
 const maxStubs = 1 << 18
 
@@ -55,9 +55,9 @@ func (sb *sandbox) personTable(p *Person) *lua.LTable {
 // Which stubs survive is invisible to rules (a stub and its filled table
 // look alike), so leaders that collect differently still plan the same.
 // The forced collection runs at most once per maxStubs stubs made, and
-// once per doubling of those held.
+// once per doubling of those referenced.
 func (sb *sandbox) sweepStubs() {
-	type held struct {
+	type weakStub struct {
 		t weak.Pointer[lua.LTable]
 		p *Person
 	}
@@ -71,11 +71,11 @@ func (sb *sandbox) sweepStubs() {
 	slices.SortFunc(stubs, func(a, b *lua.LTable) int {
 		return cmp.Compare(uintptr(unsafe.Pointer(b)), uintptr(unsafe.Pointer(a)))
 	})
-	all := make([]held, len(stubs))
+	all := make([]weakStub, len(stubs))
 	for i, t := range stubs {
-		all[i] = held{weak.Make(t), sb.stubs[t]}
+		all[i] = weakStub{weak.Make(t), sb.stubs[t]}
 	}
-	clear(stubs) // held weakly from here on
+	clear(stubs) // referenced weakly from here on
 	sb.stubs = nil
 	runtime.GC() // clears the weak pointers of the stubs the run dropped
 	live := make(map[*lua.LTable]*Person)

@@ -77,11 +77,11 @@ type PreviewDelivery struct {
 	ID        string          `json:"id"`
 	Recipient string          `json:"recipient"`
 	Name      string          `json:"name,omitempty"`
-	Zone      string          `json:"zone"`   // the recipient's zone; At is in it
-	At        time.Time       `json:"at"`     // when it may go: slot + stagger, held past quiet hours, at the end of its digest window
-	Offset    time.Duration   `json:"offset"` // stagger offset
-	Held      string          `json:"held,omitempty"`
-	Expires   bool            `json:"expires,omitempty"` // held past its deadline: it would expire, with an alert
+	Zone      string          `json:"zone"`              // the recipient's zone; At is in it
+	At        time.Time       `json:"at"`                // when it may go: slot + stagger, deferred past quiet hours, at the end of its digest window
+	Offset    time.Duration   `json:"offset"`            // stagger offset
+	Deferred  string          `json:"held,omitempty"`    // why quiet hours deferred it (the JSON name is the contract)
+	Expires   bool            `json:"expires,omitempty"` // deferred past its deadline: it would expire, with an alert
 	Payload   json.RawMessage `json:"payload"`
 }
 
@@ -198,7 +198,7 @@ func (s *Set) previewRun(ctx context.Context, v *version, c *compiled, runKey st
 		t := r.Timing(runKey, slot, engine.Planned{Recipient: m.userid, Zone: m.zone, Quiet: m.quiet}, i, len(msgs), zone)
 		out = append(out, PreviewDelivery{
 			ID: engine.DeliveryID(idKey, m.userid), Recipient: m.userid, Name: m.name, Zone: m.zone,
-			At: t.NotBefore.In(location(m.zone)), Offset: t.Offset, Held: t.Held, Expires: t.Expires, Payload: m.payload,
+			At: t.NotBefore.In(location(m.zone)), Offset: t.Offset, Deferred: t.Deferred, Expires: t.Expires, Payload: m.payload,
 		})
 	}
 	return out, nil

@@ -38,10 +38,10 @@ func newRulesPauseCmd() *cobra.Command {
 	var reason string
 	cmd := &cobra.Command{
 		Use:   "pause NAME [--reason TEXT]",
-		Short: "Pause a rule cluster wide: its slots are recorded as paused, its unsent messages held",
+		Short: "Pause a rule cluster wide: its slots are recorded as paused, its unsent messages parked",
 		Long: `Pause a rule through the node at --addr. While it is paused its slots are
 recorded as "paused" (in runs and stats, never silently missing), its messages
-not yet sent are held, and its API tasks' messages wait. The pause is
+not yet sent are parked, and its API tasks' messages wait. The pause is
 replicated: it survives leader changes and restarts. Resume with
 herald rules resume NAME.`,
 		Example: `  herald rules pause daily_report --reason "Spring Festival"`,
@@ -71,8 +71,8 @@ func newRulesResumeCmd() *cobra.Command {
 	var f apiFlags
 	cmd := &cobra.Command{
 		Use:   "resume NAME",
-		Short: "Resume a paused rule: held messages still inside their deadline go out",
-		Long: `Resume a paused rule. Its held messages still inside their deadline go out;
+		Short: "Resume a paused rule: parked messages still inside their deadline go out",
+		Long: `Resume a paused rule. Its parked messages still inside their deadline go out;
 those past it expire (alerted). Slots that came while it was paused are not
 sent unless fired by hand: herald rules fire NAME --slot T.`,
 		Args: cobra.ExactArgs(1),

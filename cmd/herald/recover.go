@@ -31,7 +31,7 @@ join. See README, "Lost quorum".
 Use it only when the other members will not come back: a recovered node beside
 a live old majority makes two clusters. With several survivors, stop them all
 and run this on each with the same --voter list (every survivor, this one
-included or not). Entries a survivor never received are lost; the ones it held
+included or not). Entries a survivor never received are lost; the ones it had
 but that were not committed yet are kept.`,
 		Example: `  herald cluster recover --data-dir /var/lib/herald
   herald cluster recover --data-dir /var/lib/herald --voter n1=10.0.0.1:7101 --voter n2=10.0.0.2:7101`,

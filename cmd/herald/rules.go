@@ -370,9 +370,9 @@ func printPreview(w io.Writer, res rules.PreviewResult, loc *time.Location) {
 		note := ""
 		switch {
 		case d.Expires:
-			note = "  [held past its deadline: would expire, alerted; " + d.Held + "]"
-		case d.Held != "":
-			note = "  [held: " + d.Held + "]"
+			note = "  [held past its deadline: would expire, alerted; " + d.Deferred + "]"
+		case d.Deferred != "":
+			note = "  [held: " + d.Deferred + "]"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t+%s\t%s\t%s%s\n", d.At.Format("2006-01-02 15:04:05 MST -07:00"), d.Zone,
 			d.Offset.Round(time.Millisecond), who, d.Payload, note)

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heraldhq/herald/engine"
-	"github.com/heraldhq/herald/engine/api/held"
+	"github.com/heraldhq/herald/engine/api/buffered"
 )
 
 // The audit trail (README "Securing Herald"). Every write the API accepts
@@ -157,7 +157,7 @@ type statusWriter struct {
 }
 
 func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 && code >= http.StatusOK { // a 1xx is not the answer (held.Writer)
+	if s.status == 0 && code >= http.StatusOK { // a 1xx is not the answer (buffered.Writer)
 		s.status = code
 	}
 	s.ResponseWriter.WriteHeader(code)
@@ -187,7 +187,7 @@ func (a *auditor) middleware(next http.Handler) http.Handler {
 		if action, ok := clusterActions[r.URL.Path]; ok && r.Method == http.MethodPost {
 			note.action, note.target = action, clusterTarget(r, a.s.cfg.NodeID)
 		}
-		sw := &held.Writer{ResponseWriter: w}
+		sw := &buffered.Writer{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, note)))
 		// The answer goes out whole, with its length, before the record is
 		// proposed: a client reading to the end has all of it now, not
@@ -301,7 +301,7 @@ type AuditResponse struct {
 	NextCursor string `json:"next_cursor"`
 	// Timezone is the zone of every `at` (the node's display zone).
 	Timezone string `json:"timezone"`
-	// Capped counts the oldest records dropped because the trail held
+	// Capped counts the oldest records dropped because the trail had
 	// engine.AuditCap records (a flood of writes), not by age.
 	Capped uint64 `json:"capped,omitempty"`
 }

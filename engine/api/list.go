@@ -7,7 +7,7 @@ import (
 
 // maxListBytes bounds the items of one list answer. The item counts
 // (limit) bound how many, this bounds how large: 1,000 tasks of 64 KiB data
-// would be 64 MB, held and written at once, and the dashboard polls every
+// would be 64 MB, buffered and written at once, and the dashboard polls every
 // 5 s. A list cut by bytes says so (a task page's next cursor; truncated
 // elsewhere), and the client asks again for fewer or for the next page.
 const maxListBytes = 4 << 20

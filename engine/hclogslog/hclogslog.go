@@ -88,7 +88,7 @@ func (h *logger) Log(level hclog.Level, msg string, args ...any) {
 	h.l.Log(context.Background(), lvl, h.text(msg), attrs...)
 }
 
-// scrub redacts a value, turning it into its text when that text held a
+// scrub redacts a value, turning it into its text when that text contained a
 // secret.
 func (h *logger) scrub(v any) any {
 	if h.redact == nil {

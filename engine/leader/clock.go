@@ -91,10 +91,10 @@ func (c *ClockConfig) setDefaults() {
 
 // clockVerdict is the watch's last look at the clocks.
 type clockVerdict struct {
-	// held: this node's clock is off, or not verified yet; the loops
+	// suspended: this node's clock is off, or not verified yet; the loops
 	// fire, prune and expire nothing. why says which.
-	held bool
-	why  string
+	suspended bool
+	why       string
 	// correction is added to this node's clock to read the majority's
 	// (the median offset, when this node's clock is off; else 0).
 	correction time.Duration
@@ -144,9 +144,9 @@ func (w *clockWatch) runOnce(ctx context.Context) time.Time {
 	was := w.current()
 	v := w.judge()
 	w.verdict.Store(v)
-	if v.held != was.held || v.why != was.why {
-		if v.held {
-			w.l.log.Warn("leader holds firing, pruning and expiry: its clock is not trusted", "why", v.why)
+	if v.suspended != was.suspended || v.why != was.why {
+		if v.suspended {
+			w.l.log.Warn("leader suspends firing, pruning and expiry: its clock is not trusted", "why", v.why)
 		} else {
 			w.l.log.Info("leader's clock agrees with the majority's again: firing, pruning and expiry resume")
 		}
@@ -160,7 +160,7 @@ func (w *clockWatch) runOnce(ctx context.Context) time.Time {
 // recheck is how soon the verdict may change: sooner while it waits for
 // a majority's clocks.
 func (w *clockWatch) recheck() time.Duration {
-	if v := w.current(); v.held && v.correction == 0 {
+	if v := w.current(); v.suspended && v.correction == 0 {
 		return min(w.l.cfg.ClockCheckEvery, unverifiedEvery)
 	}
 	return w.l.cfg.ClockCheckEvery
@@ -176,7 +176,7 @@ func (w *clockWatch) judge() *clockVerdict {
 	slices.SortFunc(clocks, func(a, b MemberClock) int { return strings.Compare(a.ID, b.ID) })
 	v := &clockVerdict{known: clocks}
 	if members > 1 && len(clocks) <= members/2 {
-		v.held = true
+		v.suspended = true
 		v.why = fmt.Sprintf("the clocks of %d of the %d members are known, not a majority's", len(clocks), members)
 		return v
 	}
@@ -199,7 +199,7 @@ func (w *clockWatch) judge() *clockVerdict {
 		return cmp.Compare(abs(offsetOf(clocks, a)-median), abs(offsetOf(clocks, b)-median))
 	})
 	if median > skew || median < -skew {
-		v.held = true
+		v.suspended = true
 		v.correction = median
 		v.why = fmt.Sprintf("this node's clock is %s from the majority's (max clock skew %s)", signed(-median), skew)
 	}
@@ -212,7 +212,7 @@ func (w *clockWatch) alert(ctx context.Context, v *clockVerdict) {
 	l := w.l
 	cause := engine.AlertCause{Kind: engine.AlertClockSkew}
 	if len(v.off) == 0 {
-		if v.held {
+		if v.suspended {
 			return // not known yet: neither raise nor resolve
 		}
 		w.raised = ""
@@ -236,7 +236,7 @@ func (w *clockWatch) alert(ctx context.Context, v *clockVerdict) {
 	}
 	msg := fmt.Sprintf("the clocks of %s differ from the majority's by more than max_clock_skew %s: %s",
 		strings.Join(ids, ", "), l.cfg.MaxClockSkew, strings.Join(parts, ", "))
-	if v.held {
+	if v.suspended {
 		msg += fmt.Sprintf("; the leader %s fires no slot and prunes and expires nothing until its clock agrees", l.cfg.NodeID)
 		if len(v.agree) > 0 {
 			msg += " and hands leadership to " + v.agree[0]
@@ -261,7 +261,7 @@ func (w *clockWatch) observe(ctx context.Context, v *clockVerdict, raw time.Time
 	if since := raw.Sub(w.observed); !w.observed.IsZero() && since >= 0 && since < l.cfg.ObserveEvery {
 		return
 	}
-	if l.cfg.FSM.OldestMemberFSM() < engine.FSMVersion || (v.held && v.correction == 0) {
+	if l.cfg.FSM.OldestMemberFSM() < engine.FSMVersion || (v.suspended && v.correction == 0) {
 		return // a member would stop on it; or a majority's clocks are not known
 	}
 	clocks := make(map[string]time.Time, len(v.known))
@@ -281,7 +281,7 @@ func (w *clockWatch) observe(ctx context.Context, v *clockVerdict, raw time.Time
 // to the majority's, while this node's own is off.
 func (w *clockWatch) handOver(ctx context.Context, v *clockVerdict, raw time.Time) {
 	l := w.l
-	if !v.held || v.correction == 0 || len(v.agree) == 0 || l.cfg.Transfer == nil {
+	if !v.suspended || v.correction == 0 || len(v.agree) == 0 || l.cfg.Transfer == nil {
 		return
 	}
 	if since := raw.Sub(w.transferAt); !w.transferAt.IsZero() && since >= 0 && since < transferEvery {

@@ -244,19 +244,19 @@ func TestClockVerdicts(t *testing.T) {
 	s, clocks := clockSim(t)
 	s.lead("n1")
 	for _, tc := range []struct {
-		name  string
-		skew  map[string]time.Duration
-		known []string
-		held  string
-		off   []string
+		name      string
+		skew      map[string]time.Duration
+		known     []string
+		suspended string
+		off       []string
 	}{
 		{name: "all agree", known: []string{"n1", "n2", "n3"}},
 		{name: "a follower off", skew: map[string]time.Duration{"n3": -time.Hour}, known: []string{"n1", "n2", "n3"}, off: []string{"n3"}},
 		{name: "the leader off", skew: map[string]time.Duration{"n1": time.Minute}, known: []string{"n1", "n2", "n3"},
-			held: "this node's clock is +1m0s (ahead) from the majority's (max clock skew 10s)", off: []string{"n1"}},
+			suspended: "this node's clock is +1m0s (ahead) from the majority's (max clock skew 10s)", off: []string{"n1"}},
 		{name: "two clocks that disagree", skew: map[string]time.Duration{"n2": time.Hour}, known: []string{"n1", "n2"},
-			held: "this node's clock is -30m0s (behind) from the majority's (max clock skew 10s)", off: []string{"n1", "n2"}},
-		{name: "only its own", known: []string{"n1"}, held: "the clocks of 1 of the 3 members are known, not a majority's"},
+			suspended: "this node's clock is -30m0s (behind) from the majority's (max clock skew 10s)", off: []string{"n1", "n2"}},
+		{name: "only its own", known: []string{"n1"}, suspended: "the clocks of 1 of the 3 members are known, not a majority's"},
 	} {
 		clocks.mu.Lock()
 		clocks.skew = map[string]time.Duration{}
@@ -268,8 +268,8 @@ func TestClockVerdicts(t *testing.T) {
 		s.cfg.Clocks = view
 		s.l.cfg.Clocks = fixedMembers{view, 3}
 		v := s.l.clock.judge()
-		require.Equal(t, tc.held != "", v.held, tc.name)
-		require.Equal(t, tc.held, v.why, tc.name)
+		require.Equal(t, tc.suspended != "", v.suspended, tc.name)
+		require.Equal(t, tc.suspended, v.why, tc.name)
 		var off []string
 		for _, c := range v.off {
 			off = append(off, c.ID)
@@ -289,10 +289,10 @@ func (f fixedMembers) MemberClocks() ([]MemberClock, int) {
 	return c, f.n
 }
 
-// While the verdict holds (here: the clocks of a majority not known yet),
+// While the leader is suspended (here: the clocks of a majority not known yet),
 // a prune that is due and a delivery past its deadline wait; once it
 // lifts, both happen as ever.
-func TestHeldLeaderPrunesAndExpiresNothing(t *testing.T) {
+func TestSuspendedLeaderPrunesAndExpiresNothing(t *testing.T) {
 	t.Parallel()
 	s := newSim(t, t0)
 	s.cfg.Retention, s.cfg.LedgerRetention = engine.RetentionDefault, engine.LedgerRetentionDefault
@@ -303,7 +303,7 @@ func TestHeldLeaderPrunesAndExpiresNothing(t *testing.T) {
 		Results: []engine.Settlement{{ID: old, Seq: c.Claimed[0].Seq, Status: heraldtype.StatusSent}}})
 	_, late := s.oneDelivery(t0.Add(-2 * time.Hour)) // its deadline passed an hour ago
 	s.lead("n1")
-	s.l.clock.verdict.Store(&clockVerdict{held: true, why: "the clocks of 1 of the 3 members are known, not a majority's"})
+	s.l.clock.verdict.Store(&clockVerdict{suspended: true, why: "the clocks of 1 of the 3 members are known, not a majority's"})
 	s.advance(t0.Add(10*time.Minute), time.Second)
 	_, ok := s.log.fsm.Delivery(old)
 	require.True(t, ok, "not pruned while held")

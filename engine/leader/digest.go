@@ -43,13 +43,13 @@ type digestGroup struct {
 //
 // cut says that due is only part of what is due (the pass's limit): the
 // groups are then completed from the due index (completeDigestGroups).
-func (x *executor) foldDigests(ctx context.Context, due []*engine.Delivery, now time.Time, hold *digestHold, cut bool) (out []*engine.Delivery, failed bool) {
+func (x *executor) foldDigests(ctx context.Context, due []*engine.Delivery, now time.Time, inbound *digestInbound, cut bool) (out []*engine.Delivery, failed bool) {
 	b, ok := x.l.cfg.Rules.(engine.DigestBuilder)
-	if !ok || hold == nil {
+	if !ok || inbound == nil {
 		return due, false
 	}
 	x.sweepPlain()
-	windows := hold.windows
+	windows := inbound.windows
 	foldable := func(d *engine.Delivery) bool {
 		w := windows[d.Rule]
 		return w > 0 && d.State == engine.StatePending && d.Attempts == 0 && d.Retries == 0 && d.Digest == "" && len(d.Members) == 0 &&
@@ -72,7 +72,7 @@ func (x *executor) foldDigests(ctx context.Context, due []*engine.Delivery, now 
 	out = due[:0:0]
 	for _, d := range due {
 		switch {
-		case grouped[d.ID]: // Due lists each once; a fold must never hold one twice
+		case grouped[d.ID]: // Due lists each once; a fold must never take one twice
 		case foldable(d):
 			add(d)
 		default:
@@ -81,7 +81,7 @@ func (x *executor) foldDigests(ctx context.Context, due []*engine.Delivery, now 
 	}
 	var walked map[int64]bool
 	if cut {
-		walked = x.completeDigestGroups(groups, hold, now, func(d *engine.Delivery) {
+		walked = x.completeDigestGroups(groups, inbound, now, func(d *engine.Delivery) {
 			if foldable(d) && !grouped[d.ID] {
 				add(d)
 			}
@@ -91,7 +91,7 @@ func (x *executor) foldDigests(ctx context.Context, due []*engine.Delivery, now 
 	var jobs []foldJob
 	for _, k := range keys {
 		g := groups[k]
-		if hold.waits(g, now) {
+		if inbound.waits(g, now) {
 			failed = true // looked at again within a second, or when the plan lands
 			delete(walked, g.at.UnixNano())
 			continue
@@ -170,7 +170,7 @@ func (x *executor) sweepPlain() {
 // groups found there are folded in this pass, and what is alone there
 // goes plain. It returns the instants walked; foldDigests remembers those
 // whose groups all folded (walkedDigests), forgetting them after an hour.
-func (x *executor) completeDigestGroups(groups map[string]*digestGroup, hold *digestHold, now time.Time, add func(*engine.Delivery)) map[int64]bool {
+func (x *executor) completeDigestGroups(groups map[string]*digestGroup, inbound *digestInbound, now time.Time, add func(*engine.Delivery)) map[int64]bool {
 	for at := range x.walkedDigests {
 		if at < now.Add(-time.Hour).UnixNano() {
 			delete(x.walkedDigests, at)
@@ -178,7 +178,7 @@ func (x *executor) completeDigestGroups(groups map[string]*digestGroup, hold *di
 	}
 	walk := map[int64]time.Time{}
 	for _, g := range groups {
-		if at := g.at.UnixNano(); !x.walkedDigests[at] && !hold.waits(g, now) {
+		if at := g.at.UnixNano(); !x.walkedDigests[at] && !inbound.waits(g, now) {
 			walk[at] = g.at
 		}
 	}
@@ -194,24 +194,24 @@ func (x *executor) completeDigestGroups(groups map[string]*digestGroup, hold *di
 
 // digestSettle is how long past its window's end a digest waits for runs
 // of its rule still being fired or planned, at most: a run stuck planning
-// must not hold the others' messages back for long.
+// must not delay the others' messages for long.
 const digestSettle = time.Minute
 
-// digestHold is what may still add deliveries to a digest group: the
+// digestInbound is what may still add deliveries to a digest group: the
 // due tasks of digest rules not fired yet, and their runs still planning.
 // It is read before the due deliveries (tasks, then runs, then
 // deliveries, each later in the life of a message than the one before),
 // so a delivery missing from the due list shows up here, and a group is
 // never folded without a member that was on its way.
-type digestHold struct {
+type digestInbound struct {
 	windows  map[string]time.Duration // digest rules and their windows
 	planning []*engine.Run
 	tasks    []*engine.Task
 }
 
-// digestHold reads the hold at now; nil when no rule has a digest.
-func (x *executor) digestHold(now time.Time) *digestHold {
-	h := &digestHold{windows: map[string]time.Duration{}}
+// digestInbound reads what is inbound at now; nil when no rule has a digest.
+func (x *executor) digestInbound(now time.Time) *digestInbound {
+	h := &digestInbound{windows: map[string]time.Duration{}}
 	for _, r := range x.l.cfg.Rules.Rules() {
 		if r.Digest > 0 {
 			h.windows[r.Name] = r.Digest
@@ -237,8 +237,8 @@ func (x *executor) digestHold(now time.Time) *digestHold {
 // window's end has not fired, or a run of its rule whose slot is before
 // the window's end is still planning; their deliveries would belong in it.
 // Not past digestSettle after the window's end: a run stuck planning must
-// not hold the others' messages back for long.
-func (h *digestHold) waits(g *digestGroup, now time.Time) bool {
+// not delay the others' messages for long.
+func (h *digestInbound) waits(g *digestGroup, now time.Time) bool {
 	if !now.Before(g.at.Add(digestSettle)) {
 		return false
 	}

@@ -105,9 +105,9 @@ func TestDigestResentAfterLeaderChange(t *testing.T) {
 	// before the send's result is in.
 	s.sched.runOnce(s.ctx)
 	s.l.planner.wg.Wait()
-	hold := s.exec.digestHold(s.clock.Now())
+	inbound := s.exec.digestInbound(s.clock.Now())
 	due := s.log.fsm.Due(s.clock.Now(), 100)
-	due, failed := s.exec.foldDigests(s.ctx, due, s.clock.Now(), hold, false)
+	due, failed := s.exec.foldDigests(s.ctx, due, s.clock.Now(), inbound, false)
 	require.False(t, failed)
 	require.Len(t, due, 1)
 	res := s.apply(engine.CmdClaim, engine.ClaimDeliveries{IDs: []string{due[0].ID}, Leader: "n1", Now: s.clock.Now(), Timeout: 30 * time.Second})

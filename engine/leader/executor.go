@@ -142,8 +142,8 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 	}
 	resend := x.resend
 	x.resend = nil
-	// Read before the due deliveries: see digestHold.
-	hold := x.digestHold(now)
+	// Read before the due deliveries: see digestInbound.
+	inbound := x.digestInbound(now)
 	// A pass looks at what the free group slots can take (Due adds an
 	// eighth of the newest), unless rate limits refused messages last
 	// time: in a backlog a group settling frees one slot, and walking and
@@ -167,7 +167,7 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 	}
 	due := x.l.cfg.FSM.Due(now, limit)
 	cut := len(due) >= limit
-	due, foldFailed := x.foldDigests(ctx, append(due, resend...), now, hold, cut)
+	due, foldFailed := x.foldDigests(ctx, append(due, resend...), now, inbound, cut)
 
 	var expired []string
 	fairOrder(due)
@@ -223,7 +223,7 @@ func (x *executor) runOnce(ctx context.Context) time.Time {
 		}
 	}
 	failed := foldFailed
-	if held, _ := x.l.held(); held && len(expired) > 0 {
+	if suspended, _ := x.l.suspended(); suspended && len(expired) > 0 {
 		// Nothing ends by a clock the majority does not share: looked at
 		// again soon, expired once the clock agrees.
 		expired, failed = nil, true
@@ -282,7 +282,7 @@ func (x *executor) runBusy(run string) bool {
 }
 
 // claimAndSend claims a group of deliveries in one log entry and sends
-// what was claimed. It holds the group's slot, which it gives back when
+// what was claimed. It has taken the group's slot, which it gives back when
 // the group is settled; claimed is called once the claim committed (or
 // failed), and failed is set if it failed.
 func (x *executor) claimAndSend(ctx context.Context, g *claimGroup, claimed func(), failed *atomic.Bool) {
@@ -375,9 +375,9 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []engine.Cla
 		}
 		if slot == nil {
 			// Not sent: its claims run out and it goes again, same keys;
-			// but a paused rule's claims are handed back and held, as
+			// but a paused rule's claims are handed back and parked, as
 			// they would be had the batch got its slot.
-			part, back := x.holdPaused(part, byID)
+			part, back := x.parkPaused(part, byID)
 			mu.Lock()
 			results = append(results, back...)
 			stuckLost += len(part)
@@ -388,8 +388,8 @@ func (x *executor) send(ctx context.Context, g *claimGroup, claimed []engine.Cla
 			defer func() { <-slot }()
 			// Looked at as the batch goes, not when the group was
 			// claimed: a pause that committed while it waited for its
-			// slot holds it.
-			part, back := x.holdPaused(part, byID)
+			// slot parks it.
+			part, back := x.parkPaused(part, byID)
 			var rs []engine.Settlement
 			var lost, late int
 			if len(part) > 0 {
@@ -536,12 +536,12 @@ func fairOrder(due []*engine.Delivery) {
 	})
 }
 
-// holdPaused splits a batch about to go into what goes and the hand-backs
+// parkPaused splits a batch about to go into what goes and the hand-backs
 // (unsent, spending no attempt) of the claims of rules paused since they
 // were claimed: the pause committed between the claim and this batch's
-// turn. Recorded with the group's results, they are pending and held: out
+// turn. Recorded with the group's results, they are pending and parked: out
 // of the due index until the rule is resumed.
-func (x *executor) holdPaused(claimed []engine.Claimed, byID map[string]*engine.Delivery) (send []engine.Claimed, back []engine.Settlement) {
+func (x *executor) parkPaused(claimed []engine.Claimed, byID map[string]*engine.Delivery) (send []engine.Claimed, back []engine.Settlement) {
 	for _, c := range claimed {
 		if _, paused := x.l.cfg.FSM.Paused(byID[c.ID].Rule); paused {
 			back = append(back, handBack(c, "rule paused"))

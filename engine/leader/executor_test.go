@@ -95,7 +95,7 @@ func (r *refusingOnce) Admit(ch, to string, p heraldtype.Priority, now time.Time
 // A new leader resends at once what an older term claimed and never
 // settled. If the channel's limits hold one back for a moment, it goes
 // when they allow, not when the old claim runs out.
-func TestResendHeldBackByRateLimitsGoesWhenAdmitted(t *testing.T) {
+func TestResendDelayedByRateLimitsGoesWhenAdmitted(t *testing.T) {
 	t.Parallel()
 	for _, failClaim := range []bool{false, true} {
 		name := "rate limited"

@@ -79,9 +79,9 @@ const pruneAfterElection = 5 * time.Minute
 // delivery, late-run reports and retention. It wakes on every change of
 // the state and on its own timers.
 type housekeeper struct {
-	l         *Leader
-	nextPrune time.Time
-	pruneHeld bool // a due prune waits for the clock (logged once)
+	l              *Leader
+	nextPrune      time.Time
+	pruneSuspended bool // a due prune waits for the clock (logged once)
 }
 
 func newHousekeeper(l *Leader) *housekeeper { return &housekeeper{l: l} }
@@ -110,22 +110,22 @@ func (h *housekeeper) runOnce(ctx context.Context) time.Time {
 	h.compensate(ctx)
 	earlier(h.notifyAlerts(ctx, now))
 	earlier(h.reportLateRuns(ctx, now))
-	held, why := l.held()
+	suspended, why := l.suspended()
 	switch {
 	case h.nextPrune.IsZero():
 		// Not at the very start of a term (elections come in bursts), but
 		// soon after: a cluster whose leader moves every hour still prunes.
 		h.nextPrune = now.Add(min(l.cfg.PruneEvery, pruneAfterElection))
-	case !now.Before(h.nextPrune) && held:
-		// Due, but held by the clock: it prunes once the clock agrees.
-		if !h.pruneHeld {
-			l.log.Warn("prune held: the leader's clock is not trusted", "why", why)
+	case !now.Before(h.nextPrune) && suspended:
+		// Due, but suspended by the clock: it prunes once the clock agrees.
+		if !h.pruneSuspended {
+			l.log.Warn("prune suspended: the leader's clock is not trusted", "why", why)
 		}
-		h.pruneHeld = true
+		h.pruneSuspended = true
 		earlier(now.Add(l.cfg.ClockCheckEvery))
 		return wake
 	case !now.Before(h.nextPrune):
-		h.pruneHeld = false
+		h.pruneSuspended = false
 		h.pruneOnce(ctx, now)
 		h.nextPrune = now.Add(l.cfg.PruneEvery)
 	}

@@ -36,7 +36,7 @@ func newLanes(cfg *Config) *lanes {
 }
 
 // claimGroup is the deliveries of one channel claimed in one entry, and
-// the group slot it holds until it is settled.
+// the group slot it has taken until it is settled.
 type claimGroup struct {
 	channel string
 	express bool
@@ -46,7 +46,7 @@ type claimGroup struct {
 
 // canOpen says whether a group of the lane can be opened now. Only the
 // executor's pass opens groups; others only give slots back, so a true
-// answer holds until the pass opens one.
+// answer stays true until the pass opens one.
 func (l *lanes) canOpen(express bool) bool {
 	if express && len(l.expressGroups) < cap(l.expressGroups) {
 		return true

@@ -87,7 +87,7 @@ type Leader struct {
 	// to plan (the plan-ahead lead).
 	planner *planner
 	// clock is the watch of this node's clock against the members'
-	// (clock.go): its verdict holds firing, pruning and expiry.
+	// (clock.go): its verdict suspends firing, pruning and expiry.
 	clock *clockWatch
 }
 
@@ -151,11 +151,11 @@ func (l *Leader) propose(ctx context.Context, t engine.CommandType, body any) (a
 // majority's while its own is off (clock.go).
 func (l *Leader) now() time.Time { return l.cfg.NowFunc().Add(l.clock.current().correction) }
 
-// held says whether firing, pruning and expiry wait for the clock (see
+// suspended says whether firing, pruning and expiry wait for the clock (see
 // clock.go), and why.
-func (l *Leader) held() (bool, string) {
+func (l *Leader) suspended() (bool, string) {
 	v := l.clock.current()
-	return v.held, v.why
+	return v.suspended, v.why
 }
 
 // raise raises an alert. It cannot do more than log if the log will not

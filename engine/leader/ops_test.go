@@ -41,7 +41,7 @@ func requireEachSentOnce(t *testing.T, s *sim) {
 
 // TestPauseAcrossLeaderChange: a rule firing every second is paused, the
 // leader changes while it is paused, and it is resumed. Nothing goes out
-// while it is paused; its slots are recorded as paused; the message held
+// while it is paused; its slots are recorded as paused; the message parked
 // at the pause goes out once after the resume, and nothing is doubled.
 func TestPauseAcrossLeaderChange(t *testing.T) {
 	t.Parallel()
@@ -57,15 +57,15 @@ func TestPauseAcrossLeaderChange(t *testing.T) {
 	p := s.apply(engine.CmdPauseRule, engine.PauseRule{Rule: "tick", By: "ops@test", Reason: "holiday", Now: pausedAt})
 	require.Equal(t, "holiday", p.(*engine.Pause).Reason)
 	require.ErrorIs(t, s.apply(engine.CmdPauseRule, engine.PauseRule{Rule: "tick", By: "x", Now: pausedAt}).(error), engine.ErrAlreadyPaused)
-	held := s.log.fsm.Deliveries(func(d *engine.Delivery) bool { return d.State == engine.StatePending })
-	require.NotEmpty(t, held, "bob's staggered messages wait")
+	parked := s.log.fsm.Deliveries(func(d *engine.Delivery) bool { return d.State == engine.StatePending })
+	require.NotEmpty(t, parked, "bob's staggered messages wait")
 
 	// The executor has nothing to do and says so: no wake-up before the
 	// minute for what it holds.
 	require.Equal(t, pausedAt.Add(time.Minute), s.exec.runOnce(s.ctx))
 
 	s.advance(pausedAt.Add(4*time.Second), time.Millisecond)
-	// The held messages are due by now, and still no wake-up for them.
+	// The parked messages are due by now, and still no wake-up for them.
 	require.Equal(t, s.clock.Now().Add(time.Minute), s.exec.runOnce(s.ctx))
 	s.lead("n2") // a leader change while paused
 	s.advance(pausedAt.Add(8*time.Second), time.Millisecond)
@@ -86,7 +86,7 @@ func TestPauseAcrossLeaderChange(t *testing.T) {
 	s.advance(resumedAt.Add(6*time.Second), time.Millisecond)
 
 	requireEachSentOnce(t, s)
-	for _, d := range held {
+	for _, d := range parked {
 		cur, _ := s.log.fsm.Delivery(d.ID)
 		require.Equal(t, engine.StateSent, cur.State, "held %s goes out after the resume", d.ID)
 		require.False(t, cur.SentAt.Before(resumedAt))
@@ -105,9 +105,9 @@ func TestPauseAcrossLeaderChange(t *testing.T) {
 	}
 }
 
-// TestHeldPastDeadlineExpires: a message held by a pause past its deadline
+// TestParkedPastDeadlineExpires: a message parked by a pause past its deadline
 // expires (alerted) when the rule is resumed, rather than going out late.
-func TestHeldPastDeadlineExpires(t *testing.T) {
+func TestParkedPastDeadlineExpires(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
 	s := newSim(t, start)
@@ -297,26 +297,26 @@ func pauseMidSend(t *testing.T, s *sim, snd engine.Sender, arrived <-chan struct
 	return nds
 }
 
-// heldUnattempted counts the deliveries of nds that are pending (handed
+// parkedUnattempted counts the deliveries of nds that are pending (handed
 // back), checking that none spent an attempt.
-func heldUnattempted(t *testing.T, s *sim, nds []engine.NewDelivery) int {
+func parkedUnattempted(t *testing.T, s *sim, nds []engine.NewDelivery) int {
 	t.Helper()
-	held := 0
+	parked := 0
 	for _, nd := range nds {
 		d, _ := s.log.fsm.Delivery(nd.ID)
 		if d.State == engine.StatePending {
-			held++
+			parked++
 			require.Zero(t, d.Attempts, "no attempt spent")
 		}
 	}
-	return held
+	return parked
 }
 
-// TestPauseHoldsBatchesNotYetHandedToTheChannel: a pause that commits
+// TestPauseParksBatchesNotYetHandedToTheChannel: a pause that commits
 // while a claimed group is being sent stops the batches still waiting for
-// a send slot (handed back unsent, no attempt spent, held until resume);
+// a send slot (handed back unsent, no attempt spent, parked until resume);
 // only the batches already with the channel go.
-func TestPauseHoldsBatchesNotYetHandedToTheChannel(t *testing.T) {
+func TestPauseParksBatchesNotYetHandedToTheChannel(t *testing.T) {
 	t.Parallel()
 	slot := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
 	s := newSim(t, slot)
@@ -326,7 +326,7 @@ func TestPauseHoldsBatchesNotYetHandedToTheChannel(t *testing.T) {
 	s.exec.wg.Wait()
 
 	require.Len(t, s.sender.all(), 2, "only the batches already with the channel")
-	require.Equal(t, 3, heldUnattempted(t, s, nds), "handed back and held")
+	require.Equal(t, 3, parkedUnattempted(t, s, nds), "handed back and held")
 	require.Empty(t, s.log.fsm.Due(slot.Add(time.Minute), 10), "held: out of the due index")
 }
 
@@ -345,9 +345,9 @@ func (c *cancelWaitSender) Send(ctx context.Context, _ string, _ []heraldtype.Me
 
 // TestPauseHandsBackBatchesThatFoundNoSendSlot: the batches of a paused
 // rule still waiting for a send slot when their claim runs out are handed
-// back and held, as those that get a slot are. They were counted as stuck
+// back and parked, as those that get a slot are. They were counted as stuck
 // sends instead ("still in flight … they will be sent again"), and their
-// claims were left to run out, once holdPaused ran only on taking a slot.
+// claims were left to run out, once parkPaused ran only on taking a slot.
 func TestPauseHandsBackBatchesThatFoundNoSendSlot(t *testing.T) {
 	t.Parallel()
 	s := newSim(t, time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC))
@@ -356,7 +356,7 @@ func TestPauseHandsBackBatchesThatFoundNoSendSlot(t *testing.T) {
 	nds := pauseMidSend(t, s, snd, snd.arrived)
 	s.exec.wg.Wait() // the claim runs out: the two with the channel are unanswered
 
-	require.Equal(t, 3, heldUnattempted(t, s, nds), "the batches that found no slot are handed back and held")
+	require.Equal(t, 3, parkedUnattempted(t, s, nds), "the batches that found no slot are handed back and held")
 	stuck := alertsWith(s.log.fsm, "stuck:mock")
 	require.Len(t, stuck, 1)
 	require.Equal(t, 2, stuck[0].Params.Count, "only the batches with the channel are stuck")

@@ -29,7 +29,7 @@ const (
 type PlannerConfig struct {
 	// PlanAhead is the most a scheduled slot's run is started before the
 	// slot, so that it is planned and replicated when the slot comes and
-	// its deliveries (held until their send time) leave at once. The lead
+	// its deliveries (not due before their send time) leave at once. The lead
 	// is twice what the rule's last run took to plan, plus a second, up to
 	// PlanAhead (all of it for a rule never planned yet). A run is planned
 	// with the rules and data in force when it starts (recorded in
@@ -119,7 +119,7 @@ func (p *planner) plan(ctx context.Context, run *engine.Run) error {
 	}
 	if len(doomed) > 0 {
 		// Said now, when it is known, not only when the deadline passes:
-		// the expiry's own alert cannot say why it was held.
+		// the expiry's own alert cannot say why it was deferred.
 		p.l.raise(ctx, engine.NewRaiseAlert(engine.AlertCause{Kind: engine.AlertQuietExpired, Subject: run.Key}, run.Rule, engine.AlertParams{Run: run.Key, Slot: run.Slot, Count: len(doomed)},
 			fmt.Sprintf("%d message(s) of %s (rule %s) fall in quiet hours that end after their deadline; they will expire unsent at it: %s",
 				len(doomed), run.Key, run.Rule, strings.Join(doomed, "; ")), p.l.now()))
@@ -145,7 +145,7 @@ func (p *planner) finishPlan(ctx context.Context, run *engine.Run, ruleErr strin
 // deliveries turns a rule's plan into deliveries: deterministic ids and
 // times (stagger, quiet hours, digest window), the rule's channel,
 // priority, retry policy and deadline.
-// doomed describes those held by quiet hours past their deadline.
+// doomed describes those deferred by quiet hours past their deadline.
 func (p *planner) deliveries(run *engine.Run, rule engine.Rule, planned []engine.Planned) (out []engine.NewDelivery, doomed []string) {
 	// A slot fired by hand after it passed (a backfill) counts its stagger
 	// and deadline from when it was fired: from its slot, every message
@@ -167,13 +167,13 @@ func (p *planner) deliveries(run *engine.Run, rule engine.Rule, planned []engine
 		}
 		seen[pd.Recipient] = true
 		t := rule.Timing(run.Key, base, pd, i, len(planned), zone)
-		if t.Held != "" {
-			p.l.log.Info("held by quiet hours", "run", run.Key, "recipient", pd.Recipient, "why", t.Held, "expires", t.Expires)
+		if t.Deferred != "" {
+			p.l.log.Info("deferred by quiet hours", "run", run.Key, "recipient", pd.Recipient, "why", t.Deferred, "expires", t.Expires)
 		}
 		if t.Expires && len(doomed) < maxDoomedListed {
 			why := "its digest window ends after it"
-			if t.Held != "" {
-				why = t.Held
+			if t.Deferred != "" {
+				why = t.Deferred
 			}
 			doomed = append(doomed, fmt.Sprintf("%s (deadline %s, %s)", pd.Recipient, t.Deadline.Format(time.RFC3339), why))
 		}

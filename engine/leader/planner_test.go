@@ -10,7 +10,7 @@ import (
 )
 
 // With PlanAhead, a slot's run is started and planned before the slot, its
-// deliveries are held until the slot, and the first leaves at the slot.
+// deliveries are not due before the slot, and the first leaves at the slot.
 func TestPlanAheadPlansBeforeTheSlotAndSendsAtIt(t *testing.T) {
 	t.Parallel()
 	slot := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)

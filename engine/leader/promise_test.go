@@ -170,7 +170,7 @@ func TestWavesAndAHighPriorityBirthday(t *testing.T) {
 	}
 	s.rules.plan["report"] = to(people...)
 	s.rules.plan["birthday"] = to("shouxing")
-	// The channel takes 20 messages a second, a fifth held back for high:
+	// The channel takes 20 messages a second, a fifth reserved for high:
 	// a wave of 1,000 takes 50 s to drain.
 	s.sender.limiter = rate.NewLimiter(20, 20)
 	s.sender.reserve = 0.2

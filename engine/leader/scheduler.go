@@ -69,7 +69,7 @@ const maxTasksPerPass = 1000
 func (s *scheduler) runOnce(ctx context.Context) time.Time {
 	now := s.l.now()
 	wake := now.Add(time.Minute)
-	if held, _ := s.l.held(); held {
+	if suspended, _ := s.l.suspended(); suspended {
 		// No slot or task fires by a clock the majority does not share:
 		// the runs already started are still planned.
 		s.l.planner.planPending(ctx)

@@ -84,7 +84,7 @@ type sent struct {
 
 // simSender records sends; failFunc decides an outcome other than sent;
 // a limiter, when set, admits like the plugins host (a share of every
-// bucket held back for high priority).
+// bucket reserved for high priority).
 type simSender struct {
 	mu       sync.Mutex
 	clock    *enginetest.Clock

@@ -118,14 +118,14 @@ func newRule(lim sdk.Limit, reserve float64) rule {
 	burst, interval := BucketOf(lim)
 	t := int64(interval)
 	tolerance := satMul(int64(burst-1), t)
-	// Never hold back the last token: a bucket of one must still let a
+	// Never reserve the last token: a bucket of one must still let a
 	// normal message through.
-	held := math.Min(reserve*float64(burst), float64(burst-1))
-	held = math.Max(held, 0)
+	reserved := math.Min(reserve*float64(burst), float64(burst-1))
+	reserved = math.Max(reserved, 0)
 	return rule{
 		interval:  t,
 		tolerance: tolerance,
-		normal:    tolerance - int64(math.Round(held*float64(t))),
+		normal:    tolerance - int64(math.Round(reserved*float64(t))),
 		empty:     satAdd(tolerance, t),
 	}
 }

@@ -113,7 +113,7 @@ func countIn(ts []time.Time, from, to time.Time) int {
 func TestWaitTakesNothing(t *testing.T) {
 	t.Parallel()
 	// Channel 1/s: a token every second. Alice 10/min: burst 5, a token
-	// every 12s, one of the five held for high.
+	// every 12s, one of the five reserved for high.
 	l := NewLimiter([]sdk.Limit{
 		{Scope: sdk.ScopeChannel, Count: 1, Per: time.Second},
 		{Scope: sdk.ScopeRecipient, Count: 10, Per: time.Minute},

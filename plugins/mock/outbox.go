@@ -154,7 +154,7 @@ func (o *outbox) learn(r Record) {
 }
 
 // append writes lines (each ending in '\n') and syncs them to disk. It is
-// called with the lock held.
+// called under the lock.
 func (o *outbox) append(lines []byte) error {
 	if len(lines) == 0 {
 		return nil

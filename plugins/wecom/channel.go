@@ -61,7 +61,7 @@ var ErrNotConfigured = errors.New("wecom: not configured")
 // Channel is the WeCom channel. Set the exported fields before Configure;
 // it is safe for concurrent use after.
 type Channel struct {
-	// NowFunc is the clock of token expiry and held failures; default
+	// NowFunc is the clock of token expiry and latched failures; default
 	// time.Now.
 	NowFunc func() time.Time
 	// HTTPClient makes the calls; default a client of the channel's own
@@ -86,7 +86,7 @@ type state struct {
 	tokens    *tokenSource // app mode only
 
 	mu         sync.Mutex
-	latchErr   *callError // a configuration failure, held until latchUntil
+	latchErr   *callError // a configuration failure, latched until latchUntil
 	latchUntil time.Time
 	sent       *simplelru.LRU[string, sentEntry]
 
@@ -120,7 +120,7 @@ func (c *Channel) Info(ctx context.Context) (sdk.Info, error) {
 
 // Configure implements sdk.Channel. It makes no call to WeCom: the token is
 // fetched by the first Send. A new configuration forgets the old one's
-// token and held failures.
+// token and latched failures.
 func (c *Channel) Configure(ctx context.Context, raw json.RawMessage) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -167,7 +167,7 @@ func (c *Channel) Configure(ctx context.Context, raw json.RawMessage) error {
 }
 
 // Health implements sdk.HealthChecker: unhealthy while a configuration
-// failure is held.
+// failure is latched.
 func (c *Channel) Health(ctx context.Context) error {
 	st := c.st.Load()
 	if st == nil {

@@ -192,7 +192,7 @@ func TestWrongSecretIsConfigAndDoesNotHammer(t *testing.T) {
 	require.Equal(t, 2, e.fake.Calls("gettoken"))
 	require.NotContains(t, e.logs.String(), "not-the-secret")
 
-	// Reconfiguring with the right secret clears the held failure.
+	// Reconfiguring with the right secret clears the latched failure.
 	require.NoError(t, bad.Configure(context.Background(), []byte(appConfig(e.api.URL, wecomfake.DemoSecret, ""))))
 	require.Equal(t, sdk.StatusSent, sendOne(t, bad, msg("fixed", "u001", text("hello"))).Status)
 	require.NoError(t, bad.Health(context.Background()))

@@ -62,7 +62,7 @@ func TestOutcomeTable(t *testing.T) {
 			}
 			require.Equal(t, 1, e.fake.Calls("message/send"), "no retry inside the channel")
 			if c.status == sdk.StatusConfig {
-				// A configuration failure is held: the next send fails at once.
+				// A configuration failure is latched: the next send fails at once.
 				r2 := sendOne(t, e.ch, msg("m2", "bob", text("hi")))
 				require.Equal(t, sdk.StatusConfig, r2.Status)
 				require.Equal(t, r.Code, r2.Code)

@@ -157,12 +157,12 @@ func (s *Server) contacts(path string, q url.Values, ip string) reply {
 		return reply{body: map[string]any{"taglist": out}}
 	case PathTagGet:
 		id, err := strconv.Atoi(q.Get("tagid"))
-		held, ok := c.tags[id]
+		userids, ok := c.tags[id]
 		if err != nil || !ok {
 			return fail(errInvalidTagID)
 		}
 		users := []tagUser{}
-		for _, u := range held {
+		for _, u := range userids {
 			if m, ok := c.members[u]; ok && m.visible {
 				users = append(users, tagUser{UserID: u, Name: c.nameOf[u]})
 			}

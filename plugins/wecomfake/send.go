@@ -271,12 +271,12 @@ func (s *Server) resolve(c *corp, users, parties, tags []string) ([]string, send
 	}
 	for _, t := range tags {
 		id, err := strconv.Atoi(t)
-		held, ok := c.tags[id]
+		userids, ok := c.tags[id]
 		if err != nil || !ok {
 			invalidTags = append(invalidTags, t)
 			continue
 		}
-		for _, u := range held {
+		for _, u := range userids {
 			if m, ok := c.members[u]; ok {
 				add(m)
 			}

@@ -1,9 +1,9 @@
-// Package held buffers an HTTP answer so that it can be sent whole, later:
+// Package buffered buffers an HTTP answer so that it can be sent whole, later:
 // the API's audit sends a write's answer, with its length, before it
 // proposes the write's record; the cluster signs a peer's answer over its
 // status and body before sending it. It imports only the standard library,
 // so both may use it.
-package held
+package buffered
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Writer holds what a handler writes (a small document: answers are
+// Writer buffers what a handler writes (a small document: answers are
 // buffered whole) until Send. Headers go straight to the wrapped writer.
 type Writer struct {
 	http.ResponseWriter
@@ -20,8 +20,8 @@ type Writer struct {
 	body   bytes.Buffer
 }
 
-// WriteHeader holds the first final status written. An informational one
-// (1xx: a proxy passing on "100 Continue") is dropped: the held answer
+// WriteHeader keeps the first final status written. An informational one
+// (1xx: a proxy passing on "100 Continue") is dropped: the buffered answer
 // goes out later, whole, and it is not the answer's status.
 func (w *Writer) WriteHeader(code int) {
 	if code < http.StatusOK {
@@ -32,7 +32,7 @@ func (w *Writer) WriteHeader(code int) {
 	}
 }
 
-// Write holds b (a Write before any WriteHeader means 200, as net/http has it).
+// Write buffers b (a Write before any WriteHeader means 200, as net/http has it).
 func (w *Writer) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -51,7 +51,7 @@ func (w *Writer) Status() int {
 // Body is what the handler wrote.
 func (w *Writer) Body() []byte { return w.body.Bytes() }
 
-// Send writes the held answer to the wrapped writer, with its
+// Send writes the buffered answer to the wrapped writer, with its
 // Content-Length, and flushes it: a client reading to the end has all of it
 // now, not when the handler returns.
 func (w *Writer) Send() {
@@ -66,7 +66,7 @@ func (w *Writer) Send() {
 // SetReadDeadline reaches the connection (http.ResponseController), so a
 // handler reading a large body (a backup restored) may take longer than
 // the server's ReadTimeout. Writer has no Unwrap: a flush must not get
-// past the held answer.
+// past the buffered answer.
 func (w *Writer) SetReadDeadline(t time.Time) error {
 	return http.NewResponseController(w.ResponseWriter).SetReadDeadline(t)
 }

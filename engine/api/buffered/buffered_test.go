@@ -1,4 +1,4 @@
-package held
+package buffered
 
 import (
 	"net/http"
@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestHeldUntilSent: nothing reaches the client before Send; then the
+// TestBufferedUntilSent: nothing reaches the client before Send; then the
 // first status written and the whole body go, with their length.
-func TestHeldUntilSent(t *testing.T) {
+func TestBufferedUntilSent(t *testing.T) {
 	rec := httptest.NewRecorder()
 	w := &Writer{ResponseWriter: rec}
 	w.WriteHeader(http.StatusCreated)
@@ -32,7 +32,7 @@ func TestHeldUntilSent(t *testing.T) {
 
 // An informational status (a forwarding proxy passes the leader's
 // "100 Continue" on to a client that sent Expect: 100-continue, as curl
-// does for a body over 1 KB) is not the answer: the final status is held.
+// does for a body over 1 KB) is not the answer: the final status is kept.
 func TestInformationalStatusIsNotTheAnswer(t *testing.T) {
 	rec := httptest.NewRecorder()
 	w := &Writer{ResponseWriter: rec}
