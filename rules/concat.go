@@ -15,7 +15,7 @@ import (
 // table is unexported: go:linkname, tied to gopher-lua v1.1.2's layout of
 // it; TestConcatOverLimitRefused fails if that changes) to add up the
 // operands first and stop the call, before it allocates, when the result
-// would be larger than the call's memory limit.
+// would take the call past its memory limit (memCall.admit).
 //
 //go:linkname luaJumpTable github.com/yuin/gopher-lua.jumpTable
 var luaJumpTable [lua.OP_NOP + 1]func(*lua.LState, uint32, unsafe.Pointer) int
@@ -32,7 +32,8 @@ func init() {
 const concatNumberLen = 32
 
 // checkConcatSize refuses R(A) := R(B).. ... ..R(C) when its result would
-// be over the call's memory limit. Small results do not look the limit up.
+// take the call past its memory limit. Results up to 1 MiB are not
+// looked at.
 func checkConcatSize(L *lua.LState, inst uint32) {
 	b, c := int(inst&0x1ff), int(inst>>9)&0x1ff // the instruction's B and C
 	size := 0
@@ -47,10 +48,10 @@ func checkConcatSize(L *lua.LState, inst uint32) {
 	if size <= maxStringLen {
 		return
 	}
-	if m := callMemory(L.Context()); m != nil && uint64(size) > m.limit {
-		// Stopped as by the watch, so that pcall cannot go on with it.
-		err := &MemoryError{Concat: uint64(size), Limit: m.limit}
-		m.stop(err)
-		L.RaiseError("%s", err.Error())
+	if m := callMemory(L.Context()); m != nil {
+		if err := m.admit(uint64(size)); err != nil {
+			m.stop(err) // as by the watch, so that pcall cannot go on with it
+			L.RaiseError("%s", err.Error())
+		}
 	}
 }

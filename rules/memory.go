@@ -48,8 +48,8 @@ const memorySampleEvery = time.Millisecond
 // once hold at most their number times the limit.
 //
 // What the sampling cannot see is one instruction's allocation: a string
-// concatenation (concat.go) is refused before it allocates past the
-// limit, and the library functions that build strings check their sizes
+// concatenation (concat.go) is refused before it allocates when it would
+// take the call past the limit (admit), and the library functions that build strings check their sizes
 // first (sandbox.go). So a call holds at most about twice the limit.
 type memWatch struct {
 	mu      sync.Mutex
@@ -80,7 +80,10 @@ type MemoryError struct {
 }
 
 func (e *MemoryError) Error() string {
-	if e.Concat > 0 {
+	switch {
+	case e.Concat > 0 && e.Grew > 0:
+		return fmt.Sprintf("a string concatenation would make %s on top of the %s the node's live memory grew by while this call ran, over the rule memory limit of %s", FormatSize(e.Concat), FormatSize(e.Grew), FormatSize(e.Limit))
+	case e.Concat > 0:
 		return fmt.Sprintf("a string concatenation would make %s, over the rule memory limit of %s", FormatSize(e.Concat), FormatSize(e.Limit))
 	}
 	return fmt.Sprintf("the node's live memory grew by %s while this call ran, over the rule memory limit of %s", FormatSize(e.Grew), FormatSize(e.Limit))
@@ -125,6 +128,37 @@ func (w *memWatch) begin(ctx context.Context, limit uint64) (cctx context.Contex
 		w.mu.Unlock()
 		cancel(nil)
 	}
+}
+
+// admit is asked before an allocation of size bytes that happens inside
+// one instruction (a concatenation), where the sampling cannot see it:
+// it returns why the call must stop when size alone is over the limit, or
+// when the call's live growth and size together are. It collects only
+// when what was allocated since the last look and size pass the limit, as
+// the watch would.
+func (c *memCall) admit(size uint64) *MemoryError {
+	if size > c.limit {
+		return &MemoryError{Concat: size, Limit: c.limit}
+	}
+	var m memSample
+	m.read()
+	c.w.mu.Lock()
+	look := m.allocated()+size > c.counted+c.limit
+	c.w.mu.Unlock()
+	if !look {
+		return nil
+	}
+	runtime.GC()
+	m.read()
+	live := m.live()
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	c.counted = m.allocated()
+	c.base = min(c.base, live)
+	if grew := live - c.base; grew+size > c.limit {
+		return &MemoryError{Grew: grew, Concat: size, Limit: c.limit}
+	}
+	return nil
 }
 
 // stop ends c's call for err, before it allocates (concatenation).
