@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/calendar"
 )
 
@@ -32,6 +34,8 @@ type version struct {
 	filePeople  *Directory         // the people file alone, before the merge
 	dir         *DirectorySnapshot // merged into people; nil when none
 	dirHash     string
+	// catchupErrs are the rule files refused by MaxCatchup (CatchupErrors).
+	catchupErrs []error
 }
 
 type calEntry struct {
@@ -266,6 +270,9 @@ func (s *Set) placeRule(f string, b builtRule, prev, v *version) {
 			err = &RuleError{File: f, Line: c.nameLine, Msg: fmt.Sprintf("rule name %q is already used by %s", c.rule.Name, other.file)}
 		} else if msg := s.unknownChannel(c.rule.Channel); msg != "" {
 			err = &RuleError{File: f, Line: c.channelLine, Msg: msg}
+		} else if msg := s.catchupTooLong(c.rule.Catchup); msg != "" {
+			err = &RuleError{File: f, Line: c.catchupLine, Msg: msg, Err: ErrCatchup}
+			v.catchupErrs = append(v.catchupErrs, err)
 		}
 	}
 	if err != nil {
@@ -340,3 +347,22 @@ func (s *Set) unknownChannel(channel string) string {
 	}
 	return fmt.Sprintf("channel %q is not configured (have: %s)", channel, strings.Join(have, ", "))
 }
+
+// catchupTooLong says why a rule's catchup is not shorter than MaxCatchup,
+// or "" when it is (or when there is no MaxCatchup).
+func (s *Set) catchupTooLong(catchup time.Duration) string {
+	if catchup == 0 {
+		catchup = engine.DefaultCatchup
+	}
+	if s.cfg.MaxCatchup <= 0 || catchup < s.cfg.MaxCatchup {
+		return ""
+	}
+	return fmt.Sprintf("catchup %s is not shorter than ledger_retention %s: a slot caught up after the ledger forgot its run would be sent again (shorten catchup or raise ledger_retention)",
+		catchup, s.cfg.MaxCatchup)
+}
+
+// CatchupErrors are the rule files of the set in force that were refused
+// because their catchup is not shorter than Config.MaxCatchup: a node
+// refuses to start with them (its ledger_retention is too short for its
+// rules); on a reload they are only refused, their last good version kept.
+func (s *Set) CatchupErrors() []error { return slices.Clone(s.cur.Load().catchupErrs) }

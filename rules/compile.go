@@ -104,6 +104,7 @@ type compiled struct {
 	hasOnFailed bool
 	nameLine    int
 	channelLine int // line of the channel field, for "not configured" errors
+	catchupLine int // line of the catchup field, for "longer than the ledger" errors
 	// quiet is the rule's quiet hours (zero: none); people may have their
 	// own (the quiet_hours column).
 	quiet engine.QuietHours
@@ -364,6 +365,9 @@ func (c *compiled) readFields(t *lua.LTable, sb *sandbox, lines map[string]int, 
 	}
 	if r.Catchup, err = dur(keyCatchup); err != nil {
 		return err
+	}
+	if c.catchupLine = lines[keyCatchup]; c.catchupLine == 0 {
+		c.catchupLine = retLine
 	}
 	if err := c.readTrigger(sb, fail); err != nil {
 		return err

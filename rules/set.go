@@ -35,6 +35,10 @@ const (
 // ErrNoDir means the rules directory does not exist or is not a directory.
 var ErrNoDir = errors.New("rules directory not found")
 
+// ErrCatchup marks a rule refused because its catchup is not shorter than
+// Config.MaxCatchup (see CatchupErrors).
+var ErrCatchup = errors.New("catchup not shorter than ledger_retention")
+
 // Config configures a rule Set.
 type Config struct {
 	// Dir holds the rule files (*.lua, in subdirectories too), the people
@@ -71,6 +75,12 @@ type Config struct {
 	// rule naming another is an error (file:line), and its last good
 	// version stays in force. Nil checks nothing (preview, list).
 	Channels []string
+	// MaxCatchup, when above 0, is the node's ledger_retention: a rule
+	// whose catchup (engine.DefaultCatchup when it names none) is not
+	// shorter is an error (file:line, ErrCatchup), and its last good
+	// version stays in force. A slot caught up after the ledger forgot its
+	// run would fire a second time. 0 checks nothing (preview, list).
+	MaxCatchup time.Duration
 	// Registerer receives the herald_rule_errors and
 	// herald_rule_reloads_total metrics. Default: none.
 	Registerer prometheus.Registerer

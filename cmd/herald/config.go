@@ -64,6 +64,14 @@ type nodeConfig struct {
 	// further off fires, prunes and expires nothing and hands leadership
 	// over; a follower that sees the leader's stamps further off warns.
 	MaxClockSkew string `yaml:"max_clock_skew"`
+	// Retention is how long finished deliveries are kept (a duration;
+	// default 7 days, engine.RetentionDefault). LedgerRetention is how
+	// long a pruned run's key is still refused, so its slot cannot fire
+	// again (default 90 days, engine.LedgerRetentionDefault): it must be
+	// longer than Retention and than every rule's catchup, or a slot
+	// forgotten by the ledger could be caught up and sent twice.
+	Retention       string `yaml:"retention"`
+	LedgerRetention string `yaml:"ledger_retention"`
 	// Channels are the channel instances by name: {plugin: NAME, ...the
 	// plugin's own keys}. Values may reference ${ENV} variables (secrets).
 	Channels map[string]map[string]any `yaml:"channels"`
@@ -126,6 +134,8 @@ func (c *nodeConfig) keys() []configKey {
 		{"plan_ahead", "plan-ahead", "plan and replicate a scheduled slot this long before it (default 1m, at most 10m; 0s: at the slot)", &c.PlanAhead, nil},
 		{"audit_retention", "audit-retention", "keep audit records this long (default 2160h: 90 days)", &c.AuditRetention, nil},
 		{"max_clock_skew", "max-clock-skew", "how far a member's clock may be from the majority's before a leader holds firing, pruning and expiry and hands leadership over (default 10s, 1s to 1h)", &c.MaxClockSkew, nil},
+		{"retention", "retention", "keep finished deliveries this long (default 168h: 7 days; at least 1h)", &c.Retention, nil},
+		{"ledger_retention", "ledger-retention", "refuse a pruned run's slot this long (default 2160h: 90 days; longer than retention and every rule's catchup)", &c.LedgerRetention, nil},
 		{"raft_timeouts", "raft-timeouts", "Raft failure detection: lan (default), wan, or heartbeat=D,election=D,lease=D", &c.RaftTimeouts, nil},
 		{"rule_memory_limit", "rule-memory-limit", "stop a rule call that grows the node's memory by more than this (default 128MiB; KiB, MiB or GiB, at least 16MiB)", &c.RuleMemoryLimit, nil},
 		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty", &c.PprofAddr, nil},
@@ -271,6 +281,9 @@ func (c *nodeConfig) validate() error {
 	}
 	if _, err := parseRuleMemoryLimit(c.RuleMemoryLimit); err != nil {
 		return fmt.Errorf("config: rule_memory_limit %q: %w", c.RuleMemoryLimit, err)
+	}
+	if _, _, err := c.retentions(); err != nil {
+		return err
 	}
 	if _, err := parseRaftTimeouts(c.RaftTimeouts); err != nil {
 		return fmt.Errorf("config: raft_timeouts %q: %w", c.RaftTimeouts, err)
@@ -429,6 +442,30 @@ func parseMaxClockSkew(s string) (time.Duration, error) {
 		return 0, errors.New("want a duration from 1s to 1h, such as 10s")
 	}
 	return d, nil
+}
+
+// retentions reads retention and ledger_retention ("" is each one's
+// default). The ledger must outlive the deliveries: a run key it forgot
+// while the run's deliveries were still kept would let the slot fire again.
+// Every rule's catchup is checked against the ledger where rules load
+// (rules.Config.MaxCatchup).
+func (c *nodeConfig) retentions() (retention, ledger time.Duration, err error) {
+	retention, ledger = engine.RetentionDefault, engine.LedgerRetentionDefault
+	if c.Retention != "" {
+		if retention, err = time.ParseDuration(c.Retention); err != nil || retention < time.Hour {
+			return 0, 0, fmt.Errorf("config: retention %q: want a duration of at least 1h, such as 168h (7 days)", c.Retention)
+		}
+	}
+	if c.LedgerRetention != "" {
+		if ledger, err = time.ParseDuration(c.LedgerRetention); err != nil || ledger <= 0 {
+			return 0, 0, fmt.Errorf("config: ledger_retention %q: want a duration such as 2160h (90 days)", c.LedgerRetention)
+		}
+	}
+	if ledger <= retention {
+		return 0, 0, fmt.Errorf("config: ledger_retention %s must be longer than retention %s: a pruned run's slot must stay refused after its deliveries are gone, or it could fire again",
+			ledger, retention)
+	}
+	return retention, ledger, nil
 }
 
 // planAheadDefault is plan_ahead when it is not set.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -99,6 +100,71 @@ func TestMaxClockSkewConfig(t *testing.T) {
 	require.Equal(t, "20s", c.MaxClockSkew)
 	_, err = load("--max-clock-skew", "2h")
 	require.ErrorContains(t, err, `config: max_clock_skew "2h": want a duration from 1s to 1h, such as 10s`)
+}
+
+// TestRetentionConfig: retention and ledger_retention default to 7 and 90
+// days, and a ledger not longer than retention is refused, naming both.
+func TestRetentionConfig(t *testing.T) {
+	base := nodeConfig{NodeID: "n1", DataDir: "d", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}
+	r, l, err := base.retentions()
+	require.NoError(t, err)
+	require.Equal(t, [2]time.Duration{7 * 24 * time.Hour, 90 * 24 * time.Hour}, [2]time.Duration{r, l})
+	c := base
+	c.Retention, c.LedgerRetention = "720h", "2161h"
+	r, l, err = c.retentions()
+	require.NoError(t, err)
+	require.Equal(t, [2]time.Duration{720 * time.Hour, 2161 * time.Hour}, [2]time.Duration{r, l})
+	for _, tc := range []struct{ retention, ledger, err string }{
+		{"2160h", "", "config: ledger_retention 2160h0m0s must be longer than retention 2160h0m0s"},
+		{"", "168h", "config: ledger_retention 168h0m0s must be longer than retention 168h0m0s"},
+		{"48h", "24h", "config: ledger_retention 24h0m0s must be longer than retention 48h0m0s"},
+		{"30m", "", `config: retention "30m": want a duration of at least 1h`},
+		{"7d", "", `config: retention "7d": want a duration of at least 1h`},
+		{"", "-1h", `config: ledger_retention "-1h": want a duration`},
+	} {
+		c := base
+		c.Retention, c.LedgerRetention = tc.retention, tc.ledger
+		require.ErrorContains(t, c.validate(), tc.err, tc)
+	}
+}
+
+// TestRetentionConfigKeys: both keys are read from the file, HERALD_* and
+// flags like every other key.
+func TestRetentionConfigKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "n.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("node_id: n1\ndata_dir: d\nraft_addr: 127.0.0.1:1\nhttp_addr: 127.0.0.1:2\nretention: 24h\nledger_retention: 48h\n"), 0o600))
+	t.Setenv("HERALD_LEDGER_RETENTION", "72h")
+	var cfg nodeConfig
+	cmd := newAgentCmd()
+	require.NoError(t, cmd.Flags().Set("config", path))
+	require.NoError(t, cmd.Flags().Set("retention", "36h"))
+	require.NoError(t, cfg.load(cmd))
+	r, l, err := cfg.retentions()
+	require.NoError(t, err)
+	require.Equal(t, [2]time.Duration{36 * time.Hour, 72 * time.Hour}, [2]time.Duration{r, l})
+}
+
+// TestLedgerShorterThanACatchupRefusesToStart: a node whose
+// ledger_retention is not longer than a rule's catchup does not start, and
+// says which rule.
+func TestLedgerShorterThanACatchupRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	rulesDir := filepath.Join(dir, "rules")
+	require.NoError(t, os.MkdirAll(rulesDir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(rulesDir, "late.lua"), []byte(`return rule {
+  name = "late", channel = "mock", schedule = "0 9 * * *",
+  catchup = "72h",
+  recipients = function(run) return { "alice" } end,
+  message = function(run, to) return { content = "hi" } end,
+}
+`), 0o600))
+	cfg := nodeConfig{NodeID: "n1", DataDir: filepath.Join(dir, "n1"), RaftAddr: freeAddr(t), HTTPAddr: freeAddr(t), Bootstrap: true,
+		Rules: rulesDir, Retention: "24h", LedgerRetention: "48h", devTimeouts: true, raftLogLevel: "error"}
+	require.NoError(t, cfg.validate())
+	_, err := startNode(context.Background(), cfg, newLogger("error"))
+	require.ErrorContains(t, err, "config: ledger_retention 48h0m0s is not longer than every rule's catchup: late.lua:3: catchup 72h0m0s is not shorter than ledger_retention 48h0m0s")
+	_, statErr := os.Stat(filepath.Join(cfg.DataDir, "raft.db"))
+	require.True(t, os.IsNotExist(statErr), "refused before Raft opened the data dir")
 }
 
 // readmeSecureConfig is the three-node config of the README's "Securing

@@ -191,9 +191,17 @@ func (n *node) loadRules(reg prometheus.Registerer, cals *calendar.Registry) err
 	// A rule naming a channel this node does not have is refused at load
 	// (broken, last good version kept), not left to expire at its deadline.
 	memoryLimit, _ := parseRuleMemoryLimit(n.cfg.RuleMemoryLimit) // validated by load
-	n.rules, err = rules.Load(rules.Config{Dir: n.cfg.Rules, Logger: n.log, Registerer: reg, Calendars: cals, Channels: n.cfg.channelNames(), MemoryLimit: memoryLimit})
+	// A rule whose catchup is not shorter than ledger_retention is refused
+	// the same way on a reload; at start it refuses the node: this
+	// ledger_retention is too short for these rules.
+	_, ledger, _ := n.cfg.retentions() // validated by load
+	n.rules, err = rules.Load(rules.Config{Dir: n.cfg.Rules, Logger: n.log, Registerer: reg, Calendars: cals, Channels: n.cfg.channelNames(),
+		MemoryLimit: memoryLimit, MaxCatchup: ledger})
 	if err != nil {
 		return fmt.Errorf("rules: %w", err)
+	}
+	if errs := n.rules.CatchupErrors(); len(errs) > 0 {
+		return fmt.Errorf("config: ledger_retention %s is not longer than every rule's catchup: %w", ledger, errors.Join(errs...))
 	}
 	return nil
 }
@@ -316,6 +324,7 @@ func (n *node) newLeaderRun(reg prometheus.Registerer, schedules func(engine.Rul
 	planAhead, _ := parsePlanAhead(cfg.PlanAhead)                // validated by load
 	auditRetention, _ := parseAuditRetention(cfg.AuditRetention) // validated by load
 	maxClockSkew, _ := parseMaxClockSkew(cfg.MaxClockSkew)       // validated by load
+	retention, ledger, _ := cfg.retentions()                     // validated by load
 	planSeconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herald_plan_seconds",
 		Help:    "Time this node, as leader, took to plan a run: phase evaluate (the rule) or replicate (its deliveries through Raft).",
@@ -333,8 +342,9 @@ func (n *node) newLeaderRun(reg prometheus.Registerer, schedules func(engine.Rul
 				planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())
 			},
 		},
-		HousekeeperConfig: leader.HousekeeperConfig{DisplayZone: n.zone, AuditRetention: auditRetention},
-		DirectoryConfig:   leader.DirectoryConfig{DirectoryRefresh: n.dirRefresh},
+		HousekeeperConfig: leader.HousekeeperConfig{DisplayZone: n.zone, AuditRetention: auditRetention,
+			Retention: retention, LedgerRetention: ledger},
+		DirectoryConfig: leader.DirectoryConfig{DirectoryRefresh: n.dirRefresh},
 		ClockConfig: leader.ClockConfig{
 			Clocks: memberClocks{node: n.raft, fsm: n.fsm}, MaxClockSkew: maxClockSkew, Transfer: n.raft.TransferLeadershipTo,
 		},
