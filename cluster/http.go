@@ -34,6 +34,7 @@ const clusterPrefix = "/v1/cluster/"
 //	POST /v1/cluster/join   {id, raft_addr, http_addr}  add a voter (forwarded to the leader)
 //	POST /v1/cluster/leave                              this node leaves the cluster
 //	POST /v1/cluster/remove {id}                        remove a member (forwarded to the leader)
+//	POST /v1/cluster/transfer-leader {id?}              hand leadership to id, or to any voter (forwarded to the leader)
 //	GET  /v1/cluster/status                             this node's view of the cluster
 //	GET  /v1/cluster/report                             this member's report of itself (memberreport.go)
 func (n *Node) Handler() http.Handler {
@@ -45,6 +46,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST "+clusterPrefix+"join", n.peerOnly(n.handleJoin))
 	mux.HandleFunc("POST "+clusterPrefix+"remove", n.handleRemove)
 	mux.HandleFunc("POST "+clusterPrefix+"leave", n.handleLeave)
+	mux.HandleFunc("POST "+clusterPrefix+"transfer-leader", n.handleTransferLeader)
 	mux.HandleFunc(clusterPrefix, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no cluster endpoint %s %s", r.Method, r.URL.Path))
 	})

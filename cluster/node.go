@@ -101,6 +101,10 @@ type Node struct {
 	shutdownErr  error
 	shutdownCh   chan struct{}
 
+	// beforeRaftShutdown, set by tests, runs in Shutdown just before Raft
+	// stops.
+	beforeRaftShutdown func()
+
 	// failed closes when the node finds it must not go on (see Failed).
 	failOnce sync.Once
 	failErr  error
@@ -548,18 +552,23 @@ func (n *Node) Status() Status {
 	return st
 }
 
-// Shutdown stops background work, the leader work of RunLeader (and waits
-// for it to return), then Raft, and closes the stores. It does not leave the
+// Shutdown hands leadership over when this node leads (HandOver), stops
+// background work, the leader work of RunLeader (and waits for it to
+// return), then Raft, and closes the stores. It does not leave the
 // cluster: a restart with the same data dir resumes. Do not call it from
 // inside a lead func: it would wait for itself.
 func (n *Node) Shutdown() error {
 	n.shutdownOnce.Do(func() {
+		n.HandOver()
 		n.runMu.Lock()
 		close(n.shutdownCh)
 		n.runMu.Unlock()
 		n.bgCancel()
 		n.bg.Wait()
 		n.runners.Wait()
+		if n.beforeRaftShutdown != nil {
+			n.beforeRaftShutdown()
+		}
 		n.shutdownErr = n.raft.Shutdown().Error()
 		n.metrics.unregister()
 		n.closeResources()

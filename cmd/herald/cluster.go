@@ -40,6 +40,8 @@ func newClusterCmd() *cobra.Command {
   herald cluster remove ID                 remove a member (e.g. a dead machine)
   herald cluster recover --data-dir DIR    after a lost quorum, on a stopped survivor:
                                            make it the only voter (offline)
+  herald cluster transfer-leader [ID]      hand leadership to ID (or to any voter) before a planned stop
+  herald cluster compact --data-dir DIR    shrink a stopped node's raft.db
 
 A new node usually joins on its own with "herald agent --join MEMBER".`,
 	}
@@ -170,7 +172,30 @@ old entry; the same id at the same address changes nothing.`,
 		},
 	}
 
-	cmd.AddCommand(status, join, leave, remove, newClusterRecoverCmd())
+	transfer := &cobra.Command{
+		Use:   "transfer-leader [ID]",
+		Short: "Hand leadership to member ID, or to any other voter (needs an admin token)",
+		Long: `Move leadership without an election gap: the leader brings the member up to
+date and tells it to stand at once, so no slot waits for an election
+timeout. Before a planned stop of the leader's machine; the agent does the
+same by itself when it is stopped with SIGTERM while it leads.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out cluster.TransferResponse
+			if err := call(cmd, func(ctx context.Context, c *cluster.Client) error {
+				return whileElecting(ctx, func() (err error) {
+					out, err = c.TransferLeader(ctx, firstArg(args))
+					return err
+				})
+			}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s leads\n", out.Leader)
+			return nil
+		},
+	}
+
+	cmd.AddCommand(status, join, leave, remove, transfer, newClusterRecoverCmd(), newClusterCompactCmd())
 	return cmd
 }
 
@@ -196,4 +221,12 @@ func whileElecting(ctx context.Context, f func() error) error {
 			return err
 		}
 	}
+}
+
+// firstArg is args[0], or "" when there is none.
+func firstArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }

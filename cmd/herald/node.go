@@ -382,9 +382,14 @@ func (n *node) startBackground(nctx context.Context, reg prometheus.Registerer, 
 	})
 }
 
-// stop shuts the node down: leader loops (cancelling sends in flight), the
+// stop shuts the node down: a leader first hands leadership over (so that
+// a planned restart costs no election: the next leader's loops start while
+// these wind down), then leader loops (cancelling sends in flight), the
 // rule watcher, HTTP, Raft, then the plugins.
 func (n *node) stop() {
+	if n.raft != nil {
+		n.raft.HandOver()
+	}
 	n.cancel()
 	if n.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

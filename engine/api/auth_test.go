@@ -171,6 +171,7 @@ func TestRouteRoleDefaults(t *testing.T) {
 		{http.MethodPost, "/v1/cluster/join", api.RoleAdmin},
 		{http.MethodPost, "/v1/cluster/leave", api.RoleAdmin},
 		{http.MethodPost, "/v1/cluster/remove", api.RoleAdmin},
+		{http.MethodPost, "/v1/cluster/transfer-leader", api.RoleAdmin},
 		{http.MethodPost, "/v1/cluster/anything", api.RoleAdmin},
 		{http.MethodGet, "/v1/cluster/status", api.RoleRead},
 		{http.MethodGet, "/ui/", api.RolePublic},
