@@ -112,6 +112,6 @@ func newDeliveriesCmd() *cobra.Command {
 			return cliout.EmitJSON(cmd, d)
 		},
 	}
-	cmd.AddCommand(list, get, newDeliveriesRetryCmd(&f))
+	cmd.AddCommand(list, get, newDeliveriesRetryCmd(&f), newDeliveriesExportCmd(&f))
 	return cmd
 }

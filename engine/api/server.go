@@ -162,6 +162,7 @@ func New(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.HandleFunc("GET /v1/deliveries", s.deliveries)
+	mux.HandleFunc("GET /v1/deliveries/export", s.exportDeliveries)
 	mux.HandleFunc("GET /v1/deliveries/{id}", s.delivery)
 	mux.HandleFunc("GET /v1/runs", s.runs)
 	mux.HandleFunc("GET /v1/alerts", s.alerts)
