@@ -21,6 +21,7 @@ func TestWipedBootstrapNodeRejoins(t *testing.T) {
 	require.NotEmpty(t, id)
 
 	n1 := nodes[0]
+	n1.node.noHandOver = true // lost as in a crash: no leader for a moment
 	n1.stop()
 	require.NoError(t, os.RemoveAll(n1.dir))
 	back := newTestNode(t, nodeOpts{id: "n1", dir: n1.dir, raftAddr: n1.raftAddr, bootstrap: true})
@@ -42,6 +43,7 @@ func TestWipedBootstrapNodeRejoinsViaPeers(t *testing.T) {
 	id := nodes[1].node.ClusterID()
 
 	n1 := nodes[0]
+	n1.node.noHandOver = true // lost as in a crash: no leader for a moment
 	n1.stop()
 	require.NoError(t, os.RemoveAll(n1.dir))
 	back := newTestNode(t, nodeOpts{id: "n1", dir: n1.dir, bootstrap: true, modify: func(c *Config) {
@@ -88,6 +90,7 @@ func TestAbsorbedBootstrapNodeFails(t *testing.T) {
 	nodes := newCluster(t, 3, nil, nil)
 	apply(t, nodes, setCmd("k", "v"))
 	n1 := nodes[0]
+	n1.node.noHandOver = true // lost as in a crash: no leader for a moment
 	n1.stop()
 	require.NoError(t, os.RemoveAll(n1.dir))
 	back := newTestNode(t, nodeOpts{id: "n1", dir: n1.dir, raftAddr: n1.raftAddr, bootstrap: true,

@@ -102,8 +102,10 @@ type Node struct {
 	shutdownCh   chan struct{}
 
 	// beforeRaftShutdown, set by tests, runs in Shutdown just before Raft
-	// stops.
+	// stops. noHandOver, set by tests, makes Shutdown stop a leader as a
+	// crash would: without handing leadership over.
 	beforeRaftShutdown func()
+	noHandOver         bool
 
 	// failed closes when the node finds it must not go on (see Failed).
 	failOnce sync.Once
@@ -559,7 +561,9 @@ func (n *Node) Status() Status {
 // inside a lead func: it would wait for itself.
 func (n *Node) Shutdown() error {
 	n.shutdownOnce.Do(func() {
-		n.HandOver()
+		if !n.noHandOver {
+			n.HandOver()
+		}
 		n.runMu.Lock()
 		close(n.shutdownCh)
 		n.runMu.Unlock()
