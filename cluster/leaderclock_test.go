@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
 	"sync"
@@ -9,35 +8,19 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/engine/enginetest"
 )
-
-// syncBuffer is a log sink the node's goroutines and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A leader whose stamps run an hour ahead: each follower's gauge says
 // +1h and, once three looks in a row agree, it warns, naming the leader;
 // the leader's own gauge stays 0.
 func TestFollowerSaysTheLeadersClockIsOff(t *testing.T) {
 	t.Parallel()
-	logs := map[string]*syncBuffer{}
+	logs := map[string]*enginetest.Buffer{}
 	var mu sync.Mutex
 	nodes := newCluster(t, 3, nil, func(c *Config) {
-		b := &syncBuffer{}
+		b := &enginetest.Buffer{}
 		mu.Lock()
 		logs[c.NodeID] = b
 		mu.Unlock()

@@ -16,13 +16,15 @@ import (
 	"github.com/heraldhq/herald/engine/leader"
 )
 
-// refusingSender sends to everyone but refuse, whose messages fail for
+// recipientRefusingSender sends to everyone but refuse, whose messages fail for
 // good (WeCom's "userid not found").
-type refusingSender struct{ refuse string }
+type recipientRefusingSender struct{ refuse string }
 
-func (refusingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration { return 0 }
+func (recipientRefusingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration {
+	return 0
+}
 
-func (s refusingSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
+func (s recipientRefusingSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
 	out := make([]heraldtype.Result, len(batch))
 	for i, m := range batch {
 		out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusSent, ProviderID: "msg-" + m.ID}
@@ -48,7 +50,7 @@ func TestCompensationThroughLeader(t *testing.T) {
 	// follow_up's reminders go then.
 	now := due.Add(10*time.Minute + time.Second)
 	l, err := leader.New(leader.Config{
-		NodeID: "n1", FSM: node.FSM, Replicator: node, Rules: s, Sender: refusingSender{refuse: "wangfang"},
+		NodeID: "n1", FSM: node.FSM, Replicator: node, Rules: s, Sender: recipientRefusingSender{refuse: "wangfang"},
 		ScheduleFunc: func(engine.Rule) (engine.Schedule, error) { return nil, errors.New("no scheduled rules here") },
 		NowFunc:      func() time.Time { return now },
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),

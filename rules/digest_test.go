@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,34 +14,8 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest"
-	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/leader"
 )
-
-// recordingSender sends everything and remembers it.
-type recordingSender struct {
-	mu   sync.Mutex
-	sent []heraldtype.Message
-}
-
-func (*recordingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration { return 0 }
-
-func (s *recordingSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]heraldtype.Result, len(batch))
-	for i, m := range batch {
-		s.sent = append(s.sent, m)
-		out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusSent, ProviderID: "msg-" + m.ID}
-	}
-	return out, nil
-}
-
-func (s *recordingSender) all() []heraldtype.Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]heraldtype.Message(nil), s.sent...)
-}
 
 // TestFollowUpDigestThroughLeader: the example follow_up, run by the
 // engine's leader: 30 customers due for wangfang at 09:00 and one for
@@ -60,7 +33,7 @@ func TestFollowUpDigestThroughLeader(t *testing.T) {
 	node.MustApply(t, engine.CmdSubmitTask, engine.SubmitTask{Key: "follow-l", Rule: "follow_up", DueAt: nine.Add(time.Minute),
 		Now: nine.Add(-time.Hour), Data: []byte(`{"customer":"华东机电","owner":"lina"}`)})
 
-	sender := &recordingSender{}
+	sender := &enginetest.Sender{}
 	now := nine.Add(10*time.Minute + time.Second) // the window 09:00–09:10 has ended
 	l, err := leader.New(leader.Config{
 		NodeID: "n1", FSM: node.FSM, Replicator: node, Rules: s, Sender: sender,
@@ -83,7 +56,7 @@ func TestFollowUpDigestThroughLeader(t *testing.T) {
 		}
 		return n >= 32 // 31 reminders and the digest (more: a digest too many, caught below)
 	}, 10*time.Second, 5*time.Millisecond, "not everything was sent")
-	sent := sender.all()
+	sent := sender.Sent()
 	require.Len(t, sent, 2)
 	byWho := map[string]string{}
 	for _, m := range sent {

@@ -190,7 +190,7 @@ func (w *memWatch) loop() {
 		if !triggered {
 			continue
 		}
-		runtime.GC() // what is still live after a collection is held
+		runtime.GC() // what is still live after a collection is kept
 		m.read()
 		live := m.live()
 		w.mu.Lock()

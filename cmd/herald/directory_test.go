@@ -18,7 +18,6 @@ import (
 
 	"github.com/heraldhq/herald/engine"
 	"github.com/heraldhq/herald/engine/enginetest"
-	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/engine/leader"
 	"github.com/heraldhq/herald/engine/schedule"
 	"github.com/heraldhq/herald/plugins/wecom"
@@ -57,17 +56,6 @@ func bigCorp(n int) wecomfake.CorpConfig {
 	return c
 }
 
-type okSender struct{}
-
-func (okSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration { return 0 }
-func (okSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
-	out := make([]heraldtype.Result, len(batch))
-	for i, o := range batch {
-		out[i] = heraldtype.Result{ID: o.ID, Status: heraldtype.StatusSent}
-	}
-	return out, nil
-}
-
 // Against the fake WeCom: 1,000 people in 12 departments and 3 tags. The
 // leader reads the directory and replicates it; the weekly_report run
 // records the snapshot's hash and reaches every department leader with
@@ -99,7 +87,7 @@ func TestDirectoryFromFakeWecom(t *testing.T) {
 	clock := enginetest.NewClock(time.Date(2026, 11, 23, 9, 0, 30, 0, time.FixedZone("CST", 8*3600)))
 	refresh := make(chan struct{}, 1)
 	lead, err := leader.New(leader.Config{
-		NodeID: "n1", FSM: repl.FSM, Replicator: repl, Rules: set, Sender: okSender{},
+		NodeID: "n1", FSM: repl.FSM, Replicator: repl, Rules: set, Sender: &enginetest.Sender{},
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, set.Calendars())
 		},

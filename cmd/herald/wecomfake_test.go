@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,38 +8,20 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/engine/enginetest"
 	"github.com/heraldhq/herald/plugins/wecomfake"
 )
-
-// lockedBuffer is an io.Writer safe to read while the command writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestWecomFakeCommand(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &lockedBuffer{}
+	out := &enginetest.Buffer{}
 	cmd := newWecomFakeCmd()
 	cmd.SetOut(out)
 	cmd.SetArgs([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"})
@@ -86,7 +67,7 @@ func TestWecomFakeCommandBadConfig(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fake.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("token_mode: wobbly\n"), 0o600))
 	cmd := newWecomFakeCmd()
-	cmd.SetOut(&lockedBuffer{})
+	cmd.SetOut(&enginetest.Buffer{})
 	cmd.SetErr(io.Discard)
 	cmd.SetArgs([]string{"--config", path, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"})
 	err := cmd.ExecuteContext(context.Background())

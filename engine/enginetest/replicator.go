@@ -1,5 +1,6 @@
 // Package enginetest holds what tests of packages built on the engine
-// share: a one-node replicated log.
+// share: a one-node replicated log, a hand-moved clock, fixed rules and a
+// recording sender.
 package enginetest
 
 import (

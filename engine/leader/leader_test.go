@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/enginetest"
 	"github.com/heraldhq/herald/engine/enginetest/poll"
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
@@ -69,43 +70,6 @@ func (s *staticRules) OnFailed(context.Context, string, engine.RunContext, engin
 	return nil
 }
 
-// recordingSender accepts everything and records what it was asked to send.
-type recordingSender struct {
-	mu   sync.Mutex
-	sent map[string]int // idempotency key → sends
-	fail int            // fail this many sends first (retryable)
-}
-
-func (s *recordingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration {
-	return 0
-}
-
-func (s *recordingSender) Send(_ context.Context, _ string, batch []heraldtype.Message) ([]heraldtype.Result, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]heraldtype.Result, len(batch))
-	for i, m := range batch {
-		if s.fail > 0 {
-			s.fail--
-			out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusRetryable, Error: "busy"}
-			continue
-		}
-		s.sent[m.IdempotencyKey]++
-		out[i] = heraldtype.Result{ID: m.ID, Status: heraldtype.StatusSent, ProviderID: "p-" + m.ID}
-	}
-	return out, nil
-}
-
-func (s *recordingSender) count() (keys, sends int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, n := range s.sent {
-		keys++
-		sends += n
-	}
-	return
-}
-
 // everySecond is a schedule with a slot on every whole second.
 type everySecond struct{}
 
@@ -115,7 +79,7 @@ func (everySecond) Next(after time.Time) (time.Time, bool) {
 
 type leaderBundle struct {
 	log    *localLog
-	sender *recordingSender
+	sender *enginetest.Sender
 	rules  *staticRules
 	leader *Leader
 }
@@ -123,7 +87,7 @@ type leaderBundle struct {
 func setupLeader(t *testing.T) *leaderBundle {
 	b := &leaderBundle{
 		log:    &localLog{fsm: engine.NewFSM(), term: 1, leader: true},
-		sender: &recordingSender{sent: map[string]int{}},
+		sender: &enginetest.Sender{},
 		rules:  &staticRules{rules: []engine.Rule{{Name: "tick", Schedule: "@every 1s", Channel: "mock"}}},
 	}
 	l, err := New(Config{
@@ -147,13 +111,13 @@ func TestLeaderFiresPlansAndSendsOncePerSlot(t *testing.T) {
 	done := make(chan struct{})
 	go func() { b.leader.Run(ctx); close(done) }()
 	waitFor(t, "three slots sent", func() bool {
-		keys, _ := b.sender.count()
+		keys, _ := b.sender.Count()
 		return keys >= 6
 	})
 	cancel()
 	<-done
 
-	keys, sends := b.sender.count()
+	keys, sends := b.sender.Count()
 	require.Equal(t, keys, sends, "a key was sent twice")
 	runs := b.log.fsm.Runs(nil)
 	for i := 1; i < len(runs); i++ {
@@ -165,7 +129,7 @@ func TestLeaderRetriesThenSends(t *testing.T) {
 	t.Parallel()
 	b := setupLeader(t)
 	b.rules.rules[0].Retry = []time.Duration{time.Millisecond, time.Millisecond}
-	b.sender.fail = 2
+	b.sender.FailNext(2)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
@@ -217,15 +181,13 @@ func TestNewLeaderFinishesOldLeadersWork(t *testing.T) {
 	})
 	cancel()
 	<-done
-	b.sender.mu.Lock()
-	defer b.sender.mu.Unlock()
-	require.Equal(t, 1, b.sender.sent[engine.DeliveryID(key, "alice")])
+	require.Equal(t, 1, b.sender.Sends(engine.DeliveryID(key, "alice")))
 }
 
-// refusingSender's channel is always full.
-type refusingSender struct{ recordingSender }
+// fullChannelSender's channel is always full: Admit makes every message wait.
+type fullChannelSender struct{ enginetest.Sender }
 
-func (*refusingSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration {
+func (*fullChannelSender) Admit(string, string, heraldtype.Priority, time.Time) time.Duration {
 	return time.Hour
 }
 
@@ -234,7 +196,7 @@ func (*refusingSender) Admit(string, string, heraldtype.Priority, time.Time) tim
 func TestExecutorWaitsOutRateLimits(t *testing.T) {
 	t.Parallel()
 	b := setupLeader(t)
-	b.leader.cfg.Sender = &refusingSender{}
+	b.leader.cfg.Sender = &fullChannelSender{}
 	now := time.Now()
 	fb := &fsmBundle{t: t, fsm: b.log.fsm, term: 1}
 	key := engine.RunKey("tick", now)
@@ -267,7 +229,7 @@ func (r *blockingRules) Plan(ctx context.Context, _ string, _ engine.RunContext)
 
 // blockingSender sends until the context ends.
 type blockingSender struct {
-	recordingSender
+	enginetest.Sender
 	sending chan struct{}
 }
 
@@ -360,7 +322,7 @@ func TestUnconfirmedLeadershipHandsClaimsBack(t *testing.T) {
 	require.Zero(t, d.Attempts)
 	require.WithinDuration(t, time.Now().Add(time.Second), d.NextAt, time.Second)
 	require.Empty(t, b.log.fsm.Alerts())
-	keys, _ := b.sender.count()
+	keys, _ := b.sender.Count()
 	require.Zero(t, keys, "nothing was sent")
 }
 

@@ -1,7 +1,6 @@
 package wecom_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 
+	"github.com/heraldhq/herald/engine/enginetest"
 	"github.com/heraldhq/herald/engine/heraldtype"
 	"github.com/heraldhq/herald/plugins/host"
 	"github.com/heraldhq/herald/plugins/sdk"
@@ -24,27 +24,31 @@ import (
 	"github.com/heraldhq/herald/plugins/wecomfake"
 )
 
-// clock is a manual clock shared by the channel, the fake and the driver.
-type clock struct {
+// forwardClock is a manual clock shared by the channel, the fake and the
+// driver. Unlike enginetest.Clock it never goes back: Set to an earlier
+// time changes nothing, so the driver and a test may both move it.
+type forwardClock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)} }
+func newForwardClock() *forwardClock {
+	return &forwardClock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
+}
 
-func (c *clock) Now() time.Time {
+func (c *forwardClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
 }
 
-func (c *clock) Advance(d time.Duration) {
+func (c *forwardClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
 }
 
-func (c *clock) Set(t time.Time) {
+func (c *forwardClock) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t.After(c.t) {
@@ -54,29 +58,11 @@ func (c *clock) Set(t time.Time) {
 
 // env is a fake WeCom on loopback and a channel pointed at it, on one clock.
 type env struct {
-	clock *clock
+	clock *forwardClock
 	fake  *wecomfake.Server
 	api   *httptest.Server
 	ch    *wecom.Channel
-	logs  *syncBuffer
-}
-
-// syncBuffer collects log output from concurrent senders.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs  *enginetest.Buffer
 }
 
 // members makes a corp config with the demo app, a robot, and n members
@@ -102,7 +88,7 @@ func setup(t testing.TB, cfg wecomfake.Config, extra string) *env {
 // channel.
 func fakeOnly(t testing.TB, cfg wecomfake.Config) *env {
 	t.Helper()
-	e := &env{clock: newClock(), logs: &syncBuffer{}}
+	e := &env{clock: newForwardClock(), logs: &enginetest.Buffer{}}
 	cfg.NowFunc = e.clock.Now
 	e.fake = wecomfake.New(cfg)
 	e.api = httptest.NewServer(e.fake.Handler())
@@ -168,7 +154,7 @@ func contents(f *wecomfake.Server, userID string) []string {
 type driver struct {
 	t         *testing.T
 	ch        sdk.Channel
-	clock     *clock
+	clock     *forwardClock
 	batchSize int
 	backoff   []time.Duration
 	admit     func(recipient string, now time.Time) time.Duration
@@ -181,7 +167,7 @@ type outcome struct {
 	rateLimited int // times it waited for a rate limit
 }
 
-func newDriver(t *testing.T, ch sdk.Channel, c *clock) *driver {
+func newDriver(t *testing.T, ch sdk.Channel, c *forwardClock) *driver {
 	return &driver{
 		t: t, ch: ch, clock: c, batchSize: 20,
 		backoff: []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute},
