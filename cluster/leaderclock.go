@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -86,23 +84,13 @@ func (n *Node) watchLeaderClock(ctx context.Context) {
 // stamp showed (0 on the leader, and before any stamp was seen).
 func (n *Node) LeaderClockOffset() time.Duration { return time.Duration(n.leaderOffset.Load()) }
 
-// TransferLeadershipTo hands leadership to the voter id and returns once
-// raft has done it (or failed to).
+// TransferLeadershipTo hands leadership to the voter id (the clock watch's
+// handover) and returns once this node knows the new leader; it is
+// transfer-leader's transferTo, behind a check that this node leads.
 func (n *Node) TransferLeadershipTo(ctx context.Context, id string) error {
-	if n.raft.State() != raft.Leader {
+	if !n.IsLeader() {
 		return n.errNotLeader()
 	}
-	cf := n.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return mapRaftErr(err)
-	}
-	for _, s := range cf.Configuration().Servers {
-		if string(s.ID) == id && s.Suffrage == raft.Voter {
-			if err := wait(ctx, n.raft.LeadershipTransferToServer(s.ID, s.Address)); err != nil {
-				return fmt.Errorf("leadership transfer to %s: %w", id, err)
-			}
-			return nil
-		}
-	}
-	return errors.New("leadership transfer: " + id + " is not a voter")
+	_, err := n.transferTo(ctx, id)
+	return err
 }

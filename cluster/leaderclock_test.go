@@ -55,7 +55,7 @@ func TestTransferLeadershipTo(t *testing.T) {
 	nodes := newCluster(t, 3, nil, nil)
 	leader := leaderOf(t, nodes)
 	to := followersOf(nodes, leader)[1]
-	require.ErrorContains(t, leader.node.TransferLeadershipTo(ctxT(t), "n9"), "n9 is not a voter")
+	require.ErrorIs(t, leader.node.TransferLeadershipTo(ctxT(t), "n9"), ErrUnknownMember)
 	require.NoError(t, leader.node.TransferLeadershipTo(ctxT(t), to.id))
 	require.Eventually(t, func() bool { return to.node.IsLeader() }, waitTimeout, 10*time.Millisecond)
 }

@@ -365,13 +365,8 @@ func (n *Node) transferLeadership(ctx context.Context) error {
 		return err
 	}
 	n.log.Info("transferring leadership before leaving")
-	if err := wait(ctx, n.raft.LeadershipTransfer()); err != nil {
-		return fmt.Errorf("leadership transfer: %w", err)
-	}
-	return poll(ctx, n.shutdownCh, 20*time.Millisecond, func() bool {
-		_, id := n.raft.LeaderWithID()
-		return id != "" && string(id) != n.cfg.NodeID && n.LeaderHTTPAddr() != ""
-	})
+	_, err := n.transferTo(ctx, "")
+	return err
 }
 
 // reconcileSelf runs on a node restarted with existing state: until the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -78,23 +79,44 @@ func (n *Node) hasOtherVoter() bool {
 	return false
 }
 
+// transferTimedOut reports raft's error for a transfer whose target did
+// not win within an election timeout: raft makes it with fmt.Errorf and
+// exports no value for it, so its text is all there is to match.
+func transferTimedOut(err error) bool {
+	return strings.Contains(err.Error(), "leadership transfer timeout")
+}
+
 // transferTo moves leadership from this node (the leader) to voter id, or
 // to the voter Raft picks when id is "", and waits until this node knows a
 // new leader with a member record (so that writes can be forwarded to it).
 // It returns the new leader's id.
 func (n *Node) transferTo(ctx context.Context, id string) (string, error) {
-	var f raft.Future
-	if id == "" {
-		f = n.raft.LeadershipTransfer()
-	} else {
-		addr, err := n.voterAddr(id)
-		if err != nil {
+	var addr raft.ServerAddress
+	if id != "" {
+		var err error
+		if addr, err = n.voterAddr(id); err != nil {
 			return "", err
 		}
-		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
 	}
-	if err := wait(ctx, f); err != nil {
-		return "", fmt.Errorf("leadership transfer: %w", mapRaftErr(err))
+	// raft gives a transfer one election timeout for the target to win;
+	// a target slow to catch up (a loaded machine, a long log) misses it
+	// while still healthy, so try again while ctx allows and this node
+	// still leads.
+	for {
+		var f raft.Future
+		if id == "" {
+			f = n.raft.LeadershipTransfer()
+		} else {
+			f = n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
+		}
+		err := wait(ctx, f)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || !n.IsLeader() || !transferTimedOut(err) {
+			return "", fmt.Errorf("leadership transfer: %w", mapRaftErr(err))
+		}
+		n.log.Info("leadership transfer timed out; trying again", "to", id)
 	}
 	var to string
 	err := poll(ctx, n.shutdownCh, 10*time.Millisecond, func() bool {
