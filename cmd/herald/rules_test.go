@@ -98,9 +98,11 @@ func TestRulesPreviewCmd(t *testing.T) {
 // check's table, alive then, would make room for.
 func TestRulesCheckMemoryLimit(t *testing.T) {
 	dir := t.TempDir()
-	// About 60 MiB, kept: under the default 128 MiB, over 16 MiB.
+	// About 24 MiB, kept: under the default 128 MiB, over 16 MiB; small
+	// enough to build well within the 2 s time limit under -race on a busy
+	// machine (60 MiB did not, now and then).
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.lua"), []byte(
-		"local t = {}\nfor i = 1, 60 do t[i] = string.rep(\"x\", 2^20 - 64) .. i end\n"+
+		"local t = {}\nfor i = 1, 24 do t[i] = string.rep(\"x\", 2^20 - 64) .. i end\n"+
 			"return rule {\n  name = \"big\", channel = \"mock\",\n"+
 			"  recipients = function(run) return {} end,\n  message = function(run, to) return {} end,\n}\n"), 0o644))
 	out, err := runHerald(t, "rules", "check", dir)
