@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -108,6 +109,38 @@ func setupE2E(t *testing.T) *e2eCluster {
 	}
 	t.Cleanup(c.stopAll)
 	return c
+}
+
+// startTaskCluster runs the remind rule alone (API tasks, no timed rule),
+// bootstraps n1, joins n2 and n3 to it with --join, and waits for three
+// voters: the start of the recovery tests.
+func (c *e2eCluster) startTaskCluster() (n1, n2, n3 *agentProc) {
+	c.t.Helper()
+	require.NoError(c.t, os.Remove(filepath.Join(c.rules, "tick.lua")))
+	require.NoError(c.t, os.WriteFile(filepath.Join(c.rules, "remind.lua"), []byte(upgradeRemind), 0o644))
+	n1, n2, n3 = c.nodes[0], c.nodes[1], c.nodes[2]
+	c.start(n1, "--bootstrap")
+	eventually(c.t, 20*time.Second, "n1 leads", func() bool { return c.leader(n1) == n1 })
+	c.start(n2, "--join", n1.http)
+	c.start(n3, "--join", n1.http)
+	eventually(c.t, 20*time.Second, "three voters", func() bool { return votersAt(n1.http) == "n1 n2 n3" })
+	return n1, n2, n3
+}
+
+// votersAt lists the voters a node's status shows, sorted.
+func votersAt(addr string) string {
+	s, err := status(addr)
+	if err != nil {
+		return err.Error()
+	}
+	var ids []string
+	for _, m := range s.Members {
+		if m.Voter {
+			ids = append(ids, m.ID)
+		}
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, " ")
 }
 
 func (c *e2eCluster) start(n *agentProc, extra ...string) {

@@ -17,14 +17,7 @@ import (
 // delivered twice.
 func TestCorruptDataDirWipeAndRejoin(t *testing.T) {
 	c := setupE2E(t)
-	require.NoError(t, os.Remove(filepath.Join(c.rules, "tick.lua")))
-	require.NoError(t, os.WriteFile(filepath.Join(c.rules, "remind.lua"), []byte(upgradeRemind), 0o644))
-	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
-	c.start(n1, "--bootstrap")
-	eventually(t, 20*time.Second, "n1 leads", func() bool { return c.leader(n1) == n1 })
-	c.start(n2, "--join", n1.http)
-	c.start(n3, "--join", n1.http)
-	eventually(t, 20*time.Second, "three voters", func() bool { return votersAt(n1.http) == "n1 n2 n3" })
+	n1, _, n3 := c.startTaskCluster()
 	var tasks []string
 	for i := range 6 {
 		key := fmt.Sprintf("cd-%02d", i)

@@ -21,14 +21,7 @@ import (
 // join); every task is delivered, none twice.
 func TestRecoverFromALostQuorum(t *testing.T) {
 	c := setupE2E(t)
-	require.NoError(t, os.Remove(filepath.Join(c.rules, "tick.lua")))
-	require.NoError(t, os.WriteFile(filepath.Join(c.rules, "remind.lua"), []byte(upgradeRemind), 0o644))
-	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
-	c.start(n1, "--bootstrap")
-	eventually(t, 20*time.Second, "n1 leads", func() bool { return c.leader(n1) == n1 })
-	c.start(n2, "--join", n1.http)
-	c.start(n3, "--join", n1.http)
-	eventually(t, 20*time.Second, "three voters", func() bool { return votersAt(n1.http) == "n1 n2 n3" })
+	n1, _, n3 := c.startTaskCluster()
 
 	// Tasks due at once (sent before the loss) and later (due while the
 	// cluster has no quorum or after the recovery).
@@ -120,22 +113,6 @@ func TestRecoverFromALostQuorum(t *testing.T) {
 	})
 	got, raw := c.requireEachSlotOnce()
 	t.Logf("%d tasks, %d delivered to dave, each once; %d raw receipts in the outbox", len(tasks), len(got["dave"]), raw)
-}
-
-// votersAt lists the voters a node's status shows, sorted.
-func votersAt(addr string) string {
-	s, err := status(addr)
-	if err != nil {
-		return err.Error()
-	}
-	var ids []string
-	for _, m := range s.Members {
-		if m.Voter {
-			ids = append(ids, m.ID)
-		}
-	}
-	slices.Sort(ids)
-	return strings.Join(ids, " ")
 }
 
 // taskCount is how many tasks the node at addr holds.
