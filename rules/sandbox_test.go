@@ -318,7 +318,11 @@ func TestRuntimeErrorMessage(t *testing.T) {
 	s := load(t, newDir(t, map[string]string{
 		"huge.lua":  simpleRule("huge", `error(string.rep("x", 2^20))`),
 		"lines.lua": simpleRule("lines", `error("no customers\nfor today")`),
-	}))
+	}), func(c *Config) {
+		// What is checked is the message; building a 1 MiB string under
+		// -race on a loaded machine can take longer than load's 300 ms.
+		c.CallTimeout = 5 * time.Second
+	})
 	_, err := plan(t, s, "huge", "")
 	require.ErrorIs(t, err, ErrRule)
 	require.Less(t, len(err.Error()), 5<<10)
