@@ -151,18 +151,10 @@ func (n *Node) pollReports(ctx context.Context) {
 		n.reports = nil
 		n.reportsMu.Unlock()
 	}()
-	t := time.NewTicker(n.cfg.ReportInterval)
-	defer t.Stop()
-	for {
+	_ = poll(ctx, n.shutdownCh, n.cfg.ReportInterval, func() bool {
 		n.refreshReports(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.shutdownCh:
-			return
-		case <-t.C:
-		}
-	}
+		return false // until the term ends or the node stops
+	})
 }
 
 // refreshReports asks every other member at once and keeps the answers.

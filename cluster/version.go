@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -23,21 +22,13 @@ import (
 // pass it drops the records of members no longer in the Raft
 // configuration (pruneRecords) and audits recoveries (auditRecoveries).
 func (n *Node) recordVersions(ctx context.Context) {
-	t := time.NewTicker(n.cfg.ReconcileInterval)
-	defer t.Stop()
 	absent := map[string]bool{}
-	for {
+	_ = poll(ctx, n.shutdownCh, n.cfg.ReconcileInterval, func() bool {
 		n.refreshVersions(ctx)
 		n.pruneRecords(ctx, absent)
 		n.auditRecoveries(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.shutdownCh:
-			return
-		case <-t.C:
-		}
-	}
+		return false // until the term ends or the node stops
+	})
 }
 
 // refreshVersions records the build of every member that answers.
