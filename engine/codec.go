@@ -29,7 +29,14 @@ import (
 //     member applies version 2 (it has no older body), so no observation
 //     is in the log, and the guard stays unarmed, until every member
 //     reads it.
-const FSMVersion uint16 = 3
+//   - 4: the commands of issues 19–21 (removed members, events, tasks that
+//     move, card actions, recalls, approvals): command.go's block for 61–80.
+//     Admit holds each of them while a member applies version 3.
+const FSMVersion uint16 = 4
+
+// FSMClocks is the FSM version that first applied ObserveClocks: the
+// leader observes clocks once every member applies it.
+const FSMClocks uint16 = 3
 
 // CmdIgnorable is the bit of a command's type byte that tells a build that
 // does not know the type that it may skip the command. It is for commands whose loss

@@ -60,6 +60,10 @@ const (
 
 	// 49–52: issue 18's clocks (clocks.go), since FSM version 3.
 	CmdObserveClocks CommandType = 49
+
+	// 61–80: FSM version 4. 61–63 removed members (cluster revocation),
+	// 64–70 events and tasks that move, 71–76 card actions, recalls and
+	// approvals; 77–80 spare.
 )
 
 // commandSpecs is the command table: the log format (name, body versions)

@@ -208,12 +208,15 @@ func writeAudit(enc *gob.Encoder, st *state) error {
 }
 
 // snapshotFSM is the FSM version a snapshot of st needs: 3 once a clock
-// observation is in it (the only part of the state version 3 added).
+// observation is in it (the only part of the state version 3 added). A
+// part of the state a later version adds raises it the same way, only
+// once that part holds something, so that members one version behind still
+// take an upgraded leader's snapshots.
 func snapshotFSM(st *state) uint16 {
 	if st.Clock == nil {
-		return min(FSMVersion, 2)
+		return 2
 	}
-	return FSMVersion
+	return FSMClocks
 }
 
 // writeClock writes the clock section only once an observation was

@@ -261,7 +261,7 @@ func (w *clockWatch) observe(ctx context.Context, v *clockVerdict, raw time.Time
 	if since := raw.Sub(w.observed); !w.observed.IsZero() && since >= 0 && since < l.cfg.ObserveEvery {
 		return
 	}
-	if l.cfg.FSM.OldestMemberFSM() < engine.FSMVersion || (v.suspended && v.correction == 0) {
+	if l.cfg.FSM.OldestMemberFSM() < engine.FSMClocks || (v.suspended && v.correction == 0) {
 		return // a member would stop on it; or a majority's clocks are not known
 	}
 	clocks := make(map[string]time.Time, len(v.known))
