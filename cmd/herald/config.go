@@ -45,8 +45,12 @@ type nodeConfig struct {
 	RuleMemoryLimit string `yaml:"rule_memory_limit"`
 	// PprofAddr, when set, serves Go's profiles (/debug/pprof/) there, on a
 	// listener of its own: for `herald bench --profile` and diagnosis.
-	// Keep it on loopback: profiles show the process's insides.
+	// It must be a loopback address (profiles show the process's insides,
+	// without auth) unless PprofAllowRemote says otherwise.
 	PprofAddr string `yaml:"pprof_addr"`
+	// PprofAllowRemote lets pprof_addr be an address other machines can
+	// reach (the node then warns at start); refused at start otherwise.
+	PprofAllowRemote bool `yaml:"pprof_allow_remote"`
 	// RaftTimeouts tunes Raft's failure detection: "lan" (default: a new
 	// leader within about a second of a crash), "wan" (for members far
 	// apart), or "heartbeat=D,election=D,lease=D" (any of them, the rest
@@ -138,7 +142,8 @@ func (c *nodeConfig) keys() []configKey {
 		{"ledger_retention", "ledger-retention", "refuse a pruned run's slot this long (default 2160h: 90 days; longer than retention and every rule's catchup)", &c.LedgerRetention, nil},
 		{"raft_timeouts", "raft-timeouts", "Raft failure detection: lan (default), wan, or heartbeat=D,election=D,lease=D", &c.RaftTimeouts, nil},
 		{"rule_memory_limit", "rule-memory-limit", "stop a rule call that grows the node's memory by more than this (default 128MiB; KiB, MiB or GiB, at least 16MiB)", &c.RuleMemoryLimit, nil},
-		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty", &c.PprofAddr, nil},
+		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty; loopback only unless pprof_allow_remote", &c.PprofAddr, nil},
+		{"pprof_allow_remote", "pprof-allow-remote", "let pprof_addr be an address other machines can reach (profiles have no auth)", nil, &c.PprofAllowRemote},
 	}
 }
 
@@ -287,6 +292,12 @@ func (c *nodeConfig) validate() error {
 	}
 	if _, err := parseRaftTimeouts(c.RaftTimeouts); err != nil {
 		return fmt.Errorf("config: raft_timeouts %q: %w", c.RaftTimeouts, err)
+	}
+	if c.PprofAddr != "" && !c.PprofAllowRemote && !api.IsLoopbackAddr(c.PprofAddr) {
+		// Profiles have no auth and show memory, goroutines and the
+		// command line: off loopback only when asked for in so many words.
+		return fmt.Errorf("config: pprof_addr %q is not a loopback address (127.0.0.1, ::1, localhost): "+
+			"pprof has no auth; use e.g. 127.0.0.1:6060, or set pprof_allow_remote: true (--pprof-allow-remote) to serve it to other machines", c.PprofAddr)
 	}
 	if c.Directory != nil {
 		if _, err := c.Directory.settings(c.Channels); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -238,4 +239,32 @@ func TestRuleMemoryLimitConfig(t *testing.T) {
 	}
 	c := nodeConfig{NodeID: "n1", DataDir: "d", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", RuleMemoryLimit: "8MiB"}
 	require.ErrorContains(t, c.validate(), `rule_memory_limit "8MiB"`)
+}
+
+// pprof has no auth: an address other machines can reach stops the node
+// at start, unless pprof_allow_remote says so (then the node warns).
+func TestPprofAddrLoopbackOnly(t *testing.T) {
+	base := nodeConfig{NodeID: "n1", DataDir: "d", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}
+	for _, addr := range []string{"0.0.0.0:6060", ":6060", "10.0.0.1:6060", "[::]:6060", "evil.example:6060"} {
+		c := base
+		c.PprofAddr = addr
+		require.ErrorContains(t, c.validate(), "pprof_addr \""+addr+"\" is not a loopback address", addr)
+		c.PprofAllowRemote = true
+		require.NoError(t, c.validate(), addr)
+	}
+	for _, addr := range []string{"127.0.0.1:6060", "[::1]:6060", "localhost:6060", ""} {
+		c := base
+		c.PprofAddr = addr
+		require.NoError(t, c.validate(), addr)
+	}
+
+	var logs strings.Builder
+	c := base
+	c.PprofAddr, c.PprofAllowRemote = "0.0.0.0:6060", true
+	warnExposure(c, slog.New(slog.NewTextHandler(&logs, nil)))
+	require.Contains(t, logs.String(), "pprof serves profiles without auth")
+	logs.Reset()
+	c.PprofAddr = "127.0.0.1:6060"
+	warnExposure(c, slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NotContains(t, logs.String(), "pprof")
 }

@@ -148,6 +148,10 @@ func warnExposure(cfg nodeConfig, log *slog.Logger) {
 			"anyone there can read tasks, deliveries and alerts, and writes are refused unless they come from this machine; "+
 			"configure `tokens:` (see README, Securing Herald)", "http_addr", cfg.HTTPAddr)
 	}
+	if cfg.PprofAddr != "" && !api.IsLoopbackAddr(cfg.PprofAddr) { // pprof_allow_remote: validate refuses it otherwise
+		log.Warn("pprof serves profiles without auth on an address other machines can reach (pprof_allow_remote): "+
+			"anyone there can read the process's memory profile, goroutines and command line", "pprof_addr", cfg.PprofAddr)
+	}
 }
 
 // newNode builds the node's shell: its replicated state (restored from
