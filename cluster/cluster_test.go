@@ -333,7 +333,8 @@ func TestMetrics(t *testing.T) {
 		got := map[string]float64{}
 		for _, f := range families {
 			m := f.GetMetric()[0]
-			got[f.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			// A histogram's value here is its count.
+			got[f.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
 		}
 		return got
 	}
@@ -348,9 +349,23 @@ func TestMetrics(t *testing.T) {
 	require.Contains(t, got, "herald_raft_applied_index")
 	require.Contains(t, got, "herald_raft_last_contact_seconds")
 	require.Contains(t, got, "herald_leader_clock_offset_seconds")
-	require.Positive(t, got["herald_raft_data_dir_free_bytes"])
+	require.Positive(t, got["herald_data_dir_free_bytes"])
 	require.Contains(t, got, "herald_raft_log_write_failures_total")
 	require.Contains(t, got, "herald_raft_snapshot_write_failures_total")
+	// The metrics that explain a slow cluster: the leader's commits and
+	// appends are timed, raft.db has a size; no snapshot yet.
+	require.Positive(t, got["herald_raft_commit_seconds"], "raft.commitTime reaches the histogram through the go-metrics sink")
+	require.Positive(t, got["herald_raft_append_seconds"])
+	require.Positive(t, got["herald_raft_db_size_bytes"])
+	require.Zero(t, got["herald_snapshot_size_bytes"])
+	require.Zero(t, got["herald_snapshot_last_index"])
+	require.Zero(t, got["herald_snapshot_duration_seconds"])
+	require.NoError(t, tn.node.raft.Snapshot().Error())
+	got = gather()
+	require.Equal(t, 1.0, got["herald_snapshot_duration_seconds"], "one snapshot taken, one observed")
+	require.Positive(t, got["herald_snapshot_size_bytes"])
+	require.Positive(t, got["herald_snapshot_last_index"])
+	require.LessOrEqual(t, got["herald_snapshot_last_index"], float64(tn.node.raft.AppliedIndex()))
 	tn.stop()
 	families, err := reg.Gather()
 	require.NoError(t, err)

@@ -5,8 +5,10 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heraldhq/herald/engine"
 )
@@ -62,6 +64,9 @@ type fsm struct {
 	// node started (herald_raft_applied_bytes_total): what the log carries
 	// is what every member writes, sends and applies.
 	appliedBytes, appliedEntries atomic.Uint64
+	// snapshotSeconds, when set, times each snapshot from its capture to
+	// its file closed (herald_snapshot_duration_seconds).
+	snapshotSeconds prometheus.Histogram
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -79,11 +84,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	start := time.Now()
 	s, err := f.sm.Snapshot()
 	if err != nil {
 		return nil, err
 	}
-	return &fsmSnapshot{s: s}, nil
+	return &fsmSnapshot{s: s, start: start, seconds: f.snapshotSeconds}, nil
 }
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
@@ -160,7 +166,9 @@ func (f *fsm) lastRestoreErr() error {
 
 // fsmSnapshot adapts engine.Snapshot to raft.FSMSnapshot.
 type fsmSnapshot struct {
-	s engine.Snapshot
+	s       engine.Snapshot
+	start   time.Time            // of the capture
+	seconds prometheus.Histogram // nil: not timed
 }
 
 // Persist writes the snapshot to the sink. On failure the sink is cancelled
@@ -170,7 +178,13 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		_ = sink.Cancel()
 		return err
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	if s.seconds != nil {
+		s.seconds.Observe(time.Since(s.start).Seconds())
+	}
+	return nil
 }
 
 func (s *fsmSnapshot) Release() { s.s.Release() }

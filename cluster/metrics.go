@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -55,13 +56,29 @@ func newMetrics(n *Node, f *fsm, reg prometheus.Registerer) *metrics {
 			}
 			return time.Since(last).Seconds()
 		})
-	gauge("herald_raft_data_dir_free_bytes", "Bytes left to this node in its data dir's file system (-1 when it cannot be read).",
+	gauge("herald_data_dir_free_bytes", "Bytes left to this node in its data dir's file system (-1 when it cannot be read).",
 		func() float64 {
 			free, err := freeBytes(n.cfg.DataDir)
 			if err != nil {
 				return -1
 			}
 			return float64(free)
+		})
+	gauge("herald_raft_db_size_bytes", "Size of this node's Raft log and stable store file (raft.db; -1 when it cannot be read). bbolt reuses freed pages but never shrinks the file: herald cluster compact does.",
+		func() float64 { return fileSize(raftDBPath(n.cfg.DataDir)) })
+	gauge("herald_snapshot_size_bytes", "Size of the newest snapshot in this node's data dir (taken here or installed from the leader; 0 when there is none).",
+		func() float64 {
+			if m := lastSnapshot(n.snaps); m != nil {
+				return float64(m.Size)
+			}
+			return 0
+		})
+	gauge("herald_snapshot_last_index", "Raft log index of the newest snapshot in this node's data dir (0 when there is none).",
+		func() float64 {
+			if m := lastSnapshot(n.snaps); m != nil {
+				return float64(m.Index)
+			}
+			return 0
 		})
 	gauge("herald_leader_clock_offset_seconds", "The leader's clock minus this node's, as the time it stamps into commands shows (0 on the leader and until a stamp is seen); beyond max_clock_skew one of the two clocks is off.",
 		func() float64 { return n.LeaderClockOffset().Seconds() })
@@ -78,12 +95,19 @@ func newMetrics(n *Node, f *fsm, reg prometheus.Registerer) *metrics {
 		func() float64 { return float64(n.stores.log.failures.Load()) })
 	counter("herald_raft_snapshot_write_failures_total", "Snapshots this node failed to write since it started.",
 		func() float64 { return float64(n.stores.snapshot.failures.Load()) })
+	m.collectors = append(m.collectors, n.timings.append, n.timings.snapshot)
 	for i, c := range m.collectors {
 		if err := reg.Register(c); err != nil {
 			n.log.Warn("cannot register raft metrics", "err", err)
 			m.collectors = m.collectors[:i]
 			break
 		}
+	}
+	// Process-wide (see commitSeconds): nodes sharing a registry share it.
+	if err := reg.Register(commitSeconds); err == nil {
+		m.collectors = append(m.collectors, commitSeconds)
+	} else if !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		n.log.Warn("cannot register raft metrics", "err", err)
 	}
 	return m
 }

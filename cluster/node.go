@@ -82,6 +82,7 @@ type Node struct {
 
 	leadership *leadership
 	metrics    *metrics
+	timings    *raftTimings // append and snapshot latency (raftmetrics.go)
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -172,7 +173,9 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, err
 	}
 	n.stores = newStoreWatch(cfg.WriteRecovery, cfg.WriteFault)
-	watched := watchedLogStore{LogStore: store, stable: store, w: n.stores}
+	n.timings = newRaftTimings(cfg.NodeID)
+	installRaftSink()
+	watched := watchedLogStore{LogStore: store, stable: store, w: n.stores, appendSeconds: n.timings.append}
 	logs, err := raft.NewLogCache(logCacheSize, watched)
 	if err != nil {
 		return nil, fmt.Errorf("raft log cache: %w", err)
@@ -213,7 +216,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, fmt.Errorf("read raft log: %w", err)
 	}
 	n.leadership.start()
-	rfsm := &fsm{sm: sm, starting: true, firstIndex: firstIndex, dataDir: cfg.DataDir}
+	rfsm := &fsm{sm: sm, starting: true, firstIndex: firstIndex, dataDir: cfg.DataDir, snapshotSeconds: n.timings.snapshot}
 	n.raft, err = raft.NewRaft(rc, rfsm, logs, watched, snapshotWatch{watchedSnapshots{n.snaps, n.stores}, rfsm}, trans)
 	rfsm.started()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // raft's stores are wrapped so that a write that fails (a full disk, an
@@ -136,6 +137,9 @@ type watchedLogStore struct {
 	raft.LogStore
 	stable raft.StableStore
 	w      *storeWatch
+	// appendSeconds, when set, times each append
+	// (herald_raft_append_seconds).
+	appendSeconds prometheus.Histogram
 }
 
 var (
@@ -144,11 +148,15 @@ var (
 )
 
 func (s watchedLogStore) StoreLog(l *raft.Log) error {
-	return s.w.logWrite(faultLog, func() error { return s.LogStore.StoreLog(l) })
+	return observe(s.appendSeconds, func() error {
+		return s.w.logWrite(faultLog, func() error { return s.LogStore.StoreLog(l) })
+	})
 }
 
 func (s watchedLogStore) StoreLogs(ls []*raft.Log) error {
-	return s.w.logWrite(faultLog, func() error { return s.LogStore.StoreLogs(ls) })
+	return observe(s.appendSeconds, func() error {
+		return s.w.logWrite(faultLog, func() error { return s.LogStore.StoreLogs(ls) })
+	})
 }
 
 func (s watchedLogStore) DeleteRange(lo, hi uint64) error {
