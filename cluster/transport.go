@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -33,21 +34,25 @@ func (e *addrInUseError) Is(target error) bool {
 // a tls.Config is given. It exists (rather than raft.NewTCPTransport) so the
 // node can use an already-open listener and TLS.
 //
-// With TLS, Accept hands raft only connections whose handshake completed:
-// raft gives each accepted connection a goroutine and a 256 KB buffer and
-// reads it without a deadline, so a stranger who connects and stays silent
-// would otherwise hold them for ever, one per connection. Handshakes run
-// concurrently (a slow one holds up nobody) and each has handshakeTimeout.
+// Accept hands raft only connections that have spoken: with TLS, whose
+// handshake completed; without, that sent their first byte. Raft gives each
+// accepted connection a goroutine and a 256 KB buffer and reads it without
+// a deadline, so a stranger who connects and stays silent would otherwise
+// hold them for ever, one per connection. The waits run concurrently (a
+// slow one holds up nobody), each has handshakeTimeout, and at most
+// maxPending run at once: past that, a new connection is closed at once
+// (a member's dial is retried by raft; a flood costs no more than the cap).
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
 	tls       *tls.Config
 
 	handshakeTimeout time.Duration
-	handshaken       chan acceptResult // TLS: what Accept returns
+	pending          chan struct{}     // one slot per connection not yet spoken (cap: maxPending)
+	handshaken       chan acceptResult // what Accept returns
 	done             chan struct{}     // closed by Close
 	closeOnce        sync.Once
-	wg               sync.WaitGroup // the TLS accept loop and its handshakes
+	wg               sync.WaitGroup // the accept loop and its waits
 
 	// conns tracks every open connection, accepted or dialed: raft's
 	// NetworkTransport closes neither kind on Close, which would leave this
@@ -104,16 +109,14 @@ type acceptResult struct {
 	err  error
 }
 
-// Accept waits for the next inbound Raft connection (with TLS: the next
-// one whose handshake completed).
+// maxPending bounds the inbound connections that have not spoken yet (see
+// streamLayer): far more than a cluster's members ever open at once (raft
+// pools 3 per peer), far less than a flood.
+const maxPending = 64
+
+// Accept waits for the next inbound Raft connection that has spoken (with
+// TLS: completed its handshake; without: sent its first byte).
 func (s *streamLayer) Accept() (net.Conn, error) {
-	if s.tls == nil {
-		c, err := s.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		return s.track(c)
-	}
 	select {
 	case r := <-s.handshaken:
 		return r.conn, r.err
@@ -122,10 +125,10 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	}
 }
 
-// acceptTLS accepts TCP connections and handshakes each in its own
+// acceptLoop accepts TCP connections and waits for each to speak in its own
 // goroutine. Errors other than the listener's close go to Accept, so raft
-// logs them and backs off as it does for plain TCP.
-func (s *streamLayer) acceptTLS() {
+// logs them and backs off.
+func (s *streamLayer) acceptLoop() {
 	defer s.wg.Done()
 	for {
 		raw, err := s.Listener.Accept()
@@ -140,24 +143,41 @@ func (s *streamLayer) acceptTLS() {
 				return
 			}
 		}
-		c, err := s.track(tls.Server(raw, s.tls))
+		select {
+		case s.pending <- struct{}{}:
+		default:
+			raw.Close() // maxPending silent connections already
+			continue
+		}
+		var c net.Conn
+		if s.tls != nil {
+			c, err = s.track(tls.Server(raw, s.tls))
+		} else {
+			c, err = s.track(&firstByteConn{Conn: raw})
+		}
 		if err != nil {
+			<-s.pending
 			return // closed
 		}
 		s.wg.Add(1)
-		go s.handshake(c)
+		go s.greet(c)
 	}
 }
 
-// handshake completes c's TLS handshake within handshakeTimeout and hands
-// it to Accept, or closes it.
-func (s *streamLayer) handshake(c net.Conn) {
+// greet waits, within handshakeTimeout, for c to speak (handshake or first
+// byte) and hands it to Accept, or closes it.
+func (s *streamLayer) greet(c net.Conn) {
 	defer s.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), s.handshakeTimeout)
 	tc := c.(*trackedConn)
-	tlsConn := tc.Conn.(*tls.Conn)
-	err := tlsConn.HandshakeContext(ctx)
-	cancel()
+	var err error
+	if s.tls != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.handshakeTimeout)
+		err = tc.Conn.(*tls.Conn).HandshakeContext(ctx)
+		cancel()
+	} else {
+		err = tc.Conn.(*firstByteConn).awaitFirst(s.handshakeTimeout)
+	}
+	<-s.pending
 	if err != nil {
 		c.Close()
 		return
@@ -173,6 +193,34 @@ func (s *streamLayer) handshake(c net.Conn) {
 	case <-s.done:
 		c.Close()
 	}
+}
+
+// firstByteConn is a plain inbound connection whose first byte greet read
+// (to know it speaks) and Read gives back first.
+type firstByteConn struct {
+	net.Conn
+	first []byte // set by awaitFirst, before the connection is handed over
+}
+
+func (c *firstByteConn) awaitFirst(timeout time.Duration) error {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(c.Conn, b); err != nil {
+		return err
+	}
+	c.first = b
+	return c.Conn.SetReadDeadline(time.Time{})
+}
+
+func (c *firstByteConn) Read(p []byte) (int, error) {
+	if len(c.first) > 0 && len(p) > 0 {
+		n := copy(p, c.first)
+		c.first = c.first[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
 }
 
 // admit asks the peer check (if set) about c's peer, and closes c if it is
@@ -226,8 +274,9 @@ func (s *streamLayer) Close() error {
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
-// listen opens the Raft listener, or wraps the given one. With TLS, an
-// inbound connection has handshakeTimeout to complete its handshake.
+// listen opens the Raft listener, or wraps the given one. An inbound
+// connection has handshakeTimeout to speak (with TLS: to complete its
+// handshake).
 func listen(addr string, ln net.Listener, tlsConf *tls.Config, handshakeTimeout time.Duration) (*streamLayer, error) {
 	if ln == nil {
 		var err error
@@ -245,11 +294,10 @@ func listen(addr string, ln net.Listener, tlsConf *tls.Config, handshakeTimeout 
 		return nil, fmt.Errorf("raft address %s: %w", addr, err)
 	}
 	s := &streamLayer{Listener: ln, advertise: adv, tls: tlsConf, handshakeTimeout: handshakeTimeout,
-		handshaken: make(chan acceptResult), done: make(chan struct{}), conns: map[*trackedConn]struct{}{}}
-	if tlsConf != nil {
-		s.wg.Add(1)
-		go s.acceptTLS()
-	}
+		pending: make(chan struct{}, maxPending), handshaken: make(chan acceptResult), done: make(chan struct{}),
+		conns: map[*trackedConn]struct{}{}}
+	s.wg.Add(1)
+	go s.acceptLoop()
 	return s, nil
 }
 

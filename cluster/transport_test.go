@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"testing"
@@ -80,4 +81,78 @@ func TestTransportDoesNotPipelineReplication(t *testing.T) {
 	defer func() { require.NoError(t, tr.Close()) }()
 	_, err = tr.AppendEntriesPipeline("n2", raft.ServerAddress(st.Addr().String()))
 	require.ErrorIs(t, err, raft.ErrPipelineReplicationNotSupported)
+}
+
+// Without TLS too, a connection to the Raft port that says nothing is
+// closed after the dial timeout: raft would otherwise give it a goroutine
+// and a 256 KB buffer for ever.
+func TestPlainRaftClosesSilentConnections(t *testing.T) {
+	t.Parallel()
+	tn := newTestNode(t, nodeOpts{id: "n1", bootstrap: true, modify: func(c *Config) {
+		c.DialTimeout = 300 * time.Millisecond
+	}})
+	leaderOf(t, []*testNode{tn})
+
+	silent, err := net.Dial("tcp", tn.raftAddr)
+	require.NoError(t, err)
+	defer silent.Close()
+	require.NoError(t, silent.SetReadDeadline(time.Now().Add(waitTimeout)))
+	_, err = silent.Read(make([]byte, 1))
+	require.Error(t, err)
+	require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the member kept a silent connection open: %v", err)
+}
+
+// At most maxPending connections may wait to speak at once: one more is
+// closed at once, and a slot freed lets the next speaker through, whose
+// first byte raft still reads.
+func TestRaftCapsSilentConnections(t *testing.T) {
+	t.Parallel()
+	st, err := listen("127.0.0.1:0", nil, nil, time.Minute)
+	require.NoError(t, err)
+	defer st.Close()
+	addr := st.Listener.Addr().String()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := st.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+
+	silent := make([]net.Conn, maxPending)
+	for i := range silent {
+		silent[i], err = net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer silent[i].Close()
+	}
+	// The listener takes connections in order: this one comes after the
+	// cap is full.
+	over, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer over.Close()
+	require.NoError(t, over.SetReadDeadline(time.Now().Add(waitTimeout)))
+	_, err = over.Read(make([]byte, 1))
+	require.Error(t, err)
+	require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "a connection past the cap was held: %v", err)
+
+	require.NoError(t, silent[0].Close()) // frees its slot once the layer sees the close
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.Write([]byte("hello"))
+		require.NoError(t, err)
+		select {
+		case got := <-accepted:
+			defer got.Close()
+			b := make([]byte, 5)
+			_, err = io.ReadFull(got, b)
+			require.NoError(t, err)
+			require.Equal(t, "hello", string(b), "the first byte was lost")
+			return
+		case <-time.After(50 * time.Millisecond): // refused while the slot was not yet free: dial again
+		}
+		require.True(t, time.Now().Before(deadline), "no slot came free after a silent connection closed")
+	}
 }
