@@ -286,6 +286,8 @@ func writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrBadRequest):
 		status = http.StatusBadRequest
+	case errors.Is(err, ErrSignedBeforeStart):
+		status = http.StatusServiceUnavailable // the sender signs again
 	case errors.Is(err, ErrPeerAuth):
 		status = http.StatusForbidden
 	case errors.Is(err, ErrUnknownMember):

@@ -61,19 +61,34 @@ const (
 // one made for another node or cluster.
 var ErrPeerAuth = errors.New("cluster secret check failed")
 
+// ErrSignedBeforeStart is wrapped, beside ErrPeerAuth, by the refusal of a
+// proof signed before this node started (HTTP 503: a sender signs again
+// and retries). The nonces a node has seen live in memory: after a
+// restart it cannot tell a replay from a first delivery of an older
+// proof, so it takes none signed before it started.
+var ErrSignedBeforeStart = errors.New("signed before this node started")
+
+// restartGrace is how much earlier than this node's start a proof may be
+// signed: timestamps are whole seconds, and a sender's clock may lag a
+// little. A proof captured before a restart and replayed after it is
+// refused unless it was signed in the last restartGrace before the start.
+const restartGrace = 2 * time.Second
+
 // peerAuth signs and checks node-to-node requests. The zero secret (none
 // configured) signs nothing and accepts only unsigned requests.
 type peerAuth struct {
 	secret  []byte
 	nowFunc func() time.Time
-
-	mu        sync.Mutex
+	mu      sync.Mutex
+	// started is when this node started: no proof signed (well) before it
+	// is taken (ErrSignedBeforeStart). Under mu: tests move it back.
+	started   time.Time
 	seen      map[string]time.Time // nonce -> when it stops mattering
 	nextPrune time.Time            // when remember next drops expired nonces
 }
 
 func newPeerAuth(secret string) *peerAuth {
-	pa := &peerAuth{nowFunc: time.Now, seen: map[string]time.Time{}}
+	pa := &peerAuth{nowFunc: time.Now, started: time.Now(), seen: map[string]time.Time{}}
 	if secret != "" {
 		pa.secret = []byte(secret)
 	}
@@ -185,6 +200,11 @@ func (pa *peerAuth) check(header string, m signedMsg, self peerTarget) (string, 
 		return "", fmt.Errorf("%w: the request was signed at %s, %s away from this node's clock %s (allowed: %s): check both clocks",
 			ErrPeerAuth, time.Unix(sec, 0).UTC().Format(time.RFC3339), skew.Round(time.Second), now.UTC().Format(time.RFC3339), PeerAuthWindow)
 	}
+	if signed, started := time.Unix(sec, 0), pa.startedAt(); signed.Before(started.Add(-restartGrace)) {
+		return "", fmt.Errorf("%w: %w: the proof was signed at %s and this node started at %s; it keeps the nonces it has seen in memory only, "+
+			"so it takes no proof from before its start (it could be a replay): sign again",
+			ErrPeerAuth, ErrSignedBeforeStart, signed.UTC().Format(time.RFC3339), started.UTC().Format(time.RFC3339))
+	}
 	if !pa.remember(p.nonce, now) {
 		return "", fmt.Errorf("%w: this request was already received once (a replay)", ErrPeerAuth)
 	}
@@ -258,6 +278,12 @@ func (pa *peerAuth) verify(r *http.Request, limit int64, self peerTarget) (strin
 // requestMsg is what a node-to-node request's proof covers.
 func requestMsg(method, path string, body []byte) signedMsg {
 	return signedMsg{kind: kindRequest, method: method, target: path, body: body}
+}
+
+func (pa *peerAuth) startedAt() time.Time {
+	pa.mu.Lock()
+	defer pa.mu.Unlock()
+	return pa.started
 }
 
 // remember records a nonce; false if it was seen inside the window. Only

@@ -123,6 +123,7 @@ func TestVoucherCoversTheRequest(t *testing.T) {
 	leader := peerTarget{node: "n1", cluster: "c1", version: PeerAuthVersion}
 	now := time.Unix(1_800_000_000, 0)
 	n.peer.nowFunc = func() time.Time { return now }
+	n.peer.started = now.Add(-time.Hour) // the node has run since long before now
 	signed := func(body string, secret string, at time.Time, to ...peerTarget) *http.Request {
 		if len(to) == 0 {
 			to = []peerTarget{leader}
