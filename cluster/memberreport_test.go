@@ -71,7 +71,7 @@ func TestLeaderSeesAFollowersFailedWrites(t *testing.T) {
 		return r != nil && r.Log.Failing() && r.Log.LastError == full.Error() && r.Log.Failures > 0
 	}, waitTimeout, 10*time.Millisecond, "the failing follower's report")
 	require.Positive(t, metricValue(t, reg, "herald_raft_log_write_failures_total"))
-	require.Positive(t, metricValue(t, reg, "herald_data_dir_free_bytes"))
+	require.Positive(t, metricValue(t, reg, "herald_raft_data_dir_free_bytes"))
 
 	fault.Store(nil)
 	require.Eventually(t, func() bool {

@@ -56,7 +56,7 @@ func newMetrics(n *Node, f *fsm, reg prometheus.Registerer) *metrics {
 			}
 			return time.Since(last).Seconds()
 		})
-	gauge("herald_data_dir_free_bytes", "Bytes left to this node in its data dir's file system (-1 when it cannot be read).",
+	gauge("herald_raft_data_dir_free_bytes", "Bytes left to this node in its data dir's file system (-1 when it cannot be read).",
 		func() float64 {
 			free, err := freeBytes(n.cfg.DataDir)
 			if err != nil {
