@@ -61,7 +61,17 @@ type RecordAudit struct {
 	Status int `json:"status"`
 	// Node is the member that performed the write and recorded it.
 	Node string `json:"node"`
+	// Unchanged marks a write that changed nothing (an acked alert acked
+	// again, a task submitted again as it is): Apply folds it into the
+	// record of the same actor, action and target (audit_fold.go) rather
+	// than storing it again. Body version 2 (FSM version 4); false, and
+	// left out, is what a version-1 body means.
+	Unchanged bool `json:"unchanged,omitempty"`
 }
+
+// downgrade: a record of a write that changed something is the same in
+// both body versions.
+func (c *RecordAudit) downgrade(to uint8) bool { return to >= 2 || !c.Unchanged }
 
 // PruneAudit drops the records older than Before (the leader's now minus
 // the audit retention).
@@ -81,6 +91,17 @@ type auditState struct {
 	Seq uint64
 	// Capped counts the records dropped by AuditCap rather than by age.
 	Capped uint64
+	// Folds holds, by Seq, what was folded into a record of an unchanged
+	// write (audit_fold.go); only records still in Records have one.
+	// Written in place: clone copies it.
+	Folds map[uint64]AuditFold
+
+	// Derived from Records (rebuilt on restore and prune, never
+	// snapshotted): the record each fold key folds into, and per actor
+	// how many unchanged records it has in the trail and its newest.
+	unchanged   map[string]uint64
+	actorCount  map[string]int
+	actorNewest map[string]uint64
 }
 
 func (a applier) recordAudit(c RecordAudit) any {
@@ -88,14 +109,25 @@ func (a applier) recordAudit(c RecordAudit) any {
 		return errors.New("record audit: action and actor are required")
 	}
 	au := &a.st.Audit
+	if c.Unchanged {
+		if seq, ok := au.fold(c); ok {
+			return seq
+		}
+	}
 	au.Seq++
 	r := &AuditRecord{Seq: au.Seq, RecordAudit: c}
 	if len(au.Records) >= AuditCap {
 		drop := len(au.Records) - AuditCap + 1
+		for _, old := range au.Records[:drop] {
+			au.forget(old)
+		}
 		au.Records = au.Records[drop:]
 		au.Capped += uint64(drop)
 	}
 	au.Records = append(au.Records, r)
+	if c.Unchanged {
+		au.remember(r)
+	}
 	return r.Seq
 }
 
@@ -114,6 +146,7 @@ func (a applier) pruneAudit(c PruneAudit) any {
 	if n > 0 {
 		// A new slice: snapshots taken before still read the old one.
 		au.Records = kept
+		au.reindex()
 	}
 	return n
 }
@@ -138,6 +171,8 @@ type AuditPage struct {
 	Next uint64
 	// Capped counts the records ever dropped by AuditCap.
 	Capped uint64
+	// Folds holds what was folded into the page's records, by Seq.
+	Folds map[uint64]AuditFold
 }
 
 // Audit answers q from the trail.
@@ -161,6 +196,12 @@ func (f *FSM) Audit(q AuditQuery) AuditPage {
 			break
 		}
 		page.Records = append(page.Records, r)
+		if fo, ok := f.st.Audit.Folds[r.Seq]; ok {
+			if page.Folds == nil {
+				page.Folds = map[uint64]AuditFold{}
+			}
+			page.Folds[r.Seq] = fo
+		}
 	}
 	return page
 }

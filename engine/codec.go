@@ -31,8 +31,14 @@ import (
 //     reads it.
 //   - 4: the commands of issues 19–21 (removed members, events, tasks that
 //     move, card actions, recalls, approvals): command.go's block for 61–80.
-//     Admit holds each of them while a member applies version 3.
+//     Admit holds each of them while a member applies version 3. Also
+//     RecordAudit's body version 2 (unchanged: folded, audit_fold.go);
+//     Admit writes it as version 1 unless it is set.
 const FSMVersion uint16 = 4
+
+// FSMAuditFolds is the FSM version that first folded unchanged writes
+// into the audit trail (the snapshot section audit_folds).
+const FSMAuditFolds uint16 = 4
 
 // FSMClocks is the FSM version that first applied ObserveClocks: the
 // leader observes clocks once every member applies it.

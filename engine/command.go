@@ -100,7 +100,7 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdHoldDirectory:    {name: "HoldDirectory", since: []uint16{2}, apply: applyJSON(applier.holdDirectory)},
 	CmdConfirmDirectory: {name: "ConfirmDirectory", since: []uint16{2}, apply: applyJSON(applier.confirmDirectory)},
 
-	CmdRecordAudit: {name: "RecordAudit", since: []uint16{2}, apply: applyJSON(applier.recordAudit)},
+	CmdRecordAudit: {name: "RecordAudit", since: []uint16{2, 4}, apply: applyJSON(applier.recordAudit), downgrade: downgradeJSON[RecordAudit]},
 	CmdPruneAudit:  {name: "PruneAudit", since: []uint16{2}, apply: applyJSON(applier.pruneAudit)},
 
 	CmdAddDeliveriesPacked: {name: "AddDeliveriesPacked", since: []uint16{2}, apply: applyPacked(unpackAddDeliveries, applier.addDeliveries)},

@@ -201,10 +201,19 @@ func writeAudit(enc *gob.Encoder, st *state) error {
 	if st.Audit.Seq == 0 {
 		return nil
 	}
-	return cmp.Or(
+	err := cmp.Or(
 		writeSection(enc, "audit_head", []auditHead{{Seq: st.Audit.Seq, Capped: st.Audit.Capped}}),
 		writeSection(enc, "audit", st.Audit.Records),
 	)
+	if err != nil || len(st.Audit.Folds) == 0 {
+		return err
+	}
+	// Only a version-4 cluster folds (snapshotFSM says 4 then).
+	folds := make([]auditFoldEntry, 0, len(st.Audit.Folds))
+	for _, seq := range slices.Sorted(maps.Keys(st.Audit.Folds)) {
+		folds = append(folds, auditFoldEntry{Seq: seq, AuditFold: st.Audit.Folds[seq]})
+	}
+	return writeSection(enc, "audit_folds", folds)
 }
 
 // snapshotFSM is the FSM version a snapshot of st needs: 3 once a clock
@@ -213,6 +222,9 @@ func writeAudit(enc *gob.Encoder, st *state) error {
 // once that part holds something, so that members one version behind still
 // take an upgraded leader's snapshots.
 func snapshotFSM(st *state) uint16 {
+	if len(st.Audit.Folds) > 0 {
+		return FSMAuditFolds // audit_folds (audit_fold.go)
+	}
 	if st.Clock == nil {
 		return 2
 	}
@@ -523,6 +535,14 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 	},
 	"audit": func(dec *gob.Decoder, st *state) error {
 		return readRecord(dec, func(r *AuditRecord) { st.Audit.Records = append(st.Audit.Records, r) })
+	},
+	"audit_folds": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(e *auditFoldEntry) {
+			if st.Audit.Folds == nil {
+				st.Audit.Folds = map[uint64]AuditFold{}
+			}
+			st.Audit.Folds[e.Seq] = e.AuditFold
+		})
 	},
 	"clock": func(dec *gob.Decoder, st *state) error {
 		var e clockEntry

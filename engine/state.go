@@ -118,6 +118,7 @@ func (s *state) initIndexes() {
 // order: a b-tree fills about twice as fast so as at random.
 func (s *state) reindex() {
 	s.initIndexes()
+	s.Audit.reindex()
 	var due [heraldtype.PriorityLow + 1][]dueItem
 	for id, d := range s.Deliveries.All() {
 		if at := d.DueAt(); !at.IsZero() && !s.parked(d) {
@@ -257,8 +258,9 @@ func (s *state) clone() *state {
 		// Records are replaced, never mutated: the pointers are enough.
 		Directory:     s.Directory,
 		DirectoryHeld: s.DirectoryHeld,
-		// Records are only appended or re-sliced: the header is enough.
-		Audit: s.Audit,
+		// Records are only appended or re-sliced: the header is enough
+		// (its folds are copied).
+		Audit: s.Audit.clone(),
 		// Replaced whole by each observation, never changed in place.
 		Clock: s.Clock,
 		// Lazily copied on write; Persist writes the tasks in its order.

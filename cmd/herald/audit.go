@@ -53,7 +53,12 @@ func newAuditCmd() *cobra.Command {
 				if r.Via != "" {
 					remote += " via " + r.Via
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", showTime(cmd, r.At), r.Actor, remote, r.Action, r.Target, r.Status, r.Node)
+				target := r.Target
+				if r.Repeats > 0 {
+					// Unchanged writes repeated fold into this record.
+					target += fmt.Sprintf(" (+%d unchanged repeats, last %s)", r.Repeats, showTime(cmd, r.LastAt))
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", showTime(cmd, r.At), r.Actor, remote, r.Action, target, r.Status, r.Node)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -89,6 +89,8 @@ func decodeCaller(s string) (Identity, bool) {
 // middleware reads it once the handler answered.
 type auditNote struct {
 	action, target string
+	// unchanged: the write changed nothing (setUnchanged).
+	unchanged bool
 }
 
 type auditNoteKey struct{}
@@ -113,6 +115,16 @@ func audited(action, pathTarget string, h http.HandlerFunc) http.HandlerFunc {
 func setTarget(r *http.Request, target string) {
 	if n, ok := r.Context().Value(auditNoteKey{}).(*auditNote); ok {
 		n.target = target
+	}
+}
+
+// setUnchanged says that a write changed nothing (an acked alert acked
+// again, a task submitted again as it is): its record is folded into the
+// earlier one of the same actor, action and target (engine
+// audit_fold.go), so that repeating it cannot flush the trail.
+func setUnchanged(r *http.Request) {
+	if n, ok := r.Context().Value(auditNoteKey{}).(*auditNote); ok {
+		n.unchanged = true
 	}
 }
 
@@ -211,6 +223,9 @@ func (a *auditor) middleware(next http.Handler) http.Handler {
 		rec := engine.RecordAudit{
 			At: a.s.now(), Actor: id.Actor, Role: id.Role.String(), Remote: id.Remote, Via: id.Via,
 			Action: note.action, Target: clip(note.target, maxAuditTarget), Status: sw.Status(), Node: a.s.cfg.NodeID,
+			// While a member applies FSM version 3 (no folding), the record
+			// is stored whole, as before.
+			Unchanged: note.unchanged && a.s.cfg.FSM != nil && a.s.cfg.FSM.OldestMemberFSM() >= engine.FSMAuditFolds,
 		}
 		// The write is done whatever happens here, and the request's own
 		// context may end with the client.
@@ -293,6 +308,13 @@ type AuditView struct {
 	Target string    `json:"target,omitempty"`
 	Status int       `json:"status"`
 	Node   string    `json:"node"`
+	// Unchanged: the write changed nothing. Repeats counts the same
+	// writes folded into this record since (Others: of those, how many
+	// named another target), LastAt is the newest's time.
+	Unchanged bool      `json:"unchanged,omitempty"`
+	Repeats   uint64    `json:"repeats,omitempty"`
+	Others    uint64    `json:"others,omitempty"`
+	LastAt    time.Time `json:"last_at,omitzero"`
 }
 
 // AuditResponse is the body of GET /v1/audit.
@@ -339,10 +361,14 @@ func (s *server) audit(w http.ResponseWriter, r *http.Request) {
 	zone := s.zone()
 	out := AuditResponse{Records: make([]AuditView, 0, len(page.Records)), Timezone: zone.String(), Capped: page.Capped}
 	for _, rec := range page.Records {
-		out.Records = append(out.Records, AuditView{
+		v := AuditView{
 			Seq: rec.Seq, At: rec.At.In(zone), Actor: rec.Actor, Role: rec.Role, Remote: rec.Remote, Via: rec.Via,
-			Action: rec.Action, Target: rec.Target, Status: rec.Status, Node: rec.Node,
-		})
+			Action: rec.Action, Target: rec.Target, Status: rec.Status, Node: rec.Node, Unchanged: rec.Unchanged,
+		}
+		if fo, ok := page.Folds[rec.Seq]; ok {
+			v.Repeats, v.Others, v.LastAt = fo.Repeats, fo.Others, fo.Last.In(zone)
+		}
+		out.Records = append(out.Records, v)
 	}
 	if page.Next != 0 {
 		out.NextCursor = strconv.FormatUint(page.Next, 10)

@@ -311,3 +311,40 @@ func TestAuditTargetIsBounded(t *testing.T) {
 	require.True(t, strings.HasSuffix(r.Target, "…"))
 	require.True(t, utf8.ValidString(r.Target))
 }
+
+// Issue 19: an operate token acking an acked alert again and again (each
+// answered 200) pushed every earlier record past engine.AuditCap. The
+// repeats now fold into one record that counts them, so the earlier
+// records stay; on the code before, each repeat was a record of its own.
+func TestRepeatedNoopWritesDoNotFlushTheTrail(t *testing.T) {
+	t.Parallel()
+	b := setupAuth(t, testTokens)
+	const remote = "203.0.113.9:5000"
+	b.node.MustApply(t, engine.CmdRaiseAlert, engine.RaiseAlert{Cause: "skipped:daily", Message: "m", Now: now0})
+	alertID := engine.AlertID("skipped:daily")
+	task := `{"key":"enq-1","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`
+	require.Equal(t, http.StatusCreated, b.call(http.MethodPost, "/v1/tasks", task, remote, operateSecret).Code)
+	require.Equal(t, http.StatusOK, b.call(http.MethodPost, "/v1/alerts/"+alertID+"/ack", "", remote, adminSecret).Code)
+	// 100,000 in the FSM's own test (engine TestUnchangedWritesDoNotFlushTheTrail);
+	// here enough to show each kind of repeat folds.
+	n := 3000
+	if raceEnabled {
+		n = 500
+	}
+	for i := range n {
+		rec := b.call(http.MethodPost, "/v1/alerts/"+alertID+"/ack", "", remote, operateSecret)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		rec = b.call(http.MethodPost, "/v1/tasks", task, remote, operateSecret) // the same task again
+		require.Equal(t, http.StatusOK, rec.Code, "%d: %s", i, rec.Body.String())
+	}
+	require.Equal(t, 4, b.node.FSM.AuditLen(), "the two writes, and one record per kind of repeat")
+	got := auditOf(t, b, "")
+	require.Len(t, got.Records, 4)
+	require.Equal(t, "task.submit", got.Records[3].Action, "the first record is still there")
+	require.False(t, got.Records[3].Unchanged)
+	for _, r := range got.Records[:2] {
+		require.Equal(t, "ops", r.Actor)
+		require.True(t, r.Unchanged, "%+v", r)
+		require.Equal(t, uint64(n-1), r.Repeats, "%s: the repeats are counted", r.Action)
+	}
+}

@@ -138,12 +138,15 @@ func (s *server) confirmDirectory(w http.ResponseWriter, r *http.Request) {
 
 // refreshDirectory asks the leader (writes are forwarded there) to refresh
 // the directory now; the answer does not wait for the refresh.
-func (s *server) refreshDirectory(w http.ResponseWriter, _ *http.Request) {
+func (s *server) refreshDirectory(w http.ResponseWriter, r *http.Request) {
 	d := s.cfg.Directory
 	if d == nil || !d.Configured || d.Refresh == nil {
 		writeError(w, http.StatusConflict, "the leader has no directory section in its config")
 		return
 	}
 	d.Refresh()
+	// It only wakes the leader's fetch (what the fetch finds is recorded
+	// on its own): repeated, it folds like a write that changed nothing.
+	setUnchanged(r)
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "refresh requested; see GET /v1/directory"})
 }

@@ -194,6 +194,9 @@ func (s *server) retryMany(w http.ResponseWriter, r *http.Request) {
 		s.writeRetryError(w, err)
 		return
 	}
+	if len(res.Retried) == 0 {
+		setUnchanged(r) // nothing matched, or every match was left alone
+	}
 	writeJSON(w, http.StatusOK, res)
 }
 

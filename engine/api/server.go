@@ -361,6 +361,9 @@ func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if al, err := s.cfg.FSM.FindAlert(id); err == nil {
 		id = al.ID
+		if al.Acked {
+			setUnchanged(r) // acked again: answered 200, changes nothing
+		}
 	} else {
 		var amb *engine.AmbiguousError
 		if errors.As(err, &amb) {

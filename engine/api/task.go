@@ -171,6 +171,8 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 		code := http.StatusOK
 		if sr.Created {
 			code = http.StatusCreated
+		} else {
+			setUnchanged(r)
 		}
 		writeJSON(w, code, s.taskView(sr.Task))
 	}
@@ -187,6 +189,9 @@ func (s *server) getTask(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
+	if t, ok := s.cfg.FSM.Task(key); ok && t.State == engine.TaskCancelled {
+		setUnchanged(r) // cancelling a cancelled task answers 200 as it is
+	}
 	res, err := s.apply(r.Context(), engine.CmdCancelTask, engine.CancelTask{Key: key, Now: s.now()})
 	var fired *engine.TaskFiredError
 	switch {
