@@ -28,6 +28,7 @@ its data and never bootstraps again.`,
 				return err
 			}
 			log := newLogger(cfg.LogLevel).With("node", cfg.NodeID)
+			log.Info("herald starting", "version", readVersion().String)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			n, err := startNode(ctx, cfg, log)

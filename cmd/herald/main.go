@@ -27,6 +27,8 @@ func newRootCmd() *cobra.Command {
 		Short:         "Herald sends timed notifications on time, to the right people, never twice",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// herald --version: the line `herald version` prints.
+		Version: readVersion().String,
 	}
 	registerTZ(root)
 	for _, f := range commands {

@@ -183,7 +183,7 @@ func (n *node) startObservability() (*prometheus.Registry, error) {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector(readVersion()))
 	return reg, nil
 }
 
@@ -424,8 +424,8 @@ func (n *node) status() api.Status {
 	st := api.Status{
 		NodeID: cs.NodeID, LeaderID: cs.LeaderID, State: cs.State, Term: cs.Term,
 		AppliedIndex: cs.AppliedIndex, RulesHash: n.rules.Hash(), FSMVersion: cs.FSMVersion, Build: cs.Build,
-		DisplayTimezone: n.zone.String(),
-		Members:         []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []heraldtype.ChannelStatus{},
+		Version: readVersion().String, DisplayTimezone: n.zone.String(),
+		Members: []api.MemberStatus{}, Rules: []api.RuleStatus{}, Channels: []heraldtype.ChannelStatus{},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusPeersTimeout)
 	answers := n.peerRules(ctx, cs.Members)

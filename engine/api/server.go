@@ -29,11 +29,14 @@ type Status struct {
 	Term         uint64 `json:"term"`
 	AppliedIndex uint64 `json:"applied_index"`
 	// FSMVersion and Build are this node's own (see engine.FSMVersion).
-	FSMVersion uint16         `json:"fsm_version"`
-	Build      string         `json:"build"`
-	Members    []MemberStatus `json:"members"`
-	Rules      []RuleStatus   `json:"rules"`
-	RulesHash  string         `json:"rules_hash"`
+	FSMVersion uint16 `json:"fsm_version"`
+	Build      string `json:"build"`
+	// Version is this node's build in one line, as `herald version`
+	// prints it and the agent logs it first.
+	Version   string         `json:"version"`
+	Members   []MemberStatus `json:"members"`
+	Rules     []RuleStatus   `json:"rules"`
+	RulesHash string         `json:"rules_hash"`
 	// RulesMismatch is true when members answered with different rule set
 	// hashes: their rules directories differ (a deploy half done?).
 	RulesMismatch bool `json:"rules_mismatch"`
