@@ -80,6 +80,8 @@ type Node struct {
 
 	leaderOffset atomic.Int64 // see LeaderClockOffset (leaderclock.go)
 
+	progress leaderProgress // the leader's applied index, for Ready (ready.go)
+
 	leadership *leadership
 	metrics    *metrics
 	timings    *raftTimings // append and snapshot latency (raftmetrics.go)

@@ -280,7 +280,7 @@ func (n *node) serveHTTP(ln net.Listener, certs *cluster.CertStore, reg promethe
 	cfg := n.cfg
 	n.srv = &http.Server{
 		Handler: api.New(api.Config{
-			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, Cluster: n.raft.Handler(), Snapshot: n.raft.SnapshotHandler(),
+			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, ReadyFunc: n.ready, Cluster: n.raft.Handler(), Snapshot: n.raft.SnapshotHandler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: n.log, Rules: n.rules, ScheduleFunc: schedules,
 			People: n.rules, DisplayTimezone: n.zone.String(), Tokens: cfg.apiTokens,
 			PeerSignedFunc: n.raft.PeerSigned, Forwarding: n.raft,

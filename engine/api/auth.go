@@ -119,6 +119,10 @@ var roleOverrides = map[string]Role{
 	"GET /v1/snapshot":  RoleAdmin,
 	"HEAD /v1/snapshot": RoleAdmin,
 	"PUT /v1/snapshot":  RoleAdmin,
+	// The probes (probe.go): load balancers and Kubernetes send no token;
+	// the answers hold nothing a token guards.
+	"GET /v1/health": RolePublic,
+	"GET /v1/ready":  RolePublic,
 	// The dashboard's page and assets: the page asks for a token itself.
 	"GET /ui/":  RolePublic,
 	"GET /{$}":  RolePublic,

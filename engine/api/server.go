@@ -5,6 +5,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,6 +99,9 @@ type Config struct {
 	Replicator engine.Replicator
 	// StatusFunc assembles the node's status from cluster, rules and plugins.
 	StatusFunc func() Status
+	// ReadyFunc checks the node's readiness for GET /v1/ready (probe.go);
+	// nil answers 503.
+	ReadyFunc func(context.Context) Readiness
 	// Cluster serves /v1/cluster/ (join, leave, remove, status).
 	Cluster http.Handler
 	// Snapshot serves GET /v1/snapshot (a backup, streamed) and PUT
@@ -164,6 +168,8 @@ func New(cfg Config) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/health", s.health)
+	mux.HandleFunc("GET /v1/ready", s.ready)
 	mux.HandleFunc("GET /v1/deliveries", s.deliveries)
 	mux.HandleFunc("GET /v1/deliveries/export", s.exportDeliveries)
 	mux.HandleFunc("GET /v1/deliveries/{id}", s.delivery)
