@@ -29,6 +29,7 @@ const (
 	AlertDigestError       AlertKind = "digest_error"       // digest-error:RULE
 	AlertClockSkew         AlertKind = "clock_skew"         // clock-skew
 	AlertDiskWrite         AlertKind = "disk_write"         // disk-write:NODE
+	AlertEventError        AlertKind = "event_error"        // on-event:RULE, kf-sync:CHANNEL
 )
 
 // causePrefixes maps each kind to the prefix of its cause key.
@@ -38,7 +39,7 @@ var causePrefixes = map[AlertKind]string{
 	AlertRunLate: "late-run", AlertCompensationError: "on-failed", AlertQuietExpired: "quiet-expired",
 	AlertRulesMismatch: "rules-mismatch", AlertRuleBroken: "rule-broken", AlertChannelDown: "channel-down",
 	AlertDirectory: "directory", AlertDigestError: "digest-error", AlertClockSkew: "clock-skew",
-	AlertDiskWrite: "disk-write",
+	AlertDiskWrite: "disk-write", AlertEventError: "on-event",
 }
 
 // AlertCause identifies what an alert is about: one alert per cause.

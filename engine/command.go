@@ -64,6 +64,13 @@ const (
 	// 61–80: FSM version 4. 61–63 removed members (cluster revocation),
 	// 64–70 events and tasks that move, 71–76 card actions, recalls and
 	// approvals; 77–80 spare.
+
+	// Events (event.go) and tasks that move (task_replace.go); 69–70 free.
+	CmdRecordEvent   CommandType = 64
+	CmdEventsHandled CommandType = 65
+	CmdKfSynced      CommandType = 66
+	CmdReplaceTask   CommandType = 67
+	CmdPruneEvents   CommandType = 68
 )
 
 // commandSpecs is the command table: the log format (name, body versions)
@@ -108,6 +115,12 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdRecordResultsPacked: {name: "RecordResultsPacked", since: []uint16{2}, apply: applyPacked(unpackRecordResults, applier.recordResults)},
 
 	CmdObserveClocks: {name: "ObserveClocks", since: []uint16{3}, apply: applyJSON(applier.observeClocks)},
+
+	CmdRecordEvent:   {name: "RecordEvent", since: []uint16{4}, apply: applyJSON(applier.recordEventCmd)},
+	CmdEventsHandled: {name: "EventsHandled", since: []uint16{4}, apply: applyJSON(applier.eventsHandled)},
+	CmdKfSynced:      {name: "KfSynced", since: []uint16{4}, apply: applyJSON(applier.kfSynced)},
+	CmdReplaceTask:   {name: "ReplaceTask", since: []uint16{4}, apply: applyJSON(applier.replaceTask)},
+	CmdPruneEvents:   {name: "PruneEvents", since: []uint16{4}, apply: applyJSON(applier.pruneEvents)},
 }
 
 // Member is a cluster member as the replicated state records it: Raft knows

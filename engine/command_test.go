@@ -50,6 +50,11 @@ var pinnedCommands = []struct {
 	{"CmdClaimPacked", CmdClaimPacked, 46},
 	{"CmdRecordResultsPacked", CmdRecordResultsPacked, 47},
 	{"CmdObserveClocks", CmdObserveClocks, 49},
+	{"CmdRecordEvent", CmdRecordEvent, 64},
+	{"CmdEventsHandled", CmdEventsHandled, 65},
+	{"CmdKfSynced", CmdKfSynced, 66},
+	{"CmdReplaceTask", CmdReplaceTask, 67},
+	{"CmdPruneEvents", CmdPruneEvents, 68},
 }
 
 func TestCommandNumbers(t *testing.T) {

@@ -73,6 +73,9 @@ type Rule struct {
 	Zones []string
 	// QuietStrict: quiet hours hold high priority messages too.
 	QuietStrict bool
+	// Events are the event types the rule's on_event takes (events =
+	// {…}); none: the rule takes no events.
+	Events []string
 	// Digest folds the rule's deliveries to one person whose send times
 	// fall in one window of this length into one message; 0: no digest.
 	Digest time.Duration

@@ -154,6 +154,7 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 		writeDirectory(enc, st),
 		writeAudit(enc, st),
 		writeClock(enc, st),
+		writeEvents(enc, st),
 		writeSection[int](enc, sectionEnd, nil),
 	)
 	if err != nil {
@@ -224,6 +225,9 @@ func writeAudit(enc *gob.Encoder, st *state) error {
 func snapshotFSM(st *state) uint16 {
 	if len(st.Audit.Folds) > 0 {
 		return FSMAuditFolds // audit_folds (audit_fold.go)
+	}
+	if hasEvents(st) {
+		return FSMEvents
 	}
 	if st.Clock == nil {
 		return 2
@@ -543,6 +547,12 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 			}
 			st.Audit.Folds[e.Seq] = e.AuditFold
 		})
+	},
+	"events": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(e *Event) { st.Events.byID[e.ID] = e })
+	},
+	"kf_cursors": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(e *kfEntry) { st.Events.kf[e.Key] = e.Cursor })
 	},
 	"clock": func(dec *gob.Decoder, st *state) error {
 		var e clockEntry

@@ -54,6 +54,8 @@ type state struct {
 	// Clock is the last clock observation (clocks.go); nil until the
 	// first, so logs from before it replay as they did.
 	Clock *ClockSeen
+	// Events are the recorded events and kf cursors (event.go).
+	Events eventState
 
 	// due indexes pending and claimed deliveries by when the executor must
 	// look at them next, one tree per priority. Derived: rebuilt on restore,
@@ -99,6 +101,7 @@ func newState() *state {
 		Compensate: map[string]bool{},
 		Daily:      map[string]map[string]*DayStats{},
 		Paused:     map[string]*Pause{},
+		Events:     newEventState(),
 	}
 	s.initIndexes()
 	return s
@@ -170,6 +173,7 @@ func (s *state) reindex() {
 			s.planning[k] = true
 		}
 	}
+	s.Events.reindex()
 }
 
 func sortDue(items []dueItem) {
@@ -262,7 +266,8 @@ func (s *state) clone() *state {
 		// (its folds are copied).
 		Audit: s.Audit.clone(),
 		// Replaced whole by each observation, never changed in place.
-		Clock: s.Clock,
+		Clock:  s.Clock,
+		Events: s.Events.clone(),
 		// Lazily copied on write; Persist writes the tasks in its order.
 		taskIndex: s.taskIndex.Clone(),
 	}

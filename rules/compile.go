@@ -81,11 +81,14 @@ const (
 	keyQuietHours      = "quiet_hours"
 	keyQuietStrict     = "quiet_hours_strict"
 	keyDigest          = "digest"
+	// Since issue 21: events drive rules.
+	keyEvents  = "events"
+	keyOnEvent = "on_event"
 )
 
 var ruleKeys = []string{keyName, keyDescription, keySchedule, keyTimezone, keyCalendar, keyShift,
 	keyChannel, keyPriority, keyStagger, keyRetry, keyDeadline, keyCatchup, keyRecipients, keyMessage,
-	keyOnFailed, keyDefaultTimezone, keyQuietHours, keyQuietStrict, keyDigest}
+	keyOnFailed, keyDefaultTimezone, keyQuietHours, keyQuietStrict, keyDigest, keyEvents, keyOnEvent}
 
 // utf8BOM is the byte order mark some editors put at the start of a file.
 var utf8BOM = []byte("\uFEFF")
@@ -102,6 +105,7 @@ type compiled struct {
 	description string
 	sched       *schedule.Schedule // nil for rules triggered by API tasks
 	hasOnFailed bool
+	hasOnEvent  bool
 	nameLine    int
 	channelLine int // line of the channel field, for "not configured" errors
 	catchupLine int // line of the catchup field, for "longer than the ledger" errors
@@ -396,6 +400,48 @@ func (c *compiled) readFields(t *lua.LTable, sb *sandbox, lines map[string]int, 
 		}
 	}
 	c.hasOnFailed = t.RawGetString(keyOnFailed) != lua.LNil
+	return c.readEvents(t, fail)
+}
+
+// maxEventTypes bounds a rule's events list.
+const maxEventTypes = 32
+
+// readEvents checks events = {"TYPE", …} and on_event, which go together.
+func (c *compiled) readEvents(t *lua.LTable, fail func(string, string, ...any) error) error {
+	evs, hook := t.RawGetString(keyEvents), t.RawGetString(keyOnEvent)
+	switch hook.(type) {
+	case *lua.LNilType, *lua.LFunction:
+	default:
+		return fail(keyOnEvent, "on_event: want a function(ev), got %s", hook.Type())
+	}
+	if evs == lua.LNil {
+		if hook != lua.LNil {
+			return fail(keyOnEvent, `on_event needs events = { "TYPE", … }: the event types it takes (like "wecom.kf.message")`)
+		}
+		return nil
+	}
+	list, ok := evs.(*lua.LTable)
+	if !ok || list.Len() == 0 {
+		return fail(keyEvents, `events: want a list of event types, like { "wecom.kf.message" }`)
+	}
+	if list.Len() > maxEventTypes {
+		return fail(keyEvents, "events: at most %d types", maxEventTypes)
+	}
+	seen := map[string]bool{}
+	for i := 1; i <= list.Len(); i++ {
+		s, ok := list.RawGetInt(i).(lua.LString)
+		if !ok || s == "" || len(s) > engine.MaxEventType {
+			return fail(keyEvents, "events[%d]: want an event type (a string of at most %d bytes)", i, engine.MaxEventType)
+		}
+		if !seen[string(s)] {
+			seen[string(s)] = true
+			c.rule.Events = append(c.rule.Events, string(s))
+		}
+	}
+	if hook == lua.LNil {
+		return fail(keyEvents, "events without on_event: add on_event = function(ev) … end")
+	}
+	c.hasOnEvent = true
 	return nil
 }
 

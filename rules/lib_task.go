@@ -35,7 +35,7 @@ import (
 
 const (
 	fnTaskSubmit   = "task.submit"
-	errOnlyFailed  = "task.submit is only available in on_failed"
+	errOnlyFailed  = "task.submit is only available in on_failed and on_event"
 	fieldTaskKey   = "key"
 	fieldTaskRule  = "rule"
 	fieldTaskDueAt = "due_at"
@@ -47,12 +47,15 @@ const (
 // submitter is what task.submit needs during one on_failed call.
 type submitter struct {
 	fn engine.SubmitFunc // nil: the caller gave none (preview, a test)
+	// ops are on_event's other task operations; nil in on_failed.
+	ops *engine.TaskOps
 	// ruleProblem says why a task may not fire the named rule, or "".
 	ruleProblem func(rule string) string
 }
 
 func (sb *sandbox) openTask() {
-	sb.register("task", map[string]lua.LGFunction{"submit": sb.taskSubmit})
+	sb.register("task", map[string]lua.LGFunction{"submit": sb.taskSubmit,
+		"cancel": sb.taskCancel, "replace": sb.taskReplace, "pending": sb.taskPending})
 }
 
 func (sb *sandbox) taskSubmit(L *lua.LState) int {

@@ -267,6 +267,9 @@ func (c *nodeConfig) validate() error {
 			return fmt.Errorf("config: channel %q: plugin is required (e.g. plugin: mock)", name)
 		}
 	}
+	if _, err := callbackSettings(c.Channels); err != nil {
+		return err
+	}
 	if c.JoinTimeout != "" {
 		if d, err := time.ParseDuration(c.JoinTimeout); err != nil || d <= 0 {
 			return fmt.Errorf("config: join_timeout %q: want a positive duration such as 1m", c.JoinTimeout)

@@ -44,6 +44,10 @@ type node struct {
 	peerHTTP *http.Client
 	// dirRefresh asks the leader's directory refresher for a refresh now.
 	dirRefresh chan struct{}
+	// callbacks are the wecom channels with a callback; callback serves
+	// them (nil: none).
+	callbacks wecomCallbacks
+	callback  http.Handler
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -96,6 +100,12 @@ func startNode(ctx context.Context, cfg nodeConfig, log *slog.Logger) (n *node, 
 		return n, err
 	}
 	schedules := scheduleFunc(cals)
+	if n.callbacks, err = callbackSettings(cfg.Channels); err != nil {
+		return n, err
+	}
+	if n.callback, err = n.callbackHandler(n.callbacks, reg); err != nil {
+		return n, err
+	}
 	n.serveHTTP(ln, certs, reg, schedules)
 	if err = n.raft.Start(ctx); err != nil {
 		return n, err
@@ -283,7 +293,7 @@ func (n *node) serveHTTP(ln net.Listener, certs *cluster.CertStore, reg promethe
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, ReadyFunc: n.ready, Cluster: n.raft.Handler(), Snapshot: n.raft.SnapshotHandler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: n.log, Rules: n.rules, ScheduleFunc: schedules,
 			People: n.rules, DisplayTimezone: n.zone.String(), Tokens: cfg.apiTokens,
-			PeerSignedFunc: n.raft.PeerSigned, Forwarding: n.raft,
+			PeerSignedFunc: n.raft.PeerSigned, Forwarding: n.raft, WecomCallback: n.callback,
 			Directory: &api.DirectoryConfig{
 				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
 				Refresh: func() {
@@ -349,6 +359,7 @@ func (n *node) newLeaderRun(reg prometheus.Registerer, schedules func(engine.Rul
 		HousekeeperConfig: leader.HousekeeperConfig{DisplayZone: n.zone, AuditRetention: auditRetention,
 			Retention: retention, LedgerRetention: ledger},
 		DirectoryConfig: leader.DirectoryConfig{DirectoryRefresh: n.dirRefresh},
+		EventsConfig:    leader.EventsConfig{KfSyncFunc: n.callbacks.kfSync()},
 		ClockConfig: leader.ClockConfig{
 			Clocks: memberClocks{node: n.raft, fsm: n.fsm}, MaxClockSkew: maxClockSkew, Transfer: n.raft.TransferLeadershipTo,
 		},
@@ -548,7 +559,7 @@ func channelConfigs(in map[string]map[string]any, zone string) map[string]host.C
 	for name, raw := range in {
 		cfg := map[string]any{}
 		for k, v := range raw {
-			if k != "plugin" {
+			if !nodeOnlyKey(k) {
 				cfg[k] = v
 			}
 		}

@@ -123,10 +123,26 @@ var roleOverrides = map[string]Role{
 	// the answers hold nothing a token guards.
 	"GET /v1/health": RolePublic,
 	"GET /v1/ready":  RolePublic,
+	// WeCom's callbacks: the msg_signature is the credential, checked by
+	// the receiver (a bad one is a counted 403); WeCom sends no token,
+	// and calls from outside the node's machine.
+	"GET /v1/wecom/callback/{channel}": RolePublic,
+	wecomCallbackPOST:                  RolePublic,
 	// The dashboard's page and assets: the page asks for a token itself.
 	"GET /ui/":  RolePublic,
 	"GET /{$}":  RolePublic,
 	"HEAD /ui/": RolePublic,
+}
+
+// wecomCallbackPOST is the callback's write route: public, and left out
+// of the audit trail (IsWecomCallback).
+const wecomCallbackPOST = "POST /v1/wecom/callback/{channel}"
+
+// IsWecomCallback reports a request for the WeCom callback receiver, which
+// the signature authenticates: the edge's checks for people's requests
+// (tokens, loopback, Host) do not apply to it.
+func IsWecomCallback(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/v1/wecom/callback/")
 }
 
 // roleMux resolves roleOverrides with the mux's own matching rules, so an

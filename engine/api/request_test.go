@@ -54,7 +54,7 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 		{http.MethodDelete, "/v1/status", "GET, HEAD"},
 		{http.MethodPost, "/v1/status", "GET, HEAD"},
 		{http.MethodPut, "/v1/tasks", "GET, HEAD, POST"},
-		{http.MethodPost, "/v1/tasks/k", "DELETE, GET, HEAD"},
+		{http.MethodPost, "/v1/tasks/k", "DELETE, GET, HEAD, PUT"},
 		{http.MethodGet, "/v1/rules/daily/fire", "POST"},
 		{http.MethodGet, "/v1/alerts/x/ack", "POST"},
 		{http.MethodPost, "/metrics", "GET, HEAD"},

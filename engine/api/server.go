@@ -102,6 +102,10 @@ type Config struct {
 	// ReadyFunc checks the node's readiness for GET /v1/ready (probe.go);
 	// nil answers 503.
 	ReadyFunc func(context.Context) Readiness
+	// WecomCallback serves GET and POST /v1/wecom/callback/{channel}
+	// (plugins/wecom/callback): WeCom's callbacks, verified by their
+	// signature, no token.
+	WecomCallback http.Handler
 	// Cluster serves /v1/cluster/ (join, leave, remove, status).
 	Cluster http.Handler
 	// Snapshot serves GET /v1/snapshot (a backup, streamed) and PUT
@@ -182,11 +186,14 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET /v1/directory", s.getDirectory)
 	mux.HandleFunc("GET /v1/directory/snapshot", s.getDirectorySnapshot)
 	mux.HandleFunc("GET /v1/audit", s.audit)
+	mux.HandleFunc("GET /v1/events/{id}", s.getEvent)
 	// Every write names its audit action (audit.go), and its target when
 	// the path holds it.
 	mux.HandleFunc("POST /v1/alerts/{id}/ack", audited("alert.ack", "id", s.ackAlert))
 	mux.HandleFunc("POST /v1/tasks", audited("task.submit", "", s.submitTask))
 	mux.HandleFunc("DELETE /v1/tasks/{key}", audited("task.cancel", "key", s.cancelTask))
+	mux.HandleFunc("PUT /v1/tasks/{key}", audited("task.replace", "key", s.replaceTask))
+	mux.HandleFunc("POST /v1/events", audited("event.record", "", s.recordEvent))
 	mux.HandleFunc("POST /v1/rules/{name}/fire", audited("rule.fire", "name", s.fireRule))
 	mux.HandleFunc("POST /v1/rules/{name}/pause", audited("rule.pause", "name", s.pauseRule))
 	mux.HandleFunc("POST /v1/rules/{name}/resume", audited("rule.resume", "name", s.resumeRule))
@@ -194,6 +201,12 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("POST /v1/deliveries/{id}/retry", audited("delivery.retry", "id", s.retryOne))
 	mux.HandleFunc("POST /v1/directory/confirm", audited("directory.confirm", "", s.confirmDirectory))
 	mux.HandleFunc("POST /v1/directory/refresh", audited("directory.refresh", "", s.refreshDirectory))
+	if cfg.WecomCallback != nil {
+		// Public: WeCom's msg_signature is the credential (auth.go), and
+		// not audited: the event it records is its trace (audit.go).
+		mux.Handle("GET /v1/wecom/callback/{channel}", cfg.WecomCallback)
+		mux.Handle(wecomCallbackPOST, cfg.WecomCallback)
+	}
 	if cfg.Cluster != nil {
 		mux.Handle("/v1/cluster/", cfg.Cluster)
 	}

@@ -261,6 +261,7 @@ func (h *housekeeper) pruneOnce(ctx context.Context, now time.Time) {
 			l.log.Info("pruned audit records past retention", "records", n, "retention", l.cfg.AuditRetention)
 		}
 	}
+	l.pruneEvents(ctx, now)
 	res, err := l.propose(ctx, engine.CmdPrune, engine.Prune{Before: now.Add(-l.cfg.Retention), LedgerBefore: now.Add(-l.cfg.LedgerRetention), Now: now})
 	if err != nil {
 		l.log.Warn("cannot prune finished deliveries", "err", err)

@@ -37,6 +37,7 @@ type Config struct {
 	HousekeeperConfig
 	DirectoryConfig
 	ClockConfig
+	EventsConfig
 }
 
 func (c *Config) setDefaults() error {
@@ -58,6 +59,7 @@ func (c *Config) setDefaults() error {
 	c.HousekeeperConfig.setDefaults()
 	c.DirectoryConfig.setDefaults()
 	c.ClockConfig.setDefaults()
+	c.EventsConfig.setDefaults()
 	return nil
 }
 
@@ -120,6 +122,8 @@ func (l *Leader) Run(ctx context.Context) {
 	wg.Go(func() { s.run(ctx) })
 	wg.Go(func() { x.run(ctx) })
 	wg.Go(func() { h.run(ctx) })
+	ev := newEventLoop(l)
+	wg.Go(func() { ev.run(ctx) })
 	if l.cfg.Directory != nil {
 		d := &dirRefresher{l: l}
 		wg.Go(func() { d.run(ctx) })
