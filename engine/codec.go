@@ -36,6 +36,10 @@ import (
 //     Admit writes it as version 1 unless it is set.
 const FSMVersion uint16 = 4
 
+// FSMVersion4 is FSM version 4 by name, for what it added that the API
+// leaves out while a member applies 3 (the operators' notes).
+const FSMVersion4 uint16 = 4
+
 // FSMAuditFolds is the FSM version that first folded unchanged writes
 // into the audit trail (the snapshot section audit_folds).
 const FSMAuditFolds uint16 = 4

@@ -99,13 +99,13 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdPrune:         {name: "Prune", since: []uint16{1}, apply: applyJSON(applier.prune)},
 	CmdFoldDigest:    {name: "FoldDigest", since: []uint16{2}, apply: applyJSON(applier.foldDigest)},
 
-	CmdPauseRule:        {name: "PauseRule", since: []uint16{2}, apply: applyJSON(applier.pauseRule)},
+	CmdPauseRule:        {name: "PauseRule", since: []uint16{2, 4}, apply: applyJSON(applier.pauseRule), downgrade: downgradeJSON[PauseRule]},
 	CmdResumeRule:       {name: "ResumeRule", since: []uint16{2}, apply: applyJSON(applier.resumeRule)},
-	CmdRetryDeliveries:  {name: "RetryDeliveries", since: []uint16{2}, apply: applyJSON(applier.retryDeliveries)},
-	CmdRefireRun:        {name: "RefireRun", since: []uint16{2}, apply: applyJSON(applier.refireRun)},
+	CmdRetryDeliveries:  {name: "RetryDeliveries", since: []uint16{2, 4}, apply: applyJSON(applier.retryDeliveries), downgrade: downgradeJSON[RetryDeliveries]},
+	CmdRefireRun:        {name: "RefireRun", since: []uint16{2, 4}, apply: applyJSON(applier.refireRun), downgrade: downgradeJSON[RefireRun]},
 	CmdSetDirectory:     {name: "SetDirectory", since: []uint16{2}, apply: applyJSON(applier.setDirectory)},
 	CmdHoldDirectory:    {name: "HoldDirectory", since: []uint16{2}, apply: applyJSON(applier.holdDirectory)},
-	CmdConfirmDirectory: {name: "ConfirmDirectory", since: []uint16{2}, apply: applyJSON(applier.confirmDirectory)},
+	CmdConfirmDirectory: {name: "ConfirmDirectory", since: []uint16{2, 4}, apply: applyJSON(applier.confirmDirectory), downgrade: downgradeJSON[ConfirmDirectory]},
 
 	CmdRecordAudit: {name: "RecordAudit", since: []uint16{2, 4}, apply: applyJSON(applier.recordAudit), downgrade: downgradeJSON[RecordAudit]},
 	CmdPruneAudit:  {name: "PruneAudit", since: []uint16{2}, apply: applyJSON(applier.pruneAudit)},

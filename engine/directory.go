@@ -38,6 +38,9 @@ type DirectoryRecord struct {
 	// confirmed after it was held.
 	ConfirmedBy string    `json:"confirmed_by,omitempty"`
 	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
+	// ConfirmNote is what the confirming client typed (FSM version 4);
+	// ConfirmedBy is the verified actor.
+	ConfirmNote string `json:"confirm_note,omitempty"`
 }
 
 // SetDirectory puts a directory snapshot in force. A held refresh is
@@ -70,6 +73,8 @@ type ConfirmDirectory struct {
 	Hash string    `json:"hash,omitempty"`
 	By   string    `json:"by"`
 	Now  time.Time `json:"now"`
+	// Note: body version 2 (FSM version 4).
+	Note string `json:"note,omitempty"`
 }
 
 // Alert causes of the directory.
@@ -119,7 +124,7 @@ func (a applier) confirmDirectory(c ConfirmDirectory) any {
 		return fmt.Errorf("%w: held %s, confirmed %s", ErrHeldDirectoryMismatch, h.Hash, c.Hash)
 	}
 	n := *h
-	n.Removed, n.AppliedAt, n.ConfirmedBy, n.ConfirmedAt = nil, c.Now, c.By, c.Now
+	n.Removed, n.AppliedAt, n.ConfirmedBy, n.ConfirmedAt, n.ConfirmNote = nil, c.Now, c.By, c.Now, c.Note
 	a.st.Directory, a.st.DirectoryHeld = &n, nil
 	return &n
 }

@@ -20,10 +20,13 @@ const RunPaused RunState = 5
 
 // Pause is a paused rule as the replicated state records it.
 type Pause struct {
-	Rule   string    `json:"rule"`
+	Rule string `json:"rule"`
+	// By is the verified actor (a token's name, "loopback"); Note what
+	// the client typed, if anything (FSM version 4).
 	By     string    `json:"by"`
 	At     time.Time `json:"at"`
 	Reason string    `json:"reason"`
+	Note   string    `json:"note,omitempty"`
 }
 
 // PauseRule pauses a rule: its slots are recorded as paused, and its
@@ -35,6 +38,8 @@ type PauseRule struct {
 	By     string    `json:"by"`
 	Reason string    `json:"reason"`
 	Now    time.Time `json:"now"`
+	// Note: body version 2 (FSM version 4); see noteDowngrade.
+	Note string `json:"note,omitempty"`
 }
 
 // ResumeRule releases a paused rule: its parked deliveries become due again
@@ -54,6 +59,8 @@ type RetryDeliveries struct {
 	By       string    `json:"by"`
 	Deadline time.Time `json:"deadline"`
 	Now      time.Time `json:"now"`
+	// Note: body version 2 (FSM version 4).
+	Note string `json:"note,omitempty"`
 }
 
 // RetryResult is what Apply returns for RetryDeliveries.
@@ -75,7 +82,22 @@ type RefireRun struct {
 	Key string    `json:"key"`
 	By  string    `json:"by"`
 	Now time.Time `json:"now"`
+	// Note: body version 2 (FSM version 4).
+	Note string `json:"note,omitempty"`
 }
+
+// The operators' writes record who made them (By, the actor the API
+// verified: a token's name, never what a body says) and, apart, what the
+// client typed (Note). Note came with body version 2 (FSM version 4) and
+// is left out when empty, so such a body is a version-1 body too, which
+// Admit writes while a member applies version 3 (the API leaves the note
+// out then: noteDowngrade refuses the rest).
+func noteDowngrade(to uint8, note string) bool { return to >= 2 || note == "" }
+
+func (c *PauseRule) downgrade(to uint8) bool        { return noteDowngrade(to, c.Note) }
+func (c *RetryDeliveries) downgrade(to uint8) bool  { return noteDowngrade(to, c.Note) }
+func (c *RefireRun) downgrade(to uint8) bool        { return noteDowngrade(to, c.Note) }
+func (c *ConfirmDirectory) downgrade(to uint8) bool { return noteDowngrade(to, c.Note) }
 
 // Errors of the operators' commands.
 var (
@@ -95,7 +117,7 @@ func (a applier) pauseRule(c PauseRule) any {
 			a.st.dueTree(d.Priority).Delete(dueItem{d.DueAt(), d.ID})
 		}
 	}
-	p := &Pause{Rule: c.Rule, By: c.By, At: c.Now, Reason: c.Reason}
+	p := &Pause{Rule: c.Rule, By: c.By, At: c.Now, Reason: c.Reason, Note: c.Note}
 	a.st.Paused[c.Rule] = p
 	return p
 }
@@ -140,7 +162,7 @@ func (a applier) retryDeliveries(c RetryDeliveries) any {
 		nd := *d
 		nd.Digest = "" // a folded delivery retried by hand goes alone
 		nd.State, nd.Attempts, nd.NextAt, nd.Deadline, nd.EndedAt = StatePending, 0, c.Now, c.Deadline, time.Time{}
-		nd.RetriedBy, nd.RetriedAt, nd.Retries = c.By, c.Now, d.Retries+1
+		nd.RetriedBy, nd.RetryNote, nd.RetriedAt, nd.Retries = c.By, c.Note, c.Now, d.Retries+1
 		a.st.putDelivery(&nd)
 		a.dayStats(a.runDate(d), d.Rule, func(s *DayStats) {
 			// No longer ended: counted again when it ends this time.
@@ -166,7 +188,7 @@ func (a applier) refireRun(c RefireRun) any {
 	}
 	was := run.State
 	r := *run
-	r.State, r.Manual, r.StartedAt, r.FiredBy = RunPlanning, true, c.Now, c.By
+	r.State, r.Manual, r.StartedAt, r.FiredBy, r.FireNote = RunPlanning, true, c.Now, c.By, c.Note
 	a.st.putRun(&r)
 	a.signalTasks() // wake the scheduler to plan it
 	a.dayStats(r.date(), r.Rule, func(s *DayStats) {

@@ -58,7 +58,9 @@ type Run struct {
 	Late    bool            `json:"late,omitempty"`
 	Manual  bool            `json:"manual,omitempty"` // fired by hand (herald rules fire)
 	// FiredBy is who fired a skipped or paused slot by hand (RefireRun).
-	FiredBy   string `json:"fired_by,omitempty"`
+	FiredBy string `json:"fired_by,omitempty"`
+	// FireNote is what the client typed with it (FSM version 4).
+	FireNote  string `json:"fire_note,omitempty"`
 	Date      string `json:"date,omitempty"` // slot's date in the rule's zone
 	RulesHash string `json:"rules_hash,omitempty"`
 	// DirectoryHash names the directory snapshot in force when the run
@@ -114,6 +116,9 @@ type Delivery struct {
 	Retries   int       `json:"retries,omitempty"`
 	RetriedBy string    `json:"retried_by,omitempty"`
 	RetriedAt time.Time `json:"retried_at,omitzero"`
+	// RetryNote is what the client typed with the last retry (FSM
+	// version 4); RetriedBy is the verified actor.
+	RetryNote string `json:"retry_note,omitempty"`
 	// Failures are the attempts that did not send it, oldest first (at
 	// most MaxFailures, the latest kept), so a person's page can say why
 	// each one failed: LastError holds only the last. Nil in records of a

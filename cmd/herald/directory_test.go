@@ -278,7 +278,8 @@ func TestDirectoryCmd(t *testing.T) {
 	out, err = runHerald(t, "directory", "confirm", hash, "--by", "ops", "--addr", addr)
 	require.NoError(t, err)
 	require.Contains(t, out, "in force: "+hash)
-	require.Contains(t, out, "confirmed by ops")
+	require.Contains(t, out, "confirmed by loopback", "who the node verified")
+	require.Contains(t, out, "note: ops", "--by is a note beside it")
 
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "east.lua"), []byte(`return rule { name = "east", channel = "mock",

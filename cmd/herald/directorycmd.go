@@ -50,12 +50,13 @@ until an operator confirms it.`,
 		Short: "Put the held refresh in force (HASH: the one the alert names; without it, whatever is held)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := api.ConfirmDirectoryRequest{By: by}
+			// Who confirms is the token's name; --by is a note beside it.
+			req := api.ConfirmDirectoryRequest{Note: by}
 			if len(args) == 1 {
 				req.Hash = args[0]
 			}
-			if req.By == "" {
-				req.By = os.Getenv("USER")
+			if req.Note == "" {
+				req.Note = whoAmI()
 			}
 			var v api.DirectoryView
 			if err := f.call(cmd, http.MethodPost, "/v1/directory/confirm", req, &v); err != nil {
@@ -69,7 +70,7 @@ until an operator confirms it.`,
 			return nil
 		},
 	}
-	confirm.Flags().StringVar(&by, "by", "", "who confirms, for the record (default $USER)")
+	confirm.Flags().StringVar(&by, "by", "", "a note for the record beside the verified confirmer (default user@host)")
 	refresh := &cobra.Command{
 		Use:   "refresh",
 		Short: "Ask the leader to read the directory from WeCom now",
@@ -97,6 +98,9 @@ func printDirectory(w io.Writer, v api.DirectoryView, loc *time.Location) {
 			zoned(s.FetchedAt), zoned(s.AppliedAt))
 		if s.ConfirmedBy != "" {
 			fmt.Fprintf(w, "  confirmed by %s at %s\n", s.ConfirmedBy, zoned(s.ConfirmedAt))
+			if s.Note != "" {
+				fmt.Fprintf(w, "  note: %s\n", s.Note)
+			}
 		}
 		if s.Removed > 0 {
 			fmt.Fprintf(w, "  would remove %d people: %s\n", s.Removed, strings.Join(s.RemovedSample, ", "))

@@ -29,7 +29,7 @@ once, whether the scheduler or a person fires it.`,
 		Example: "  herald rules fire daily_report --slot 2026-12-01T09:00:00+08:00",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := api.FireRequest{By: whoAmI()}
+			req := api.FireRequest{Note: whoAmI()}
 			var err error
 			if req.Slot, err = wireTime(cmd, "--slot", slot); err != nil {
 				return err

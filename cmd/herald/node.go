@@ -472,7 +472,7 @@ func ruleStatuses(files []rules.FileStatus, pauses []*engine.Pause) []api.RuleSt
 	for _, f := range files {
 		rs := api.RuleStatus{Name: f.Name, File: f.File, Hash: f.Hash, Error: f.Error}
 		if p, ok := paused[f.Name]; ok && f.Name != "" {
-			rs.Paused, rs.PausedBy, rs.PausedAt, rs.Reason = true, p.By, p.At, p.Reason
+			rs.Paused, rs.PausedBy, rs.PausedAt, rs.Reason, rs.Note = true, p.By, p.At, p.Reason, p.Note
 			delete(paused, f.Name)
 		}
 		if f.Error != "" && f.Line > 0 {
@@ -484,7 +484,7 @@ func ruleStatuses(files []rules.FileStatus, pauses []*engine.Pause) []api.RuleSt
 		if _, left := paused[p.Rule]; left {
 			// No file: the rule is not broken, only absent; its file and
 			// hash are empty.
-			out = append(out, api.RuleStatus{Name: p.Rule, Paused: true, PausedBy: p.By, PausedAt: p.At, Reason: p.Reason})
+			out = append(out, api.RuleStatus{Name: p.Rule, Paused: true, PausedBy: p.By, PausedAt: p.At, Reason: p.Reason, Note: p.Note})
 		}
 	}
 	return out

@@ -48,7 +48,7 @@ herald rules resume NAME.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var out api.PauseView
-			if err := f.call(cmd, http.MethodPost, "/v1/rules/"+url.PathEscape(args[0])+"/pause", api.PauseRequest{Reason: reason, By: whoAmI()}, &out); err != nil {
+			if err := f.call(cmd, http.MethodPost, "/v1/rules/"+url.PathEscape(args[0])+"/pause", api.PauseRequest{Reason: reason, Note: whoAmI()}, &out); err != nil {
 				return err
 			}
 			if f.asJSON {
@@ -57,6 +57,9 @@ herald rules resume NAME.`,
 			fmt.Fprintf(cmd.OutOrStdout(), "rule %s paused at %s by %s", out.Rule, showTime(cmd, out.PausedAt), out.PausedBy)
 			if out.Reason != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), ": %s", out.Reason)
+			}
+			if out.Note != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), " (note: %s)", out.Note)
 			}
 			fmt.Fprintln(cmd.OutOrStdout())
 			return nil
@@ -78,7 +81,7 @@ sent unless fired by hand: herald rules fire NAME --slot T.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var out api.PauseView
-			if err := f.call(cmd, http.MethodPost, "/v1/rules/"+url.PathEscape(args[0])+"/resume", api.ResumeRequest{By: whoAmI()}, &out); err != nil {
+			if err := f.call(cmd, http.MethodPost, "/v1/rules/"+url.PathEscape(args[0])+"/resume", api.ResumeRequest{Note: whoAmI()}, &out); err != nil {
 				return err
 			}
 			if f.asJSON {
@@ -107,7 +110,7 @@ alone. IDs may be unique prefixes of 8 or more characters.`,
   herald deliveries retry --rule daily_report --state failed --since "2026-11-30 00:00"
   herald deliveries retry --run daily_report@2026-11-30T01:00:00Z --deadline 4h`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := api.RetryRequest{IDs: args, Run: run, Rule: rule, State: state, By: whoAmI(), Deadline: deadline.String()}
+			req := api.RetryRequest{IDs: args, Run: run, Rule: rule, State: state, Note: whoAmI(), Deadline: deadline.String()}
 			if deadline <= 0 {
 				return fmt.Errorf("--deadline: %s is not ahead; want a positive duration such as 2h (from now)", deadline)
 			}

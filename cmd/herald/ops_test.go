@@ -15,7 +15,7 @@ func TestRulesPauseResumeCmd(t *testing.T) {
 	addr, node := startAPI(t)
 	out, err := runHerald(t, "rules", "pause", "daily_report", "--reason", "Spring Festival", "--addr", addr, "--tz", "Asia/Shanghai")
 	require.NoError(t, err)
-	require.Regexp(t, `^rule daily_report paused at 2026-12-01 10:00:00 \+08:00 by \S+: Spring Festival\n$`, out)
+	require.Regexp(t, `^rule daily_report paused at 2026-12-01 10:00:00 \+08:00 by loopback: Spring Festival \(note: \S+\)\n$`, out)
 	_, ok := node.FSM.Paused("daily_report")
 	require.True(t, ok)
 	_, err = runHerald(t, "rules", "pause", "daily_report", "--addr", addr)

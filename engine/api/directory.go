@@ -46,6 +46,9 @@ type DirectorySummary struct {
 	AppliedAt   time.Time `json:"applied_at"`
 	ConfirmedBy string    `json:"confirmed_by,omitempty"`
 	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
+	// Note is what the confirming client typed (confirmed_by is who it
+	// was, as verified).
+	Note string `json:"note,omitempty"`
 	// Removed (a held refresh only) counts the people it would remove;
 	// RemovedSample names the first of them.
 	Removed       int      `json:"removed,omitempty"`
@@ -58,8 +61,10 @@ type ConfirmDirectoryRequest struct {
 	// show it: the operator confirms what they saw. Empty confirms
 	// whatever is held.
 	Hash string `json:"hash,omitempty"`
-	// By names the operator, for the record.
-	By string `json:"by,omitempty"`
+	// Note is free text for the record; who confirmed (confirmed_by) is
+	// the verified caller. By: older clients' Note.
+	Note string `json:"note,omitempty"`
+	By   string `json:"by,omitempty"`
 }
 
 // removedSampleMax bounds RemovedSample.
@@ -70,7 +75,7 @@ func summary(r *engine.DirectoryRecord) *DirectorySummary {
 		return nil
 	}
 	s := &DirectorySummary{Hash: r.Hash, Source: r.Source, People: len(r.UserIDs), FetchedAt: r.FetchedAt,
-		AppliedAt: r.AppliedAt, ConfirmedBy: r.ConfirmedBy, ConfirmedAt: r.ConfirmedAt, Removed: len(r.Removed)}
+		AppliedAt: r.AppliedAt, ConfirmedBy: r.ConfirmedBy, ConfirmedAt: r.ConfirmedAt, Note: r.ConfirmNote, Removed: len(r.Removed)}
 	if len(r.Removed) > 0 {
 		s.RemovedSample = r.Removed[:min(len(r.Removed), removedSampleMax)]
 	}
@@ -118,12 +123,8 @@ func (s *server) confirmDirectory(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, err)
 		return
 	}
-	by := req.By
-	if by == "" {
-		by = "api"
-	}
 	setTarget(r, req.Hash)
-	_, err := s.apply(r.Context(), engine.CmdConfirmDirectory, engine.ConfirmDirectory{Hash: req.Hash, By: by, Now: s.now()})
+	_, err := s.apply(r.Context(), engine.CmdConfirmDirectory, engine.ConfirmDirectory{Hash: req.Hash, By: actor(r), Note: s.note(req.Note, req.By), Now: s.now()})
 	switch {
 	case errors.Is(err, engine.ErrNoHeldDirectory):
 		writeError(w, http.StatusNotFound, err.Error())

@@ -68,7 +68,8 @@ func TestDirectoryAPI(t *testing.T) {
 	code, out = b.do(t, http.MethodPost, "/v1/directory/confirm", `{"hash":"h2","by":"ops"}`)
 	require.Equal(t, http.StatusOK, code, out)
 	require.Equal(t, "h2", out["in_force"].(map[string]any)["hash"])
-	require.Equal(t, "ops", out["in_force"].(map[string]any)["confirmed_by"])
+	require.Equal(t, "loopback", out["in_force"].(map[string]any)["confirmed_by"])
+	require.Equal(t, "ops", out["in_force"].(map[string]any)["note"])
 	require.Nil(t, out["held"])
 
 	code, _ = b.do(t, http.MethodPost, "/v1/directory/refresh", "")

@@ -16,9 +16,10 @@ import (
 type FireRequest struct {
 	// Slot is the slot to fire (RFC 3339); empty means now, to the second.
 	Slot string `json:"slot,omitempty"`
-	// By names who fires (the CLI sends user@host); default the client's
-	// address.
-	By string `json:"by,omitempty"`
+	// Note is free text for the record (the CLI sends user@host); who
+	// fired is the verified caller. By: older clients' Note.
+	Note string `json:"note,omitempty"`
+	By   string `json:"by,omitempty"`
 }
 
 // FireResponse answers a manual fire.
@@ -86,12 +87,12 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 		slot = t
 	}
 	if rule.PerRecipient {
-		s.fireZones(w, r, rule, slot, req.Slot == "", now, actor(r, req.By))
+		s.fireZones(w, r, rule, slot, req.Slot == "", now, fireBy{actor(r), s.note(req.Note, req.By)})
 		return
 	}
 	c := engine.ManualRun(rule, rule.Timezone, slot, s.cfg.Rules.Hash(), now)
 	setTarget(r, c.Key)
-	backfilled, err := s.startManual(r.Context(), c, actor(r, req.By))
+	backfilled, err := s.startManual(r.Context(), c, fireBy{actor(r), s.note(req.Note, req.By)})
 	switch {
 	case errors.Is(err, engine.ErrRunExists):
 		msg := fmt.Sprintf("slot %s of rule %s already fired", slot.Format(time.RFC3339), name)
@@ -111,7 +112,10 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 // beyond catch-up or paused over sent nothing, and is fired after all
 // (RefireRun), once: backfilled is then the state it was in. Otherwise
 // err is the StartRun's (engine.ErrRunExists for a slot that fired).
-func (s *server) startManual(ctx context.Context, c engine.StartRun, by string) (backfilled string, err error) {
+// fireBy is who fired by hand (verified) and what they typed.
+type fireBy struct{ actor, note string }
+
+func (s *server) startManual(ctx context.Context, c engine.StartRun, by fireBy) (backfilled string, err error) {
 	_, err = s.apply(ctx, engine.CmdStartRun, c)
 	if !errors.Is(err, engine.ErrRunExists) {
 		return "", err
@@ -120,7 +124,7 @@ func (s *server) startManual(ctx context.Context, c engine.StartRun, by string) 
 	if !ok || (run.State != engine.RunSkipped && run.State != engine.RunPaused) {
 		return "", err
 	}
-	if _, err := s.apply(ctx, engine.CmdRefireRun, engine.RefireRun{Key: c.Key, By: by, Now: c.Now}); err != nil {
+	if _, err := s.apply(ctx, engine.CmdRefireRun, engine.RefireRun{Key: c.Key, By: by.actor, Note: by.note, Now: c.Now}); err != nil {
 		return "", err
 	}
 	return run.State.String(), nil

@@ -17,7 +17,7 @@ import (
 // first. A given slot is an instant: it fires the zones whose schedule has
 // a slot then (09:00 CET fires Berlin and Paris, not Shanghai). Now fires
 // every zone.
-func (s *server) fireZones(w http.ResponseWriter, r *http.Request, rule engine.Rule, slot time.Time, now bool, at time.Time, by string) {
+func (s *server) fireZones(w http.ResponseWriter, r *http.Request, rule engine.Rule, slot time.Time, now bool, at time.Time, by fireBy) {
 	zones := rule.FireZones()
 	if !now && s.cfg.ScheduleFunc != nil {
 		var match []string

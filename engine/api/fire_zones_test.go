@@ -69,7 +69,8 @@ func TestFireZonesBackfillsSkipped(t *testing.T) {
 	require.Equal(t, "skipped", out["backfilled"])
 	run, _ := n.FSM.Run(key)
 	require.Equal(t, engine.RunPlanning, run.State)
-	require.Equal(t, "ana@desk", run.FiredBy, "who fired it, as the request says (a rule of one zone records it too)")
+	require.Equal(t, "loopback", run.FiredBy, "who fired it, as verified (a rule of one zone records it too)")
+	require.Equal(t, "ana@desk", run.FireNote, "what the request says is a note")
 	code, out = b.do(t, http.MethodPost, "/v1/rules/local/fire", `{"slot":"2026-11-30T09:00:00+08:00"}`)
 	require.Equal(t, http.StatusConflict, code, out)
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -30,14 +31,18 @@ const DefaultRetryDeadline = 2 * time.Hour
 // PauseRequest is the (optional) body of POST /v1/rules/{name}/pause.
 type PauseRequest struct {
 	Reason string `json:"reason,omitempty"`
-	// By names who pauses (the CLI sends user@host); default the client's
-	// address.
+	// Note is free text for the record (the CLI sends user@host). Who
+	// paused (paused_by) is the verified caller, never the body's.
+	Note string `json:"note,omitempty"`
+	// By is what older clients send in Note's place: taken as the note.
 	By string `json:"by,omitempty"`
 }
 
 // ResumeRequest is the (optional) body of POST /v1/rules/{name}/resume.
+// A resume keeps nothing of its caller but the audit record.
 type ResumeRequest struct {
-	By string `json:"by,omitempty"`
+	Note string `json:"note,omitempty"`
+	By   string `json:"by,omitempty"`
 }
 
 // PauseView answers pause and resume: the rule and whether it is paused.
@@ -47,6 +52,8 @@ type PauseView struct {
 	PausedBy string    `json:"paused_by,omitempty"`
 	PausedAt time.Time `json:"paused_at,omitzero"`
 	Reason   string    `json:"reason,omitempty"`
+	// Note is what the pausing client typed (paused_by is who it was).
+	Note string `json:"note,omitempty"`
 }
 
 // RetryRequest is the body of POST /v1/deliveries/retry (a filter or ids)
@@ -61,7 +68,10 @@ type RetryRequest struct {
 	Since string `json:"since,omitempty"`
 	// Deadline is a duration ("2h") from now; default 2h.
 	Deadline string `json:"deadline,omitempty"`
-	By       string `json:"by,omitempty"`
+	// Note is free text kept with the delivery (retry_note); who retried
+	// (retried_by) is the verified caller. By: older clients' Note.
+	Note string `json:"note,omitempty"`
+	By   string `json:"by,omitempty"`
 }
 
 // RetryResponse lists what was retried and what was left alone, and why.
@@ -71,10 +81,15 @@ type RetryResponse struct {
 	Deadline time.Time          `json:"deadline"`
 }
 
-// actor names who made a request: the body's by, else the client address.
-func actor(r *http.Request, by string) string {
-	if by = strings.TrimSpace(by); by != "" {
-		return by
+// actor names who made a request as auth established it: the token's
+// name, "loopback" (no tokens, the node's own machine), or the actor a
+// member vouched for on a forward. Never what the body says (issue 19:
+// paused_by, retried_by and confirmed_by were the caller's own claim, and
+// the console showed them as fact); that goes into the note. Without an
+// identity (a server built without auth: tests) the client's address.
+func actor(r *http.Request) string {
+	if id, ok := IdentityFrom(r.Context()); ok && id.Actor != "" && id.Actor != ActorAnonymous {
+		return id.Actor
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -83,11 +98,26 @@ func actor(r *http.Request, by string) string {
 	return "api@" + host
 }
 
+// maxNote bounds a note (it is kept in the replicated state).
+const maxNote = 256
+
+// note is the free text a write keeps beside its verified actor: the
+// body's note, or its by (older clients). It is left out while a member
+// applies FSM version 3, which cannot read it (the command is then the
+// version-1 body it always was).
+func (s *server) note(note, by string) string {
+	n := clip(strings.TrimSpace(cmp.Or(strings.TrimSpace(note), by)), maxNote)
+	if n == "" || s.cfg.FSM == nil || s.cfg.FSM.OldestMemberFSM() < engine.FSMVersion4 {
+		return ""
+	}
+	return n
+}
+
 func pauseView(rule string, p *engine.Pause) PauseView {
 	if p == nil {
 		return PauseView{Rule: rule}
 	}
-	return PauseView{Rule: rule, Paused: true, PausedBy: p.By, PausedAt: p.At, Reason: p.Reason}
+	return PauseView{Rule: rule, Paused: true, PausedBy: p.By, PausedAt: p.At, Reason: p.Reason, Note: p.Note}
 }
 
 func (s *server) pauseRule(w http.ResponseWriter, r *http.Request) {
@@ -100,7 +130,7 @@ func (s *server) pauseRule(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, err)
 		return
 	}
-	res, err := s.apply(r.Context(), engine.CmdPauseRule, engine.PauseRule{Rule: name, By: actor(r, req.By), Reason: req.Reason, Now: s.now()})
+	res, err := s.apply(r.Context(), engine.CmdPauseRule, engine.PauseRule{Rule: name, By: actor(r), Reason: req.Reason, Note: s.note(req.Note, req.By), Now: s.now()})
 	switch {
 	case errors.Is(err, engine.ErrAlreadyPaused):
 		p, _ := s.cfg.FSM.Paused(name)
@@ -123,7 +153,7 @@ func (s *server) resumeRule(w http.ResponseWriter, r *http.Request) {
 	if _, paused := s.cfg.FSM.Paused(name); !paused && !s.ruleKnown(w, name) {
 		return
 	}
-	_, err := s.apply(r.Context(), engine.CmdResumeRule, engine.ResumeRule{Rule: name, By: actor(r, req.By), Now: s.now()})
+	_, err := s.apply(r.Context(), engine.CmdResumeRule, engine.ResumeRule{Rule: name, By: actor(r), Now: s.now()})
 	switch {
 	case errors.Is(err, engine.ErrNotPaused):
 		writeJSON(w, http.StatusConflict, reply.With("rule "+name+" is not paused", map[string]any{"pause": pauseView(name, nil)}))
@@ -285,10 +315,10 @@ func (s *server) retry(r *http.Request, ids []string, req RetryRequest) (RetryRe
 	}
 	now := s.now()
 	out := RetryResponse{Retried: []string{}, Skipped: []engine.RetrySkip{}, Deadline: now.Add(wait)}
-	by := actor(r, req.By)
+	by, note := actor(r), s.note(req.Note, req.By)
 	for start := 0; start < len(ids); start += retryChunk {
 		chunk := ids[start:min(start+retryChunk, len(ids))]
-		res, err := s.apply(r.Context(), engine.CmdRetryDeliveries, engine.RetryDeliveries{IDs: chunk, By: by, Deadline: out.Deadline, Now: now})
+		res, err := s.apply(r.Context(), engine.CmdRetryDeliveries, engine.RetryDeliveries{IDs: chunk, By: by, Note: note, Deadline: out.Deadline, Now: now})
 		if err != nil {
 			if len(out.Retried) > 0 {
 				return out, fmt.Errorf("%w (after %d were retried: %s…)", err, len(out.Retried), out.Retried[0])

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
+	"github.com/heraldhq/herald/engine/api"
 	"github.com/heraldhq/herald/engine/heraldtype"
 )
 
@@ -17,7 +19,8 @@ func TestPauseResumeAPI(t *testing.T) {
 	code, out := b.do(t, http.MethodPost, "/v1/rules/daily/pause", `{"reason":"national holiday","by":"lina@ops"}`)
 	require.Equal(t, http.StatusOK, code, out)
 	require.Equal(t, true, out["paused"])
-	require.Equal(t, "lina@ops", out["paused_by"])
+	require.Equal(t, "loopback", out["paused_by"], "who the node verified, not the body's by")
+	require.Equal(t, "lina@ops", out["note"], "an older client's by is kept as the note")
 	require.Equal(t, "national holiday", out["reason"])
 	p, ok := b.node.FSM.Paused("daily")
 	require.True(t, ok)
@@ -60,7 +63,8 @@ func TestRetryAPI(t *testing.T) {
 	d, _ := b.node.FSM.Delivery(ids["a"])
 	require.Equal(t, engine.StatePending, d.State)
 	require.True(t, d.Deadline.Equal(now0.Add(30*time.Minute)))
-	require.Equal(t, "ops", d.RetriedBy)
+	require.Equal(t, "loopback", d.RetriedBy)
+	require.Equal(t, "ops", d.RetryNote)
 
 	// A sent one is never retried.
 	code, out = b.do(t, http.MethodPost, "/v1/deliveries/"+ids["c"]+"/retry", "")
@@ -151,4 +155,44 @@ func TestRetryOfUnknownRunOrRuleIs400(t *testing.T) {
 	code, out = b.do(t, http.MethodPost, "/v1/deliveries/retry", `{"rule":"daily","state":"failed"}`)
 	require.Equal(t, http.StatusOK, code, out)
 	require.Empty(t, out["retried"])
+}
+
+// Issue 19: paused_by, retried_by and confirmed_by were whatever the body
+// said, and /v1/status and the console showed them as fact. They are the
+// verified caller now — the token's name — and what the body says is a
+// note beside it. On the code before, paused_by was "root" here.
+func TestAttributionIsTheToken(t *testing.T) {
+	t.Parallel()
+	b := setupAuth(t, testTokens)
+	const remote = "203.0.113.9:5000"
+	rec := b.call(http.MethodPost, "/v1/rules/daily/pause", `{"reason":"holiday","by":"root"}`, remote, operateSecret)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	var pv api.PauseView
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &pv))
+	require.Equal(t, "ops", pv.PausedBy, "the token's name, whatever the body claims")
+	require.Equal(t, "root", pv.Note)
+	p, _ := b.node.FSM.Paused("daily")
+	require.Equal(t, "ops", p.By)
+	require.Equal(t, "root", p.Note)
+
+	rec = b.call(http.MethodPost, "/v1/rules/daily/resume", `{"note":"back"}`, remote, operateSecret)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	rec = b.call(http.MethodPost, "/v1/rules/daily/pause", `{"note":"alice@laptop","by":"mallory"}`, remote, adminSecret)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	p, _ = b.node.FSM.Paused("daily")
+	require.Equal(t, "root", p.By)
+	require.Equal(t, "alice@laptop", p.Note, "note wins over by")
+}
+
+// While a member applies FSM version 3 the note is left out: the command
+// stays a body that member reads, and who paused is still recorded.
+func TestNoteLeftOutWhileAMemberIsBehind(t *testing.T) {
+	t.Parallel()
+	b := setupAuth(t, testTokens)
+	b.node.MustApply(t, engine.CmdUpsertMember, engine.Member{ID: "n9", FSMVersion: 3})
+	rec := b.call(http.MethodPost, "/v1/rules/daily/pause", `{"by":"root"}`, "203.0.113.9:5000", operateSecret)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	p, _ := b.node.FSM.Paused("daily")
+	require.Equal(t, "ops", p.By)
+	require.Empty(t, p.Note)
 }

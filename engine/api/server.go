@@ -90,6 +90,9 @@ type RuleStatus struct {
 	PausedBy string    `json:"paused_by,omitempty"`
 	PausedAt time.Time `json:"paused_at,omitzero"`
 	Reason   string    `json:"reason,omitempty"`
+	// Note is what the pausing client typed; paused_by is the verified
+	// caller (a token's name, "loopback").
+	Note string `json:"note,omitempty"`
 }
 
 // Config wires the server to the node's parts.

@@ -54,7 +54,7 @@ function renderRules(st) {
     { label: t("hash"), cell: (r) => short(r.hash) },
     { label: t("status"), cls: "msg", cell: (r) => [r.error
       ? h("div", { class: "rule-error" }, t("rule error"), h("span", { class: "why mono" }, r.error))
-      : r.file ? badge(t("ok"), "ok") : badge(t("no file"), "warn"), r.paused ? [" ", badge(t("paused"), "warn")] : ""] },
+      : r.file ? badge(t("ok"), "ok") : badge(t("no file"), "warn"), r.paused ? [" ", badge(t("paused"), "warn"), " ", pausedBy(r)] : ""] },
     { label: "", cls: "acts", cell: (r) => [scheduled.has(r.name) ? fireButton(r.name) : "", " ", r.error && !r.hash ? "" : pauseButton(r.name, r.paused)] },
   ], rules, (r) => ({ class: r.error ? "error-row" : null, "data-rule": r.name })));
 }
@@ -308,4 +308,11 @@ function renderAudit(body) {
     { label: t("status"), cell: (r) => String(r.status) },
     { label: t("node"), cell: (r) => r.node },
   ], recs, (r) => ({ "data-audit": String(r.seq) })));
+}
+
+// pausedBy says who paused a rule (paused_by: the verified caller, a
+// token's name) and, apart, what they typed (note: their own words).
+function pausedBy(r) {
+  if (!r.paused_by) return "";
+  return h("span", { class: "muted" }, t("paused by", { who: r.paused_by }), r.note ? " · " + t("note") + ": " + r.note : "");
 }
