@@ -8,11 +8,13 @@ PROTOC_GEN_GO_VER      ?= v1.36.12
 PROTOC_GEN_GO_GRPC_VER ?= v1.6.2
 
 # Nested test modules: tests whose heavy dependencies (a browser driver, a
-# third-party WeCom client) stay out of the product's go.mod. Each builds
-# against this repository's Herald module through a replace directive.
-TEST_MODULES ?= engine/api/browsertest plugins/wecomfake/fidelity
+# third-party WeCom client, the Kubernetes API types and BuildKit's
+# Dockerfile parser) stay out of the product's go.mod. Each builds against
+# this repository's Herald module through a replace directive, or reads its
+# files (cmd/herald/deploy/check).
+TEST_MODULES ?= engine/api/browsertest plugins/wecomfake/fidelity cmd/herald/deploy/check
 
-.PHONY: help build test test-short lint generate generate-check bench tidy
+.PHONY: help build test test-short lint generate generate-check bench tidy deploy-check
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -31,6 +33,20 @@ test: ## run every test with the race detector, nested test modules included (wh
 test-short: ## the quick tests only (no multi-process cluster tests)
 	$(GO) test -short ./...
 	@set -e; for m in $(TEST_MODULES); do (cd $$m && $(GO) test -short ./...); done
+
+# systemd-analyze verify needs ExecStart's binary to exist: it checks a
+# copy of the unit whose paths point at a fresh build, and fails on any
+# warning (an unknown or misspelt key is only a warning to it).
+DEPLOY := cmd/herald/deploy
+deploy-check: ## verify the systemd unit and the Prometheus alerts (systemd-analyze, promtool)
+	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	$(GO) build -o "$$d/herald" ./cmd/herald; \
+	sed "s#/usr/local/bin/herald#$$d/herald#g" $(DEPLOY)/herald.service > "$$d/herald.service"; \
+	out=$$(systemd-analyze verify "$$d/herald.service" 2>&1) || { echo "$$out"; exit 1; }; \
+	if [ -n "$$out" ]; then echo "$$out"; echo "systemd-analyze verify: $(DEPLOY)/herald.service has warnings"; exit 1; fi; \
+	echo "systemd-analyze verify $(DEPLOY)/herald.service: ok"
+	promtool check rules $(DEPLOY)/prometheus/alerts.yml
+	cd $(DEPLOY)/prometheus && promtool test rules alerts_test.yml
 
 tidy: ## go mod tidy the product module and every nested test module
 	$(GO) mod tidy

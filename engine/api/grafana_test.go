@@ -23,7 +23,7 @@ func TestGrafanaDashboardUsesDocumentedMetrics(t *testing.T) {
 	for _, n := range metricName.FindAllString(string(readme), -1) {
 		documented[n] = true
 	}
-	raw, err := os.ReadFile("grafana/herald.json")
+	raw, err := os.ReadFile("../../cmd/herald/deploy/grafana/herald.json")
 	require.NoError(t, err)
 	var dash struct {
 		Panels []struct {
