@@ -28,6 +28,9 @@ type StateMachine interface {
 	Restore(r io.Reader) error
 	// Members lists the replicated member records.
 	Members() []engine.Member
+	// RemovedMember is the record of removed member id, if it is one
+	// (removed.go).
+	RemovedMember(id string) (engine.RemovedMember, bool)
 	// Admit checks a command before the leader proposes it: it returns the
 	// command to propose (possibly written as an older body version) or an
 	// error when some member's build could not apply it

@@ -34,6 +34,7 @@ const clusterPrefix = "/v1/cluster/"
 //	POST /v1/cluster/join   {id, raft_addr, http_addr}  add a voter (forwarded to the leader)
 //	POST /v1/cluster/leave                              this node leaves the cluster
 //	POST /v1/cluster/remove {id}                        remove a member (forwarded to the leader)
+//	POST /v1/cluster/readmit {id}                       let a removed member join again (forwarded to the leader)
 //	POST /v1/cluster/transfer-leader {id?}              hand leadership to id, or to any voter (forwarded to the leader)
 //	GET  /v1/cluster/status                             this node's view of the cluster
 //	GET  /v1/cluster/report                             this member's report of itself (memberreport.go)
@@ -45,6 +46,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET "+reportPath, n.provenRead(n.handleReport))
 	mux.HandleFunc("POST "+clusterPrefix+"join", n.peerOnly(n.handleJoin))
 	mux.HandleFunc("POST "+clusterPrefix+"remove", n.handleRemove)
+	mux.HandleFunc("POST "+readmitPath, n.handleReadmit)
 	mux.HandleFunc("POST "+clusterPrefix+"leave", n.handleLeave)
 	mux.HandleFunc("POST "+clusterPrefix+"transfer-leader", n.handleTransferLeader)
 	mux.HandleFunc(clusterPrefix, func(w http.ResponseWriter, r *http.Request) {
@@ -118,7 +120,7 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"removed": req.ID})
 		return
 	}
-	if err := n.removeMember(r.Context(), req.ID); err != nil {
+	if err := n.removeMember(r.Context(), r, req.ID); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -288,7 +290,7 @@ func writeErr(w http.ResponseWriter, err error) {
 		status = http.StatusBadRequest
 	case errors.Is(err, ErrSignedBeforeStart):
 		status = http.StatusServiceUnavailable // the sender signs again
-	case errors.Is(err, ErrPeerAuth):
+	case errors.Is(err, ErrPeerAuth), errors.Is(err, ErrRemovedMember):
 		status = http.StatusForbidden
 	case errors.Is(err, ErrUnknownMember):
 		status = http.StatusNotFound

@@ -104,6 +104,9 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 	if err := req.validate(); err != nil {
 		return err
 	}
+	if err := n.refuseRemoved(req.ID); err != nil {
+		return err
+	}
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return mapRaftErr(err)
@@ -255,9 +258,10 @@ func (n *Node) probeRaft(id, addr string) error {
 	return nil
 }
 
-// removeMember runs on the leader for another member: it drops the server
-// from Raft, then its record.
-func (n *Node) removeMember(ctx context.Context, id string) error {
+// removeMember runs on the leader for another member, at the request r:
+// it records id as removed (removed.go), then drops the server from Raft,
+// then its record.
+func (n *Node) removeMember(ctx context.Context, r *http.Request, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: id is empty", ErrBadRequest)
 	}
@@ -274,6 +278,13 @@ func (n *Node) removeMember(ctx context.Context, id string) error {
 		if err := n.checkQuorumWithout(ctx, id, cf.Configuration().Servers); err != nil {
 			return err
 		}
+	}
+	// Recorded first: once out of the configuration, it must find no
+	// member that would take it back.
+	if err := n.revoke(ctx, r, id); err != nil {
+		return err
+	}
+	if inRaft {
 		return n.removeServer(ctx, id)
 	}
 	return n.removeRecord(ctx, id)

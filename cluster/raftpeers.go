@@ -44,6 +44,11 @@ func (n *Node) admitRaftPeer(peer *x509.Certificate) error {
 	if own := ownCertificate(n.cfg.TLS); own == nil || !certNames(own, n.cfg.NodeID) {
 		return nil
 	}
+	// A removed member is refused whatever this node knows of its leader:
+	// it may be the one asking for votes.
+	if _, removed := n.sm.RemovedMember(peer.Subject.CommonName); removed {
+		return fmt.Errorf("its certificate's common name %q is a removed member's id (an admin readmits it: herald cluster readmit)", peer.Subject.CommonName)
+	}
 	_, leader := n.raft.LeaderWithID()
 	if leader == "" {
 		return nil

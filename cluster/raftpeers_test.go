@@ -147,7 +147,7 @@ func TestRaftPeerCheckTakesALeaderNewerThanTheConfiguration(t *testing.T) {
 	_, leader := r.LeaderWithID()
 	require.Equal(t, raft.ServerID("n4"), leader)
 
-	n := &Node{cfg: Config{NodeID: "m", TLS: stores["m"].RaftConfig()}, raft: r}
+	n := &Node{cfg: Config{NodeID: "m", TLS: stores["m"].RaftConfig()}, raft: r, sm: newTestSM()}
 	require.NoError(t, n.admitRaftPeer(ownCertificate(stores["n4"].RaftConfig())), "m refuses its own leader")
 }
 

@@ -53,6 +53,7 @@ type testSM struct {
 	mu       sync.Mutex
 	data     map[string]string
 	members  map[string]engine.Member
+	removed  map[string]engine.RemovedMember
 	audits   []engine.RecordAudit
 	restores int
 	// restoreErr, when set, is what Restore fails with (a snapshot from a
@@ -67,7 +68,7 @@ type testSM struct {
 var _ StateMachine = (*testSM)(nil)
 
 func newTestSM() *testSM {
-	return &testSM{data: map[string]string{}, members: map[string]engine.Member{}}
+	return &testSM{data: map[string]string{}, members: map[string]engine.Member{}, removed: map[string]engine.RemovedMember{}}
 }
 
 func (s *testSM) Apply(index, term uint64, cmd []byte) any {
@@ -100,6 +101,16 @@ func (s *testSM) Apply(index, term uint64, cmd []byte) any {
 		mustUnmarshal(body, &r)
 		delete(s.members, r.ID)
 		return nil
+	case engine.CmdRevokeMember:
+		var r engine.RevokeMember
+		mustUnmarshal(body, &r)
+		s.removed[r.ID] = engine.RemovedMember(r)
+		return nil
+	case engine.CmdReadmitMember:
+		var r engine.ReadmitMember
+		mustUnmarshal(body, &r)
+		delete(s.removed, r.ID)
+		return nil
 	case engine.CmdRecordAudit:
 		var r engine.RecordAudit
 		mustUnmarshal(body, &r)
@@ -127,9 +138,10 @@ func mustUnmarshal(b []byte, v any) {
 }
 
 type smState struct {
-	Data    map[string]string        `json:"data"`
-	Members map[string]engine.Member `json:"members"`
-	Audits  []engine.RecordAudit     `json:"audits"`
+	Data    map[string]string               `json:"data"`
+	Members map[string]engine.Member        `json:"members"`
+	Removed map[string]engine.RemovedMember `json:"removed"`
+	Audits  []engine.RecordAudit            `json:"audits"`
 }
 
 type smSnapshot struct{ st smState }
@@ -140,7 +152,7 @@ func (s *smSnapshot) Release()                  {}
 func (s *testSM) Snapshot() (engine.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &smSnapshot{st: smState{Data: maps.Clone(s.data), Members: maps.Clone(s.members), Audits: slices.Clone(s.audits)}}, nil
+	return &smSnapshot{st: smState{Data: maps.Clone(s.data), Members: maps.Clone(s.members), Removed: maps.Clone(s.removed), Audits: slices.Clone(s.audits)}}, nil
 }
 
 func (s *testSM) Restore(r io.Reader) error {
@@ -157,12 +169,15 @@ func (s *testSM) Restore(r io.Reader) error {
 	if st.Members == nil {
 		st.Members = map[string]engine.Member{}
 	}
+	if st.Removed == nil {
+		st.Removed = map[string]engine.RemovedMember{}
+	}
 	if _, ok := st.Data[s.refuseKey]; ok && s.refuseKey != "" {
 		return fmt.Errorf("snapshot holds %q: written by a newer version", s.refuseKey)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.data, s.members, s.audits = st.Data, st.Members, st.Audits
+	s.data, s.members, s.removed, s.audits = st.Data, st.Members, st.Removed, st.Audits
 	s.restores++
 	return nil
 }
@@ -175,6 +190,13 @@ func (s *testSM) Members() []engine.Member {
 		out = append(out, m)
 	}
 	return out
+}
+
+func (s *testSM) RemovedMember(id string) (engine.RemovedMember, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.removed[id]
+	return r, ok
 }
 
 func (s *testSM) get(key string) string {

@@ -64,6 +64,8 @@ const (
 	// 61–80: FSM version 4. 61–63 removed members (cluster revocation),
 	// 64–70 events and tasks that move, 71–76 card actions, recalls and
 	// approvals; 77–80 spare.
+	CmdRevokeMember  CommandType = 61 // removed.go
+	CmdReadmitMember CommandType = 62
 
 	// Events (event.go) and tasks that move (task_replace.go); 69–70 free.
 	CmdRecordEvent   CommandType = 64
@@ -121,6 +123,8 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdKfSynced:      {name: "KfSynced", since: []uint16{4}, apply: applyJSON(applier.kfSynced)},
 	CmdReplaceTask:   {name: "ReplaceTask", since: []uint16{4}, apply: applyJSON(applier.replaceTask)},
 	CmdPruneEvents:   {name: "PruneEvents", since: []uint16{4}, apply: applyJSON(applier.pruneEvents)},
+	CmdRevokeMember:  {name: "RevokeMember", since: []uint16{4}, apply: applyJSON(applier.revokeMember)},
+	CmdReadmitMember: {name: "ReadmitMember", since: []uint16{4}, apply: applyJSON(applier.readmitMember)},
 }
 
 // Member is a cluster member as the replicated state records it: Raft knows

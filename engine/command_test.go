@@ -55,6 +55,8 @@ var pinnedCommands = []struct {
 	{"CmdKfSynced", CmdKfSynced, 66},
 	{"CmdReplaceTask", CmdReplaceTask, 67},
 	{"CmdPruneEvents", CmdPruneEvents, 68},
+	{"CmdRevokeMember", CmdRevokeMember, 61},
+	{"CmdReadmitMember", CmdReadmitMember, 62},
 }
 
 func TestCommandNumbers(t *testing.T) {

@@ -155,6 +155,7 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 		writeAudit(enc, st),
 		writeClock(enc, st),
 		writeEvents(enc, st),
+		writeRemoved(enc, st),
 		writeSection[int](enc, sectionEnd, nil),
 	)
 	if err != nil {
@@ -229,10 +230,22 @@ func snapshotFSM(st *state) uint16 {
 	if hasEvents(st) {
 		return FSMEvents
 	}
+	if len(st.Removed) > 0 {
+		return FSMRemovedMembers
+	}
 	if st.Clock == nil {
 		return 2
 	}
 	return FSMClocks
+}
+
+// writeRemoved writes the removed members only when there is one, for
+// the same reason as writeDirectory.
+func writeRemoved(enc *gob.Encoder, st *state) error {
+	if len(st.Removed) == 0 {
+		return nil
+	}
+	return writeSection(enc, "removed", sortedValues(st.Removed))
 }
 
 // writeClock writes the clock section only once an observation was
@@ -553,6 +566,9 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 	},
 	"kf_cursors": func(dec *gob.Decoder, st *state) error {
 		return readRecord(dec, func(e *kfEntry) { st.Events.kf[e.Key] = e.Cursor })
+	},
+	"removed": func(dec *gob.Decoder, st *state) error {
+		return readRecord(dec, func(r *RemovedMember) { st.Removed[r.ID] = *r })
 	},
 	"clock": func(dec *gob.Decoder, st *state) error {
 		var e clockEntry

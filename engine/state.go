@@ -56,6 +56,9 @@ type state struct {
 	Clock *ClockSeen
 	// Events are the recorded events and kf cursors (event.go).
 	Events eventState
+	// Removed holds the ids of removed members (removed.go), refused on
+	// join and on Raft until readmitted.
+	Removed map[string]RemovedMember
 
 	// due indexes pending and claimed deliveries by when the executor must
 	// look at them next, one tree per priority. Derived: rebuilt on restore,
@@ -102,6 +105,7 @@ func newState() *state {
 		Daily:      map[string]map[string]*DayStats{},
 		Paused:     map[string]*Pause{},
 		Events:     newEventState(),
+		Removed:    map[string]RemovedMember{},
 	}
 	s.initIndexes()
 	return s
@@ -266,8 +270,9 @@ func (s *state) clone() *state {
 		// (its folds are copied).
 		Audit: s.Audit.clone(),
 		// Replaced whole by each observation, never changed in place.
-		Clock:  s.Clock,
-		Events: s.Events.clone(),
+		Clock:   s.Clock,
+		Events:  s.Events.clone(),
+		Removed: maps.Clone(s.Removed),
 		// Lazily copied on write; Persist writes the tasks in its order.
 		taskIndex: s.taskIndex.Clone(),
 	}

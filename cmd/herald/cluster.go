@@ -38,6 +38,7 @@ func newClusterCmd() *cobra.Command {
                                            add a member by its addresses
   herald cluster leave --addr NODE         the node at --addr leaves
   herald cluster remove ID                 remove a member (e.g. a dead machine)
+  herald cluster readmit ID                let a removed member join again
   herald cluster recover --data-dir DIR    after a lost quorum, on a stopped survivor:
                                            make it the only voter (offline)
   herald cluster transfer-leader [ID]      hand leadership to ID (or to any voter) before a planned stop
@@ -172,6 +173,24 @@ old entry; the same id at the same address changes nothing.`,
 		},
 	}
 
+	readmit := &cobra.Command{
+		Use:   "readmit ID",
+		Short: "Let a removed member join again (needs an admin token)",
+		Long: `A removed member (remove, or leave) is refused on join and on the Raft port by
+every member, whatever secret, token or certificate it still holds. Readmit
+its id to let it join again (recorded in the audit trail).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := call(cmd, func(ctx context.Context, c *cluster.Client) error {
+				return whileElecting(ctx, func() error { return c.Readmit(ctx, args[0]) })
+			}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s may join again\n", args[0])
+			return nil
+		},
+	}
+
 	transfer := &cobra.Command{
 		Use:   "transfer-leader [ID]",
 		Short: "Hand leadership to member ID, or to any other voter (needs an admin token)",
@@ -195,7 +214,7 @@ same by itself when it is stopped with SIGTERM while it leads.`,
 		},
 	}
 
-	cmd.AddCommand(status, join, leave, remove, transfer, newClusterRecoverCmd(), newClusterCompactCmd())
+	cmd.AddCommand(status, join, leave, remove, readmit, transfer, newClusterRecoverCmd(), newClusterCompactCmd())
 	return cmd
 }
 

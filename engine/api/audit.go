@@ -134,9 +134,10 @@ func setUnchanged(r *http.Request) {
 // cluster.remove; cluster.leave is recorded only if a node ever answered a
 // leave it performed itself.
 var clusterActions = map[string]string{
-	"/v1/cluster/join":   "cluster.join",
-	"/v1/cluster/remove": "cluster.remove",
-	"/v1/cluster/leave":  "cluster.leave",
+	"/v1/cluster/join":    "cluster.join",
+	"/v1/cluster/remove":  "cluster.remove",
+	"/v1/cluster/readmit": "cluster.readmit",
+	"/v1/cluster/leave":   "cluster.leave",
 	// Recorded by the new leader, with the member that leads now.
 	"/v1/cluster/transfer-leader": "cluster.transfer-leader",
 }
