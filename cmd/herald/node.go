@@ -153,10 +153,18 @@ func loadCerts(cfg nodeConfig, log *slog.Logger) (*cluster.CertStore, error) {
 // network (no TLS, no cluster secret, no API tokens off loopback).
 func warnExposure(cfg nodeConfig, log *slog.Logger) {
 	warnInsecure(cfg, log)
-	if len(cfg.apiTokens) == 0 && !api.IsLoopbackAddr(cfg.HTTPAddr) {
+	switch {
+	case len(cfg.apiTokens) == 0 && !api.IsLoopbackAddr(cfg.HTTPAddr):
 		log.Warn("no API tokens are configured and the HTTP address is reachable from other machines: "+
 			"anyone there can read tasks, deliveries and alerts, and writes are refused unless they come from this machine; "+
+			"a reverse proxy, tunnel or sidecar in front of this node needs tokens too (it would make every client local); "+
 			"configure `tokens:` (see README, Securing Herald)", "http_addr", cfg.HTTPAddr)
+	case len(cfg.apiTokens) == 0:
+		// Loopback only, but a relay on this machine (nginx proxy_pass,
+		// ssh -L, kubectl port-forward, a sidecar) turns its clients into
+		// loopback callers: the only warning they get is this one.
+		log.Warn("no API tokens are configured: any program on this machine may write, as admin; "+
+			"a reverse proxy, tunnel or sidecar in front of this node needs `tokens:` (see README, Securing Herald)", "http_addr", cfg.HTTPAddr)
 	}
 	if cfg.PprofAddr != "" && !api.IsLoopbackAddr(cfg.PprofAddr) { // pprof_allow_remote: validate refuses it otherwise
 		log.Warn("pprof serves profiles without auth on an address other machines can reach (pprof_allow_remote): "+
@@ -293,7 +301,7 @@ func (n *node) serveHTTP(ln net.Listener, certs *cluster.CertStore, reg promethe
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, ReadyFunc: n.ready, Cluster: n.raft.Handler(), Snapshot: n.raft.SnapshotHandler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: n.log, Rules: n.rules, ScheduleFunc: schedules,
 			People: n.rules, DisplayTimezone: n.zone.String(), Tokens: cfg.apiTokens,
-			PeerSignedFunc: n.raft.PeerSigned, Forwarding: n.raft, WecomCallback: n.callback,
+			PeerSignedFunc: n.raft.PeerSigned, Forwarding: n.raft, WecomCallback: n.callback, Hosts: ownHosts(cfg),
 			Directory: &api.DirectoryConfig{
 				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
 				Refresh: func() {

@@ -202,7 +202,7 @@ func (f failAudit) Apply(ctx context.Context, cmd []byte) (any, error) {
 func TestAuditFailureDoesNotFailTheWrite(t *testing.T) {
 	t.Parallel()
 	n := enginetest.New()
-	h := api.New(api.Config{FSM: n.FSM, Replicator: failAudit{n}, Rules: taskRules, NowFunc: func() time.Time { return now0 },
+	h := api.New(api.Config{Hosts: testHosts, FSM: n.FSM, Replicator: failAudit{n}, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} }, Tokens: testTokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	b := &apiBundle{node: n, h: h}
 	rec := b.call(http.MethodPost, "/v1/tasks", `{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`, "203.0.113.9:5000", operateSecret)
@@ -251,7 +251,7 @@ func TestForwardedWritesAreAuditedAsTheClient(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	}
-	h := api.New(api.Config{FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 }, Cluster: cluster,
+	h := api.New(api.Config{Hosts: testHosts, FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 }, Cluster: cluster,
 		StatusFunc: func() api.Status { return api.Status{} }, Forwarding: fakeForwarding{}, ForwardFunc: fwd})
 	body := `{"key":"k","rule":"enquiry_timeout","due_at":"2026-12-01T10:15:00+08:00"}`
 	send := func(hdr, val string) *httptest.ResponseRecorder {

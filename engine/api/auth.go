@@ -174,6 +174,7 @@ type authenticator struct {
 	tokens     []tokenHash
 	peerSigned func(*http.Request) bool
 	forwarding Forwarding
+	hosts      hostSet // without tokens: the names this node answers to (local.go)
 }
 
 type tokenHash struct {
@@ -182,8 +183,8 @@ type tokenHash struct {
 	sum  [sha256.Size]byte
 }
 
-func newAuthenticator(tokens []Token) *authenticator {
-	a := &authenticator{}
+func newAuthenticator(tokens []Token, hosts []string) *authenticator {
+	a := &authenticator{hosts: newHostSet(hosts)}
 	for _, t := range tokens {
 		a.tokens = append(a.tokens, tokenHash{name: t.Name, role: t.Role, sum: sha256.Sum256([]byte(t.Secret))})
 	}
@@ -229,13 +230,24 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 			// No tokens: anyone reads, only this machine writes. A
 			// loopback connection is the one thing a remote caller cannot
 			// fake (headers can be), and it is what `herald dev` and a
-			// single-machine install need.
+			// single-machine install need; but only a request addressed to
+			// this node by name and not passed on by a proxy is a person's
+			// (local.go). A member's vouched forward was checked there; a
+			// join signed with the cluster secret is checked by its
+			// handler, and names the member as its joiner was told to.
+			peerSigned := need > RoleRead && a.peerSigned != nil && a.peerSigned(r)
+			if !isVouched && !peerSigned {
+				if why := a.hosts.notLocal(r); why != "" {
+					writeAuthError(w, http.StatusForbidden, authLoopback, why)
+					return
+				}
+			}
 			switch {
 			case isVouched:
 				id.Actor, id.Role = vouched.Actor, vouched.Role
 			case isLoopback(r.RemoteAddr):
 				id.Actor, id.Role = ActorLoopback, RoleAdmin
-			case need > RoleRead && a.peerSigned != nil && a.peerSigned(r):
+			case peerSigned:
 				// A join proving the cluster secret: the cluster handler
 				// checks the proof and refuses a wrong one.
 				id.Actor, id.Role = ActorPeer, RoleAdmin

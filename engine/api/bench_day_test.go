@@ -50,7 +50,7 @@ func benchDay(b *testing.B) http.Handler {
 			n.MustApply(b, engine.CmdRecordResults, engine.RecordResults{Leader: "n1", Now: at.Add(time.Duration(rng.IntN(600_000)) * time.Millisecond), Results: res})
 		}
 	}
-	return api.New(api.Config{FSM: n.FSM, Replicator: n, NowFunc: func() time.Time { return slot.Add(12 * time.Hour) },
+	return api.New(api.Config{Hosts: testHosts, FSM: n.FSM, Replicator: n, NowFunc: func() time.Time { return slot.Add(12 * time.Hour) },
 		StatusFunc: func() api.Status { return api.Status{NodeID: "n1"} }})
 }
 

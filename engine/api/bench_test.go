@@ -58,7 +58,7 @@ func startBenchCluster(b *testing.B) []*benchNode {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h := api.New(api.Config{FSM: fsm, Replicator: n, Cluster: n.Handler(), ForwardFunc: n.ForwardWrites, Logger: log,
+		h := api.New(api.Config{Hosts: testHosts, FSM: fsm, Replicator: n, Cluster: n.Handler(), ForwardFunc: n.ForwardWrites, Logger: log,
 			StatusFunc: func() api.Status { return api.Status{} }})
 		sw.h.Store(&h)
 		srv.Start()

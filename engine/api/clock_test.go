@@ -19,7 +19,7 @@ func TestDueAtInDisplayZone(t *testing.T) {
 	sh, err := time.LoadLocation("Asia/Shanghai")
 	require.NoError(t, err)
 	n := enginetest.New()
-	b := &apiBundle{node: n, h: api.New(api.Config{
+	b := &apiBundle{node: n, h: api.New(api.Config{Hosts: testHosts,
 		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} }, DisplayTimezone: sh.String(),
 	})}
@@ -66,7 +66,7 @@ func TestDeliveryByPrefix(t *testing.T) {
 func TestTypedTimeAcrossDSTSaysWhy(t *testing.T) {
 	t.Parallel()
 	n := enginetest.New()
-	b := &apiBundle{node: n, h: api.New(api.Config{
+	b := &apiBundle{node: n, h: api.New(api.Config{Hosts: testHosts,
 		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} }, DisplayTimezone: "America/New_York",
 	})}

@@ -50,7 +50,7 @@ func testStatus() Status {
 func setup(t *testing.T) *fixture {
 	rep := enginetest.New()
 	f := &fixture{fsm: rep.FSM, rep: rep}
-	f.api = New(Config{FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus})
+	f.api = New(Config{Hosts: []string{"example.com"}, FSM: f.fsm, Replicator: f.rep, StatusFunc: testStatus})
 	return f
 }
 

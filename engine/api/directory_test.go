@@ -18,7 +18,7 @@ func TestDirectoryAPI(t *testing.T) {
 	t.Parallel()
 	n := enginetest.New()
 	nodeHash, refreshed := "", 0
-	b := &apiBundle{node: n, h: api.New(api.Config{
+	b := &apiBundle{node: n, h: api.New(api.Config{Hosts: testHosts,
 		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 		Directory:  &api.DirectoryConfig{Configured: true, Hash: func() string { return nodeHash }, Refresh: func() { refreshed++ }},
@@ -88,7 +88,7 @@ func (behindLog) Apply(context.Context, []byte) (any, error) {
 func TestDirectoryConfirmWhileMembersBehind(t *testing.T) {
 	t.Parallel()
 	n := enginetest.New()
-	b := &apiBundle{node: n, h: api.New(api.Config{
+	b := &apiBundle{node: n, h: api.New(api.Config{Hosts: testHosts,
 		FSM: n.FSM, Replicator: behindLog{n}, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 	})}

@@ -20,7 +20,7 @@ var zoneRules = enginetest.Rules{SetHash: "h", List: []engine.Rule{{Name: "local
 // setupZones is an API over zoneRules that builds schedules, at now0.
 func setupZones() *apiBundle {
 	n := enginetest.New()
-	return &apiBundle{node: n, h: api.New(api.Config{
+	return &apiBundle{node: n, h: api.New(api.Config{Hosts: testHosts,
 		FSM: n.FSM, Replicator: n, Rules: zoneRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {

@@ -290,7 +290,7 @@ func TestWritesWithoutLeaderAre503(t *testing.T) {
 		"timeout":    failing{context.DeadlineExceeded},
 		"client-end": failing{context.Canceled},
 	} {
-		b := &apiBundle{h: api.New(api.Config{FSM: fsm, Replicator: rep, Rules: taskRules, NowFunc: func() time.Time { return now0 },
+		b := &apiBundle{h: api.New(api.Config{Hosts: testHosts, FSM: fsm, Replicator: rep, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 			StatusFunc: func() api.Status { return api.Status{} }})}
 		for _, wr := range writes {
 			rec := b.send(t, wr.method, wr.target, strings.NewReader(wr.body))
@@ -378,7 +378,7 @@ func TestFireRefusesTimesOffTheSchedule(t *testing.T) {
 	t.Parallel()
 	n := enginetest.New()
 	cals := calendar.NewRegistry()
-	b := &apiBundle{node: n, h: api.New(api.Config{
+	b := &apiBundle{node: n, h: api.New(api.Config{Hosts: testHosts,
 		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {

@@ -137,6 +137,10 @@ type Config struct {
 	// Tokens are the API tokens (README "Securing Herald"). With none,
 	// anyone may read and only loopback connections may write.
 	Tokens []Token
+	// Hosts are the names and addresses (host or host:port) this node
+	// answers to without tokens besides loopback ones: its http_addr host
+	// (local.go). A request under any other Host is refused then.
+	Hosts []string
 	// PeerSignedFunc reports a node-to-node request that its handler
 	// authenticates by the cluster secret (cluster.Node.PeerSigned).
 	// Without tokens such a request may come from another machine.
@@ -251,7 +255,7 @@ func New(cfg Config) http.Handler {
 	// Who may do what is decided here, once for every route (RouteRole),
 	// and before forwarding: a follower forwards only what the caller may
 	// do, with the caller's own Authorization header.
-	auth := newAuthenticator(cfg.Tokens)
+	auth := newAuthenticator(cfg.Tokens, cfg.Hosts)
 	auth.peerSigned = cfg.PeerSignedFunc
 	auth.forwarding = cfg.Forwarding
 	h = auth.middleware(h)

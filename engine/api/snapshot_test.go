@@ -33,7 +33,7 @@ func TestSnapshotNeedsAdminAndTheRestoreIsAudited(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "HERALD-BACKUP 1\n")
 	})
-	h := api.New(api.Config{
+	h := api.New(api.Config{Hosts: testHosts,
 		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{NodeID: "n1"} }, Snapshot: snapshot, Tokens: testTokens,
 	})

@@ -141,7 +141,7 @@ func TestStatsMissedSlotsTasksDueAndNextFires(t *testing.T) {
 	n := enginetest.New()
 	cals := calendar.NewRegistry()
 	now := time.Date(2026, 12, 1, 3, 30, 0, 0, time.UTC) // 11:30 in Shanghai
-	h := api.New(api.Config{FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now },
+	h := api.New(api.Config{Hosts: testHosts, FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now },
 		StatusFunc: func() api.Status { return api.Status{} },
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone}, cals)
@@ -176,7 +176,7 @@ func TestStatsMissedSlotsTasksDueAndNextFires(t *testing.T) {
 	// it stands out.
 	n2 := enginetest.New()
 	n2.MustApply(t, engine.CmdInitCursor, engine.InitCursor{Rule: "daily", At: time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)})
-	h = api.New(api.Config{FSM: n2.FSM, Replicator: n2, Rules: taskRules, NowFunc: func() time.Time { return now },
+	h = api.New(api.Config{Hosts: testHosts, FSM: n2.FSM, Replicator: n2, Rules: taskRules, NowFunc: func() time.Time { return now },
 		StatusFunc: func() api.Status { return api.Status{} },
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone}, cals)
@@ -223,7 +223,7 @@ func TestDeliveriesOfAPerson(t *testing.T) {
 	t.Parallel()
 	n := enginetest.New()
 	now := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
-	h := api.New(api.Config{FSM: n.FSM, Replicator: n, NowFunc: func() time.Time { return now },
+	h := api.New(api.Config{Hosts: testHosts, FSM: n.FSM, Replicator: n, NowFunc: func() time.Time { return now },
 		StatusFunc: func() api.Status { return api.Status{} }, People: people{"lina": "李娜", "zhangwei": "张伟"}})
 	slot := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
 	sendAll(t, n, "daily", slot, []string{"lina", "zhangwei"}, func(i int) (heraldtype.Status, time.Time) {
@@ -281,7 +281,7 @@ func TestPersonDayAtEveryHour(t *testing.T) {
 			slot := time.Date(2026, 12, 1, hour, 0, 0, 0, time.UTC)
 			now := slot.Add(30 * time.Minute)
 			n := enginetest.New()
-			h := api.New(api.Config{FSM: n.FSM, Replicator: n, NowFunc: func() time.Time { return now }, DisplayTimezone: "Etc/UTC",
+			h := api.New(api.Config{Hosts: testHosts, FSM: n.FSM, Replicator: n, NowFunc: func() time.Time { return now }, DisplayTimezone: "Etc/UTC",
 				StatusFunc: func() api.Status { return api.Status{} }, People: people{"lina": "李娜"}})
 			sendAllIn(t, n, "daily", zone, slot, []string{"lina"}, func(int) (heraldtype.Status, time.Time) {
 				return heraldtype.StatusSent, slot.Add(time.Second)

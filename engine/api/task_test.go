@@ -23,6 +23,10 @@ var taskRules = enginetest.Rules{SetHash: "h", List: []engine.Rule{
 
 var now0 = time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 
+// testHosts is the Host of httptest.NewRequest's requests: the name these
+// tests' nodes answer to without tokens (besides loopback ones).
+var testHosts = []string{"example.com"}
+
 type apiBundle struct {
 	h    http.Handler
 	node *enginetest.Replicator
@@ -30,7 +34,7 @@ type apiBundle struct {
 
 func setupAPI(t *testing.T) *apiBundle {
 	n := enginetest.New()
-	return &apiBundle{node: n, h: api.New(api.Config{
+	return &apiBundle{node: n, h: api.New(api.Config{Hosts: testHosts,
 		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
 		StatusFunc: func() api.Status { return api.Status{} },
 	})}
