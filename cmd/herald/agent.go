@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -27,13 +26,14 @@ its data and never bootstraps again.`,
 			if err := cfg.load(cmd); err != nil {
 				return err
 			}
-			log := newLogger(cfg.LogLevel).With("node", cfg.NodeID)
+			log := newLogger(cfg.LogLevel, cfg.LogFormat).With("node", cfg.NodeID)
+			routeLibraryLogs(log)
 			log.Info("herald starting", "version", readVersion().String)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			n, err := startNode(ctx, cfg, log)
 			if err != nil {
-				return err
+				return logged(log, cfg.LogFormat, err)
 			}
 			log.Info("node running", "raft", cfg.RaftAddr, "http", cfg.HTTPAddr, "rules", n.cfg.Rules)
 			select {
@@ -42,7 +42,7 @@ its data and never bootstraps again.`,
 				// The node must not go on (its data dir is another
 				// cluster's): stop, and exit with the reason.
 				n.stop()
-				return n.raft.Err()
+				return logged(log, cfg.LogFormat, n.raft.Err())
 			}
 			log.Info("stopping")
 			n.stop()
@@ -51,12 +51,4 @@ its data and never bootstraps again.`,
 	}
 	cfg.bindFlags(cmd)
 	return cmd
-}
-
-func newLogger(level string) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil || level == "" {
-		l = slog.LevelInfo
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }

@@ -36,6 +36,8 @@ type nodeConfig struct {
 	Rules       string `yaml:"rules"`
 	Plugins     string `yaml:"plugins"`
 	LogLevel    string `yaml:"log_level"`
+	// LogFormat is text (default) or json (logging.go).
+	LogFormat string `yaml:"log_format"`
 	// DisplayTimezone is the zone of every time the node writes for a
 	// person (alert texts, the dashboard); default the machine's zone.
 	DisplayTimezone string `yaml:"display_timezone"`
@@ -105,7 +107,7 @@ type nodeConfig struct {
 	apiTokens []api.Token
 
 	devTimeouts  bool   // `herald dev` and tests: short Raft timeouts
-	raftLogLevel string // "" means the cluster package's default
+	raftLogLevel string // "" means log_level's
 	// writeFault is the tests' way to fail this node's Raft writes
 	// (cluster.Config.WriteFault); nil otherwise.
 	writeFault func(store string) error
@@ -128,7 +130,8 @@ func (c *nodeConfig) keys() []configKey {
 		{"join_timeout", "join-timeout", "give up joining after this long (e.g. 1m)", &c.JoinTimeout, nil},
 		{"rules", "rules", "directory of Lua rule files (watched)", &c.Rules, nil},
 		{"plugins", "plugins", "directory of herald-channel-* plugin executables", &c.Plugins, nil},
-		{"log_level", "log-level", "debug, info, warn or error", &c.LogLevel, nil},
+		{"log_level", "log-level", "debug, info, warn or error (Raft's and the plugins' lines too)", &c.LogLevel, nil},
+		{"log_format", "log-format", "text (default) or json: one JSON object per line, Raft's and the plugins' lines included", &c.LogFormat, nil},
 		{"tls_cert", "tls-cert", "PEM certificate of this node (with tls_key and tls_ca: HTTPS API, mutual-TLS Raft)", &c.TLSCert, nil},
 		{"tls_key", "tls-key", "PEM private key of tls_cert", &c.TLSKey, nil},
 		{"tls_ca", "tls-ca", "PEM CA certificate that signs every member's certificate", &c.TLSCA, nil},
@@ -319,6 +322,9 @@ func (c *nodeConfig) validate() error {
 	case "", "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("config: log_level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if err := checkLogFormat(c.LogFormat); err != nil {
+		return err
 	}
 	if set := countSet(c.TLSCert, c.TLSKey, c.TLSCA); set != 0 && set != 3 {
 		return errors.New("config: tls_cert, tls_key and tls_ca go together: give all three (herald tls init writes them)")

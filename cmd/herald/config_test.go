@@ -162,7 +162,7 @@ func TestLedgerShorterThanACatchupRefusesToStart(t *testing.T) {
 	cfg := nodeConfig{NodeID: "n1", DataDir: filepath.Join(dir, "n1"), RaftAddr: freeAddr(t), HTTPAddr: freeAddr(t), Bootstrap: true,
 		Rules: rulesDir, Retention: "24h", LedgerRetention: "48h", devTimeouts: true, raftLogLevel: "error"}
 	require.NoError(t, cfg.validate())
-	_, err := startNode(context.Background(), cfg, newLogger("error"))
+	_, err := startNode(context.Background(), cfg, newLogger("error", ""))
 	require.ErrorContains(t, err, "config: ledger_retention 48h0m0s is not longer than every rule's catchup: late.lua:3: catchup 72h0m0s is not shorter than ledger_retention 48h0m0s")
 	_, statErr := os.Stat(filepath.Join(cfg.DataDir, "raft.db"))
 	require.True(t, os.IsNotExist(statErr), "refused before Raft opened the data dir")

@@ -59,7 +59,7 @@ func newDevPorts(base int) (devPorts, error) {
 const devWecomSecretEnv = "HERALD_DEV_WECOM_SECRET"
 
 func newDevCmd() *cobra.Command {
-	var dataDir, logLevel string
+	var dataDir, logLevel, logFormat string
 	var portBase int
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -76,16 +76,20 @@ Stop with Ctrl-C; run again to restart with the same data.`,
 			if err != nil {
 				return err
 			}
-			return runDev(cmd.Context(), dataDir, logLevel, ports)
+			if err := checkLogFormat(logFormat); err != nil {
+				return err
+			}
+			return runDev(cmd.Context(), dataDir, logLevel, logFormat, ports)
 		},
 	}
 	cmd.Flags().IntVar(&portBase, "port-base", devPortBaseDefault, "move every port: Raft base+1..3, HTTP base+1001..1003, WeCom fake base+1080..1081")
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".herald-dev", "where the three nodes keep their data, the rules and the outbox")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json (one JSON object per line on stderr)")
 	return cmd
 }
 
-func runDev(ctx context.Context, dataDir, logLevel string, ports devPorts) error {
+func runDev(ctx context.Context, dataDir, logLevel, logFormat string, ports devPorts) error {
 	devNodes := ports.nodes
 	if ctx == nil {
 		ctx = context.Background()
@@ -117,7 +121,7 @@ func runDev(ctx context.Context, dataDir, logLevel string, ports devPorts) error
 
 	// While the three nodes stop, each sees its peers vanish; Raft's
 	// complaints about that say nothing to a person at the terminal.
-	quiet := &quietOnStop{Handler: newLogger(logLevel).Handler(), stopping: new(atomic.Bool)}
+	quiet := &quietOnStop{Handler: newLogger(logLevel, logFormat).Handler(), stopping: new(atomic.Bool)}
 	var nodes []*node
 	defer func() {
 		quiet.stopping.Store(true)

@@ -91,14 +91,14 @@ func TestDirectoryFromFakeWecom(t *testing.T) {
 		ScheduleFunc: func(r engine.Rule) (engine.Schedule, error) {
 			return schedule.New(schedule.Spec{Cron: r.Schedule, Timezone: r.Timezone, Calendar: r.Calendar, Shift: r.Shift}, set.Calendars())
 		},
-		NowFunc: clock.Now, Logger: newLogger("error"),
+		NowFunc: clock.Now, Logger: newLogger("error", ""),
 		DirectoryConfig: leader.DirectoryConfig{Directory: src, DirectoryRefresh: refresh},
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { lead.Run(ctx) })
-	wg.Go(func() { syncDirectory(ctx, repl.FSM, set, newLogger("error")) })
+	wg.Go(func() { syncDirectory(ctx, repl.FSM, set, newLogger("error", "")) })
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()

@@ -53,7 +53,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "herald:", err)
+	var le *loggedError
+	if !errors.As(err, &le) {
+		fmt.Fprintln(stderr, "herald:", err)
+	}
 	if f := cmd.Flag("json"); f != nil && f.Value.String() == "true" {
 		body := map[string]any{"error": err.Error()}
 		var ae *cluster.APIError

@@ -254,7 +254,7 @@ func (n *node) openRaft(certs *cluster.CertStore, reg prometheus.Registerer) err
 	cfg := n.cfg
 	ccfg := cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: advertisedHTTPAddr(cfg.HTTPAddr, cfg.RaftAddr),
-		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: n.log, Registerer: reg, RaftLogLevel: cfg.raftLogLevel,
+		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: n.log, Registerer: reg, RaftLogLevel: raftLogLevel(cfg),
 		ClusterSecret: cfg.clusterSecret, Peers: cfg.peerList(), HTTPClient: n.peerHTTP,
 		Token: nodeToken(cfg.apiTokens), WriteFault: cfg.writeFault,
 	}

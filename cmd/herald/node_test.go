@@ -76,7 +76,7 @@ func TestWildcardHTTPAddrAdvertisesTheRaftHost(t *testing.T) {
 		raftAddr := freeAddr(t)
 		cfg := nodeConfig{NodeID: id, DataDir: filepath.Join(dir, id), RaftAddr: raftAddr, HTTPAddr: "0.0.0.0:" + port,
 			Bootstrap: bootstrap, Join: join, Rules: filepath.Join(dir, "rules"), devTimeouts: true, raftLogLevel: "error"}
-		n, err := startNode(context.Background(), cfg, newLogger("error"))
+		n, err := startNode(context.Background(), cfg, newLogger("error", ""))
 		require.NoError(t, err)
 		t.Cleanup(n.stop)
 		return n, "127.0.0.1:" + port
@@ -136,7 +136,7 @@ func BenchmarkExecutorToWecom(b *testing.B) {
 		Rules: rules, devTimeouts: true, raftLogLevel: "error",
 		Channels: map[string]map[string]any{"wecom": {"plugin": "wecom", "base_url": "http://" + ln.Addr().String(),
 			"corp_id": corp.ID, "agent_id": corp.Apps[0].AgentID, "secret": corp.Apps[0].Secret, "calls_per_second": 1_000_000}},
-	}, newLogger("error"))
+	}, newLogger("error", ""))
 	require.NoError(b, err)
 	b.Cleanup(n.stop)
 	deadline := time.Now().Add(20 * time.Second)
@@ -197,7 +197,7 @@ func startInProcessWith(t *testing.T, modify func(i int, cfg *nodeConfig)) *inPr
 			}
 		}
 	})
-	log := newLogger("error")
+	log := newLogger("error", "")
 	channels := map[string]map[string]any{"mock": {"plugin": "mock", "outbox": p.outbox}}
 	for i, a := range p.e2eCluster.nodes {
 		cfg := nodeConfig{NodeID: a.id, DataDir: a.data, RaftAddr: a.raft, HTTPAddr: a.http,
@@ -291,7 +291,7 @@ func TestLoopbackWriteVouchedAcrossMachines(t *testing.T) {
 	require.NoError(t, os.MkdirAll(rules, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(rules, "remind.lua"), []byte(remindRule), 0o644))
 	channels := map[string]map[string]any{"mock": {"plugin": "mock", "outbox": filepath.Join(dir, "outbox.jsonl")}}
-	log := newLogger("error")
+	log := newLogger("error", "")
 	start := func(cfg nodeConfig) *node {
 		cfg.DataDir, cfg.Rules, cfg.Channels = filepath.Join(dir, cfg.NodeID), rules, channels
 		cfg.clusterSecret, cfg.devTimeouts, cfg.raftLogLevel = "a-cluster-secret-for-the-forward-test", true, "error"

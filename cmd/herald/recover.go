@@ -40,7 +40,7 @@ but that were not committed yet are kept.`,
 			if dataDir == "" {
 				return fmt.Errorf("--data-dir is required: the data dir of the stopped node to recover")
 			}
-			cfg := cluster.RecoverConfig{DataDir: dataDir, NodeID: nodeID, Logger: newLogger("info")}
+			cfg := cluster.RecoverConfig{DataDir: dataDir, NodeID: nodeID, Logger: newLogger("info", "")}
 			for _, s := range voters {
 				v, err := cluster.ParseVoter(s)
 				if err != nil {

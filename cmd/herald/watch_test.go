@@ -140,7 +140,7 @@ func TestWrongChannelAlertsWithinAMinute(t *testing.T) {
 		Rules: rulesDir, Channels: map[string]map[string]any{"mock": {"plugin": "mock", "outbox": filepath.Join(dir, "outbox.jsonl")}},
 		devTimeouts: true, raftLogLevel: "error"}
 	start := time.Now()
-	n, err := startNode(context.Background(), cfg, newLogger("error"))
+	n, err := startNode(context.Background(), cfg, newLogger("error", ""))
 	require.NoError(t, err)
 	t.Cleanup(n.stop)
 
@@ -190,7 +190,7 @@ func TestWatchAsksPeersWithTheNodesToken(t *testing.T) {
 		cfg := nodeConfig{NodeID: id, DataDir: filepath.Join(dir, id), RaftAddr: freeAddr(t), HTTPAddr: freeAddr(t),
 			Bootstrap: bootstrap, Join: join, Rules: filepath.Join(dir, "rules"), devTimeouts: true, raftLogLevel: "error",
 			apiTokens: tokens}
-		n, err := startNode(context.Background(), cfg, newLogger("error"))
+		n, err := startNode(context.Background(), cfg, newLogger("error", ""))
 		require.NoError(t, err)
 		t.Cleanup(n.stop)
 		return n
