@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	lua "github.com/yuin/gopher-lua"
@@ -174,7 +175,7 @@ func syntaxError(file string, src []byte, err error) error {
 			line = 1 + bytes.Count(bytes.TrimRight(src, " \t\r\n"), []byte("\n"))
 			msg += " at end of file"
 		} else if pe.Token != "" {
-			msg += fmt.Sprintf(" near '%s'", pe.Token)
+			msg += fmt.Sprintf(" near '%s'", clipToken(pe.Token))
 		}
 		if !strings.HasPrefix(msg, "syntax error") { // gopher-lua's own message is often just that
 			msg = "syntax error: " + msg
@@ -182,6 +183,29 @@ func syntaxError(file string, src []byte, err error) error {
 		return &RuleError{File: file, Line: line, Msg: msg}
 	}
 	return &RuleError{File: file, Msg: strings.TrimSpace(err.Error())}
+}
+
+// maxErrorToken bounds the token a syntax error quotes: the error goes to
+// /v1/status, and an unterminated string's token is the rest of its line
+// (a file that is not Lua at all would be quoted line by line).
+const maxErrorToken = 24
+
+// clipToken is tok cut to maxErrorToken bytes on a rune boundary, marked,
+// with control characters (a newline in a long string) shown as '?'.
+func clipToken(tok string) string {
+	if len(tok) > maxErrorToken {
+		cut := maxErrorToken
+		for cut > 0 && !utf8.RuneStart(tok[cut]) {
+			cut--
+		}
+		tok = tok[:cut] + "…"
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, tok)
 }
 
 // luaErrorRE reads the "file:line:" that gopher-lua puts before a runtime

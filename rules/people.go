@@ -426,7 +426,7 @@ func newPerson(f map[string]any) (*Person, error) {
 	}
 	if p.Timezone != "" {
 		if _, err := loadZone(p.Timezone); err != nil {
-			return nil, fmt.Errorf("timezone %q: %v", p.Timezone, err)
+			return nil, fmt.Errorf("timezone %q: not a known IANA zone", clipToken(p.Timezone))
 		}
 	}
 	if err := p.readQuiet(f); err != nil {
@@ -544,17 +544,17 @@ func parseSolarBirthday(s string) (monthDay, error) {
 	if len(s) == len("2006-01-02") {
 		t, err := time.Parse(time.DateOnly, s)
 		if err != nil {
-			return monthDay{}, fmt.Errorf("birthday %q: want YYYY-MM-DD or MM-DD", s)
+			return monthDay{}, fmt.Errorf("birthday %q: want YYYY-MM-DD or MM-DD", clipToken(s))
 		}
 		return monthDay{int(t.Month()), t.Day()}, nil
 	}
 	var m, d int
 	if _, err := fmt.Sscanf(s, "%02d-%02d", &m, &d); err != nil || len(s) != 5 {
-		return monthDay{}, fmt.Errorf("birthday %q: want YYYY-MM-DD or MM-DD", s)
+		return monthDay{}, fmt.Errorf("birthday %q: want YYYY-MM-DD or MM-DD", clipToken(s))
 	}
 	// 2000 is a leap year, so 02-29 is valid and 02-30 is not.
 	if t := time.Date(2000, time.Month(m), d, 0, 0, 0, 0, time.UTC); int(t.Month()) != m || t.Day() != d {
-		return monthDay{}, fmt.Errorf("birthday %q: no such day", s)
+		return monthDay{}, fmt.Errorf("birthday %q: no such day", clipToken(s))
 	}
 	return monthDay{m, d}, nil
 }
@@ -572,7 +572,7 @@ func parseLunarBirthday(s string) (lunarDay, error) {
 	}
 	if _, err := fmt.Sscanf(rest, "%02d-%02d", &ld.month, &ld.day); err != nil || len(rest) != 5 ||
 		ld.month < 1 || ld.month > 12 || ld.day < 1 || ld.day > 30 {
-		return lunarDay{}, fmt.Errorf("lunar_birthday %q: want MM-DD (month 1-12, day 1-30), with 闰 before a leap month", s)
+		return lunarDay{}, fmt.Errorf("lunar_birthday %q: want MM-DD (month 1-12, day 1-30), with 闰 before a leap month", clipToken(s))
 	}
 	return ld, nil
 }

@@ -71,12 +71,22 @@ func kindOf(rel string) string {
 // are skipped: editors' swap files, and the timestamped directories and
 // ..data link of a Kubernetes ConfigMap volume (whose files are reached
 // through the top-level symlinks). Symlinks are followed, with a depth and
-// a loop guard.
+// a loop guard, but only within dir: a file or directory that resolves
+// outside it (a link to /etc/shadow, a link to ..) is refused with its
+// path and its target, never read (issue 19: its content reached
+// /v1/status through a parse error). Files are read through an os.Root
+// of dir, so a link swapped after the check cannot lead out either.
 func scanDir(dir string) (*scanResult, error) {
 	res := &scanResult{files: map[string]*scanned{}}
-	if _, err := filepath.EvalSymlinks(dir); err != nil {
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoDir, err)
 	}
+	root, err := os.OpenRoot(realDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoDir, err)
+	}
+	defer root.Close()
 	seen := map[string]bool{}
 	var walk func(abs, rel string, depth int) error
 	walk = func(abs, rel string, depth int) error {
@@ -107,20 +117,28 @@ func scanDir(dir string) (*scanResult, error) {
 			if err != nil {
 				continue // dangling link, or removed since ReadDir
 			}
+			kind := kindOf(childRel)
+			if !fi.IsDir() && (kind == "" || !fi.Mode().IsRegular()) {
+				continue // not a file the rules use (or a device): never read
+			}
+			if target, ok := within(realDir, childAbs); !ok {
+				if fi.IsDir() {
+					kind = KindRule // shown like a broken rule file
+				}
+				res.files[childRel] = &scanned{kind: kind, hash: "outside-" + contentHash([]byte(target)),
+					err: fmt.Errorf("refused: %s resolves to %s, outside the rules directory %s", childRel, target, realDir)}
+				continue
+			}
 			if fi.IsDir() {
 				if err := walk(childAbs, childRel, depth+1); err != nil {
 					return err
 				}
 				continue
 			}
-			kind := kindOf(childRel)
-			if kind == "" || !fi.Mode().IsRegular() {
-				continue
-			}
 			if len(res.files) >= maxScanFiles {
 				return fmt.Errorf("more than %d rule files under %s", maxScanFiles, dir)
 			}
-			res.files[childRel] = readScanned(childAbs, kind, fi.Size())
+			res.files[childRel] = readScanned(root, filepath.FromSlash(childRel), kind, fi.Size())
 		}
 		return nil
 	}
@@ -130,7 +148,21 @@ func scanDir(dir string) (*scanResult, error) {
 	return res, nil
 }
 
-func readScanned(abs, kind string, size int64) *scanned {
+// within resolves abs and says whether it is inside realDir (itself
+// resolved), with the resolved path.
+func within(realDir, abs string) (string, bool) {
+	target, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return abs, true // vanished: the read reports it
+	}
+	rel, err := filepath.Rel(realDir, target)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return target, false
+	}
+	return target, true
+}
+
+func readScanned(root *os.Root, rel, kind string, size int64) *scanned {
 	limit := int64(maxDataFile)
 	if kind == KindRule {
 		limit = maxRuleFile
@@ -141,7 +173,7 @@ func readScanned(abs, kind string, size int64) *scanned {
 		f.hash = fmt.Sprintf("size-%d", size)
 		return f
 	}
-	data, err := os.ReadFile(abs)
+	data, err := root.ReadFile(rel)
 	if err != nil {
 		f.err = err
 		return f

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -74,7 +75,7 @@ func ParseFile(name string, data []byte) (Calendar, error) {
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		key, val := root.Content[i], root.Content[i+1]
 		if prev, dup := seen[key.Value]; dup {
-			return nil, fail(key.Line, "%s: given twice (first on line %d)", key.Value, prev)
+			return nil, fail(key.Line, "%s: given twice (first on line %d)", short(key.Value), prev)
 		}
 		seen[key.Value] = key.Line
 		switch key.Value {
@@ -85,7 +86,7 @@ func ParseFile(name string, data []byte) (Calendar, error) {
 			b, ok := builtin(val.Value)
 			if !ok {
 				return nil, fail(val.Line, "%s: %q is not a built-in calendar; want one of %s",
-					fieldBase, val.Value, strings.Join(builtinNames, ", "))
+					fieldBase, short(val.Value), strings.Join(builtinNames, ", "))
 			}
 			cal.base = b
 		case fieldHolidays, fieldWorkdays:
@@ -98,7 +99,7 @@ func ParseFile(name string, data []byte) (Calendar, error) {
 			}
 		default:
 			return nil, fail(key.Line, "unknown field %q; want %s, %s or %s",
-				key.Value, fieldBase, fieldHolidays, fieldWorkdays)
+				short(key.Value), fieldBase, fieldHolidays, fieldWorkdays)
 		}
 	}
 	if cal.base == nil {
@@ -125,7 +126,8 @@ func parseDates(field string, val *yaml.Node, set map[Date]bool, listed map[Date
 		}
 		d, err := ParseDate(item.Value)
 		if err != nil {
-			return fail(item.Line, "%s[%d]: %v", field, i, err)
+			// Not err: time's message quotes the whole value.
+			return fail(item.Line, "%s[%d]: %q is not a date (want YYYY-MM-DD, e.g. 2026-12-24)", field, i, short(item.Value))
 		}
 		if prev, dup := listed[d]; dup {
 			return fail(item.Line, "%s[%d]: %s is already listed as %s", field, i, d, prev)
@@ -137,3 +139,20 @@ func parseDates(field string, val *yaml.Node, set map[Date]bool, listed map[Date
 }
 
 var _ Calendar = (*fileCalendar)(nil)
+
+// maxQuoted bounds what an error quotes of the file: errors reach
+// /v1/status, and a file that is not a calendar at all (a link to a
+// secret) must not be quoted there beyond its line and a short token.
+const maxQuoted = 24
+
+// short is s cut to maxQuoted bytes on a rune boundary, marked.
+func short(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -85,9 +85,16 @@ type outbox struct {
 }
 
 func openOutbox(path string) (*outbox, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	// 0600: the outbox holds every message's content (issue 19: it was
+	// 0644, readable by every user of the machine). One an older build
+	// made is narrowed too; a file of another user's we cannot narrow is
+	// left as it is (the open would have failed had we no access).
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("mock: outbox: %w", err)
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		_ = f.Chmod(fi.Mode().Perm() &^ 0o077)
 	}
 	return &outbox{f: f, seen: make(map[string]bool)}, nil
 }

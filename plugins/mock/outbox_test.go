@@ -53,3 +53,22 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// Issue 19: the outbox, which holds every message's content, was created
+// 0644. It is 0600, and one an older build left 0644 is narrowed.
+func TestOutboxIsPrivate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fresh := filepath.Join(dir, "new.jsonl")
+	old := filepath.Join(dir, "old.jsonl")
+	require.NoError(t, os.WriteFile(old, nil, 0o644))
+	require.NoError(t, os.Chmod(old, 0o644)) // whatever the umask
+	for _, path := range []string{fresh, old} {
+		o, err := openOutbox(path)
+		require.NoError(t, err)
+		require.NoError(t, o.f.Close())
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), path)
+	}
+}
