@@ -23,6 +23,12 @@ type Client struct {
 	HTTP *http.Client
 	// Token, when set, is sent as "Authorization: Bearer TOKEN".
 	Token string
+	// PeerReads makes this a node's own client: its GETs carry ReadToken
+	// (no stronger than read) instead of Token, and, with Secret, the node
+	// read credential (peerread.go).
+	PeerReads bool
+	// ReadToken is the token a node's reads carry (PeerReads).
+	ReadToken string
 	// Scheme is used when Addr has none: "http" (default) or "https".
 	Scheme string
 	// Secret is the cluster secret. When set, node-to-node writes (join,
@@ -148,7 +154,11 @@ func (c *Client) target(ctx context.Context) (peerTarget, error) {
 	if c.to != nil {
 		return *c.to, nil
 	}
-	st, err := c.Status(ctx)
+	// Asked with the write's own token, which the write then takes to the
+	// same node anyway (an older member knows no node read credential).
+	ask := *c
+	ask.PeerReads = false
+	st, err := ask.Status(ctx)
 	if err != nil {
 		return peerTarget{}, err
 	}
@@ -209,8 +219,15 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
+	token := c.Token
+	if c.PeerReads && method == http.MethodGet {
+		token = c.ReadToken
+		if v := nodeRead(c.Secret, method, path); v != "" {
+			req.Header.Set(NodeReadHeader, v)
+		}
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	var (
 		pa    *peerAuth

@@ -150,7 +150,13 @@ type Config struct {
 	// members (join, status, refreshing its member record). It is never
 	// added to a request forwarded for a caller: that carries the caller's
 	// own Authorization header, so a follower lends nobody its power.
+	// Writes only: reads carry ReadToken.
 	Token string
+	// ReadToken is the token this node's reads of other members carry
+	// (status, reports): one of role read, never an operator's stronger
+	// one; with ClusterSecret the reads also carry the node read
+	// credential (peerread.go), so it may be empty.
+	ReadToken string
 	// Registerer, when set, receives the node's Prometheus gauges.
 	Registerer prometheus.Registerer
 	// ReportInterval is how often the leader asks every member for its

@@ -326,7 +326,7 @@ func (n *Node) start(ctx context.Context) error {
 // client, scheme and cluster secret.
 func (n *Node) clientFor(addr string) *Client {
 	return &Client{Addr: addr, HTTP: n.client, Scheme: n.cfg.HTTPScheme, Secret: n.cfg.ClusterSecret, Token: n.cfg.Token,
-		ClusterID: n.ClusterID()}
+		PeerReads: true, ReadToken: n.cfg.ReadToken, ClusterID: n.ClusterID()}
 }
 
 // waitLeader waits until some leader is known.

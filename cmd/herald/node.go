@@ -256,7 +256,7 @@ func (n *node) openRaft(certs *cluster.CertStore, reg prometheus.Registerer) err
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: advertisedHTTPAddr(cfg.HTTPAddr, cfg.RaftAddr),
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: n.log, Registerer: reg, RaftLogLevel: raftLogLevel(cfg),
 		ClusterSecret: cfg.clusterSecret, Peers: cfg.peerList(), HTTPClient: n.peerHTTP,
-		Token: nodeToken(cfg.apiTokens), WriteFault: cfg.writeFault,
+		Token: nodeToken(cfg.apiTokens), ReadToken: nodeReadToken(cfg.apiTokens, cfg.clusterSecret != ""), WriteFault: cfg.writeFault,
 	}
 	ccfg.MaxClockSkew, _ = parseMaxClockSkew(cfg.MaxClockSkew) // validated by load
 	if certs != nil {
@@ -301,7 +301,7 @@ func (n *node) serveHTTP(ln net.Listener, certs *cluster.CertStore, reg promethe
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, ReadyFunc: n.ready, Cluster: n.raft.Handler(), Snapshot: n.raft.SnapshotHandler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: n.log, Rules: n.rules, ScheduleFunc: schedules,
 			People: n.rules, DisplayTimezone: n.zone.String(), Tokens: cfg.apiTokens,
-			PeerSignedFunc: n.raft.PeerSigned, Forwarding: n.raft, WecomCallback: n.callback, Hosts: ownHosts(cfg),
+			PeerSignedFunc: n.raft.PeerSigned, PeerReadFunc: n.raft.PeerRead, Forwarding: n.raft, WecomCallback: n.callback, Hosts: ownHosts(cfg),
 			Directory: &api.DirectoryConfig{
 				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
 				Refresh: func() {
@@ -552,12 +552,13 @@ func advertisedHTTPAddr(httpAddr, raftAddr string) string {
 	return net.JoinHostPort(raftHost, port)
 }
 
-// peerClient calls another member's API as this node: through the
-// node-to-node HTTP client (which, with TLS, trusts the cluster's CA) and
-// with the node's own token, which every read needs once tokens are
-// configured.
+// peerClient reads another member's API as this node: through the
+// node-to-node HTTP client (which, with TLS, trusts the cluster's CA),
+// with the node read credential (cluster_secret) and a read token, never
+// an operator's stronger one (nodeReadToken).
 func (n *node) peerClient(addr string) *cluster.Client {
-	return &cluster.Client{Addr: addr, HTTP: n.peerHTTP, Token: nodeToken(n.cfg.apiTokens)}
+	return &cluster.Client{Addr: addr, HTTP: n.peerHTTP, Secret: n.cfg.clusterSecret, PeerReads: true,
+		ReadToken: nodeReadToken(n.cfg.apiTokens, n.cfg.clusterSecret != "")}
 }
 
 // channelConfigs builds the host's channel configs. The mock channel
@@ -593,6 +594,10 @@ func warnInsecure(cfg nodeConfig, log *slog.Logger) {
 			"and talk Raft to this node; set tls_cert, tls_key and tls_ca (herald tls init)", "raft", cfg.RaftAddr)
 	case cfg.clusterSecret == "" && !loopback:
 		log.Warn("no cluster_secret: any node that reaches the HTTP API can ask to join this cluster; set cluster_secret on every member")
+	}
+	if name := nodeReadsTooStrong(cfg.apiTokens, cfg.clusterSecret != ""); name != "" {
+		log.Warn("reads between nodes (status, reports, rule sets) carry token " + name + ": there is no read token and no cluster_secret; " +
+			"add a token of role read, or a cluster_secret, so that no node sends a stronger token on routine reads")
 	}
 	if cfg.clusterSecret != "" && cfg.TLSCert == "" {
 		log.Warn("cluster_secret guards joins, but without TLS the Raft transport accepts any peer: set tls_cert, tls_key and tls_ca too")

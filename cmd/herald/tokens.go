@@ -87,9 +87,10 @@ func upperName(s string) string {
 	return string(b)
 }
 
-// nodeToken is the token a node presents on its own calls to the other
-// members (join, status, rule hashes): the strongest one configured, since
-// joining needs admin. All members share one `tokens` list.
+// nodeToken is the token a node presents on its own writes to the other
+// members (join, refreshing its member record): the strongest one
+// configured, since joining needs admin. All members share one `tokens`
+// list. Its reads carry nodeReadToken instead.
 func nodeToken(tokens []api.Token) string {
 	best, role := "", api.RolePublic
 	for _, t := range tokens {
@@ -98,4 +99,34 @@ func nodeToken(tokens []api.Token) string {
 		}
 	}
 	return best
+}
+
+// nodeReadToken is the token a node's reads of the other members carry
+// (status, reports, rule hashes): a read token, the first by name. Without
+// one, and with a cluster secret, none (the node read credential stands
+// for it); with neither, the weakest token there is, which the agent warns
+// of at start (warnNodeReads): nothing else would be let in.
+func nodeReadToken(tokens []api.Token, secret bool) string {
+	best, role, name := "", api.RoleAdmin+1, ""
+	for _, t := range tokens {
+		if t.Role < api.RoleRead || (secret && t.Role > api.RoleRead) {
+			continue
+		}
+		if t.Role < role || (t.Role == role && t.Name < name) {
+			best, role, name = t.Secret, t.Role, t.Name
+		}
+	}
+	return best
+}
+
+// nodeReadsTooStrong names the token a node's reads carry when it is
+// stronger than read (no read token, no cluster secret), or "".
+func nodeReadsTooStrong(tokens []api.Token, secret bool) string {
+	tok := nodeReadToken(tokens, secret)
+	for _, t := range tokens {
+		if t.Secret == tok && tok != "" && t.Role > api.RoleRead {
+			return t.Name + " (" + t.Role.String() + ")"
+		}
+	}
+	return ""
 }

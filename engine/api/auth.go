@@ -173,6 +173,7 @@ func RouteRole(r *http.Request) Role {
 type authenticator struct {
 	tokens     []tokenHash
 	peerSigned func(*http.Request) bool
+	peerRead   func(*http.Request) bool
 	forwarding Forwarding
 	hosts      hostSet // without tokens: the names this node answers to (local.go)
 }
@@ -267,6 +268,10 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 			if t, ok := a.lookup(bearer(r)); ok {
 				id.Actor, id.Role = t.name, t.role
 			}
+		case need == RoleRead && bearer(r) == "" && a.peerRead != nil && a.peerRead(r):
+			// Another member's read of what only members ask for, by the
+			// node credential: it carries no operator's token.
+			id.Actor, id.Role = ActorPeer, RoleRead
 		default:
 			presented := bearer(r)
 			if presented == "" {

@@ -300,3 +300,32 @@ func TestWithoutTokensProxiedWriteIsRefused(t *testing.T) {
 		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	}
 }
+
+// With tokens, a member's read that carries the node read credential
+// (PeerReadFunc) is taken as role read without a token; nothing it does
+// not prove, and no write, is.
+func TestNodeReadCredentialIsRead(t *testing.T) {
+	t.Parallel()
+	n := enginetest.New()
+	cluster := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) })
+	h := api.New(api.Config{FSM: n.FSM, Replicator: n, Rules: taskRules, Cluster: cluster, Tokens: testTokens,
+		StatusFunc: func() api.Status { return api.Status{} },
+		PeerReadFunc: func(r *http.Request) bool {
+			return r.Header.Get("X-Node") == "ok" && r.URL.Path == "/v1/cluster/status"
+		}})
+	send := func(method, path, node string) int {
+		req := httptest.NewRequest(method, path, strings.NewReader(`{}`))
+		req.RemoteAddr = "203.0.113.9:5000"
+		if node != "" {
+			req.Header.Set("X-Node", node)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	require.Equal(t, http.StatusOK, send(http.MethodGet, "/v1/cluster/status", "ok"))
+	require.Equal(t, http.StatusUnauthorized, send(http.MethodGet, "/v1/cluster/status", "bad"))
+	require.Equal(t, http.StatusUnauthorized, send(http.MethodGet, "/v1/cluster/status", ""))
+	require.Equal(t, http.StatusUnauthorized, send(http.MethodGet, "/v1/deliveries", "ok"))
+	require.Equal(t, http.StatusUnauthorized, send(http.MethodPost, "/v1/cluster/status", "ok"))
+}

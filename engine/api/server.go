@@ -145,6 +145,9 @@ type Config struct {
 	// authenticates by the cluster secret (cluster.Node.PeerSigned).
 	// Without tokens such a request may come from another machine.
 	PeerSignedFunc func(*http.Request) bool
+	// PeerReadFunc reports a member's read that proves the cluster secret
+	// (cluster.Node.PeerRead): taken as role read without a token.
+	PeerReadFunc func(*http.Request) bool
 	// People, when set, gives display names for userids (every delivery
 	// carries recipient_name) and lets GET /v1/deliveries?recipient= find
 	// a person by name.
@@ -257,6 +260,7 @@ func New(cfg Config) http.Handler {
 	// do, with the caller's own Authorization header.
 	auth := newAuthenticator(cfg.Tokens, cfg.Hosts)
 	auth.peerSigned = cfg.PeerSignedFunc
+	auth.peerRead = cfg.PeerReadFunc
 	auth.forwarding = cfg.Forwarding
 	h = auth.middleware(h)
 	// A node listens where the operator's browser can reach it: without
