@@ -288,12 +288,7 @@ func listen(addr string, ln net.Listener, tlsConf *tls.Config, handshakeTimeout 
 			return nil, fmt.Errorf("listen on raft address %s: %w", addr, err)
 		}
 	}
-	adv, err := net.ResolveTCPAddr("tcp", addr)
-	if err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("raft address %s: %w", addr, err)
-	}
-	s := &streamLayer{Listener: ln, advertise: adv, tls: tlsConf, handshakeTimeout: handshakeTimeout,
+	s := &streamLayer{Listener: ln, advertise: advertisedAddr(addr), tls: tlsConf, handshakeTimeout: handshakeTimeout,
 		pending: make(chan struct{}, maxPending), handshaken: make(chan acceptResult), done: make(chan struct{}),
 		conns: map[*trackedConn]struct{}{}}
 	s.wg.Add(1)
@@ -303,6 +298,16 @@ func listen(addr string, ln net.Listener, tlsConf *tls.Config, handshakeTimeout 
 
 // Addr is the advertised address: what the other members dial.
 func (s *streamLayer) Addr() net.Addr { return s.advertise }
+
+// advertisedAddr is the Raft address as the config writes it. Raft sends
+// it to the followers as the leader's address; a DNS name stays a name
+// (not the IP it resolved to when the node started), so a member that
+// comes back at a new IP under the same name, as a StatefulSet pod does,
+// is known by the name throughout, as the Raft configuration knows it.
+type advertisedAddr string
+
+func (a advertisedAddr) Network() string { return "tcp" }
+func (a advertisedAddr) String() string  { return string(a) }
 
 // Dial opens a connection to another member's Raft transport.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
