@@ -72,7 +72,9 @@ func newTestSM() *testSM {
 }
 
 func (s *testSM) Apply(index, term uint64, cmd []byte) any {
-	if len(cmd) < 2 || cmd[1] != 1 {
+	// RecordAudit has a second body version (the unchanged flag), the
+	// same JSON with one more field: this state machine reads both.
+	if len(cmd) < 2 || (cmd[1] != 1 && engine.CommandType(cmd[0]) != engine.CmdRecordAudit) {
 		panic(fmt.Sprintf("test sm: bad command %q", cmd))
 	}
 	s.mu.Lock()
