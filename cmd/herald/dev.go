@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -57,6 +58,18 @@ func newDevPorts(base int) (devPorts, error) {
 // The variable that carries the fake WeCom's app secret to the wecom
 // channel (secrets travel by ${ENV} reference).
 const devWecomSecretEnv = "HERALD_DEV_WECOM_SECRET"
+
+// The fake's callback secrets for wecom_sales (WeCom's callback Token and
+// EncodingAESKey), by ${ENV} reference as well.
+const (
+	devCallbackTokenEnv  = "HERALD_DEV_WECOM_CALLBACK_TOKEN"
+	devCallbackAESKeyEnv = "HERALD_DEV_WECOM_CALLBACK_AES_KEY"
+	devCallbackToken     = "herald-dev-callback"
+	devCallbackAESKey    = "hEraLdDevCallbackAesKey0123456789abcdefghij"
+	// devEnquiryWait is enquiry_timeout's WAIT in herald dev: a demo
+	// takes a minute, not fifteen.
+	devEnquiryWait = "1m"
+)
 
 func newDevCmd() *cobra.Command {
 	var dataDir, logLevel, logFormat string
@@ -115,7 +128,8 @@ func runDev(ctx context.Context, dataDir, logLevel, logFormat string, ports devP
 		// The example rules' WeCom channels, wired to the fake: an app for
 		// people, a group robot for operators.
 		"wecom_sales": {"plugin": "wecom", "base_url": "http://" + ports.wecom, "corp_id": wecomfake.DemoCorpID,
-			"agent_id": wecomfake.DemoAgentID, "secret": "${" + devWecomSecretEnv + "}"},
+			"agent_id": wecomfake.DemoAgentID, "secret": "${" + devWecomSecretEnv + "}",
+			"callback_token": "${" + devCallbackTokenEnv + "}", "callback_aes_key": "${" + devCallbackAESKeyEnv + "}"},
 		"wecom_ops": {"plugin": "wecom", "base_url": "http://" + ports.wecom, "robot_key": wecomfake.DemoRobotKey},
 	}
 
@@ -151,6 +165,12 @@ func runDev(ctx context.Context, dataDir, logLevel, logFormat string, ports devP
 		}
 		nodes = append(nodes, n)
 	}
+	// The fake calls WeCom's callbacks back at n1 (a follower forwards
+	// them to the leader).
+	if err := fake.fake.SetCallback(wecomfake.CallbackConfig{CorpID: wecomfake.DemoCorpID,
+		URL: "http://" + devNodes[0].http + "/v1/wecom/callback/wecom_sales", Token: devCallbackToken, AESKey: devCallbackAESKey}); err != nil {
+		return err
+	}
 	addrFlag := "" // the CLI's default --addr is the default base's n1
 	if devNodes[0].http != clusterDefaultAddr {
 		addrFlag = " --addr " + devNodes[0].http
@@ -162,6 +182,9 @@ func runDev(ctx context.Context, dataDir, logLevel, logFormat string, ports devP
   Rules        %s   (edit a .lua file: it reloads; a broken one keeps the last good version)
   Outbox       %s   (the mock channel: one JSON line per message)
   WeCom fake   http://%s   (channels wecom_sales and wecom_ops; what it received: http://%s/messages)
+  Enquiries    a customer writes to 微信客服 (the fake calls Herald back); liuyang is alerted after %s unless answered:
+                 curl -d '{"open_kfid":"wkdemo","external_userid":"wmcustomer1","text":"在吗？"}' http://%s/kf/message
+               a servicer's reply cancels it: add "origin":5,"servicer_userid":"liuyang"
   Dashboard    http://%s/ui/
   Data         %s
 
@@ -176,7 +199,7 @@ Join a fourth node:
 
 Ctrl-C stops all three nodes.
 `, devNodes[0].http, devNodes[1].http, devNodes[2].http, devNodes[0].raft, devNodes[1].raft, devNodes[2].raft,
-		rulesDir, outbox, ports.wecom, ports.wecomAdmin, devNodes[0].http, dataDir, addrFlag, outbox, addrFlag,
+		rulesDir, outbox, ports.wecom, ports.wecomAdmin, devEnquiryWait, ports.wecomAdmin, devNodes[0].http, dataDir, addrFlag, outbox, addrFlag,
 		filepath.Join(dataDir, "n4"), ports.fourth.raft, ports.fourth.http, devNodes[0].http, rulesDir)
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
@@ -191,12 +214,22 @@ func writeExamples(dir string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return os.CopyFS(dir, rules.ExamplesFS())
+	if err := os.CopyFS(dir, rules.ExamplesFS()); err != nil {
+		return err
+	}
+	// The enquiry demo waits a minute, not the example's fifteen.
+	p := filepath.Join(dir, "enquiry_timeout.lua")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p, bytes.Replace(b, []byte(`local WAIT = "15m"`), []byte(`local WAIT = "`+devEnquiryWait+`"`), 1), 0o644)
 }
 
 // devWecom is the fake WeCom server of `herald dev`.
 type devWecom struct {
 	api, admin *http.Server
+	fake       *wecomfake.Server
 }
 
 // startDevWecom starts the fake WeCom server with the demo corp, whose
@@ -210,10 +243,13 @@ func startDevWecom(ctx context.Context, rulesDir string, ports devPorts) (*devWe
 	}
 	addDevDirectory(&corp, rows)
 	fake := wecomfake.New(wecomfake.Config{Corps: []wecomfake.CorpConfig{corp}})
-	if err := os.Setenv(devWecomSecretEnv, corp.Apps[0].Secret); err != nil {
-		return nil, err
+	for k, v := range map[string]string{devWecomSecretEnv: corp.Apps[0].Secret, devCallbackTokenEnv: devCallbackToken, devCallbackAESKeyEnv: devCallbackAESKey} {
+		if err := os.Setenv(k, v); err != nil {
+			return nil, err
+		}
 	}
 	d := &devWecom{
+		fake:  fake,
 		api:   &http.Server{Handler: fake.Handler(), ReadHeaderTimeout: 10 * time.Second},
 		admin: &http.Server{Handler: fake.AdminHandler(), ReadHeaderTimeout: 10 * time.Second},
 	}

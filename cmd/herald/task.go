@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhq/herald/cluster"
 	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
 	"github.com/heraldhq/herald/engine/api"
 )
@@ -39,12 +40,14 @@ same key with another body is refused with the difference.`,
 func newTaskSubmitCmd(f *apiFlags) *cobra.Command {
 	var rule, due, data string
 	var in time.Duration
+	var replace bool
 	cmd := &cobra.Command{
-		Use:   "submit KEY --rule RULE (--due TIME | --in DURATION) [--data JSON|@FILE]",
+		Use:   "submit KEY --rule RULE (--due TIME | --in DURATION) [--data JSON|@FILE] [--replace]",
 		Short: "Submit a task",
 		Example: `  herald task submit enquiry-8812 --rule enquiry_timeout --in 15m \
       --data '{"enquiry":"8812","assignee":"liuyang","level":1}'
-  herald task submit follow-8812 --rule follow_up --due 2026-12-01T15:00:00+08:00 --data @follow.json`,
+  herald task submit follow-8812 --rule follow_up --due 2026-12-01T15:00:00+08:00 --data @follow.json
+  herald task submit enquiry-8812 --rule enquiry_timeout --in 15m --replace   # the customer wrote again: restart the 15 minutes`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			withIn := cmd.Flags().Changed("in") // --in 0s is "now", given
@@ -56,6 +59,9 @@ func newTaskSubmitCmd(f *apiFlags) *cobra.Command {
 				due = time.Now().Add(in).Format(time.RFC3339Nano)
 			} else if due, err = wireTime(cmd, "--due", due); err != nil {
 				return err
+			}
+			if rule == "" && !replace {
+				return errors.New("--rule is required: the rule the task fires")
 			}
 			req := api.TaskRequest{Key: args[0], Rule: rule, DueAt: due}
 			if data != "" {
@@ -72,6 +78,19 @@ func newTaskSubmitCmd(f *apiFlags) *cobra.Command {
 				req.Data = raw
 			}
 			var out api.TaskView
+			if replace {
+				// PUT /v1/tasks/KEY moves the pending task; a key not
+				// submitted yet is submitted (with --rule), as without
+				// --replace.
+				err := f.call(cmd, http.MethodPut, "/v1/tasks/"+url.PathEscape(args[0]), api.TaskReplaceRequest{DueAt: req.DueAt, Data: req.Data}, &out)
+				var ae *cluster.APIError
+				if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || rule == "" {
+					if err != nil {
+						return err
+					}
+					return printSubmitted(cmd, f, out)
+				}
+			}
 			if err := f.call(cmd, http.MethodPost, "/v1/tasks", req, &out); err != nil {
 				return err
 			}
@@ -86,8 +105,16 @@ func newTaskSubmitCmd(f *apiFlags) *cobra.Command {
 	cmd.Flags().StringVar(&due, "due", "", `due time: RFC 3339, or "YYYY-MM-DD HH:MM[:SS]" in the display zone (--tz)`)
 	cmd.Flags().DurationVar(&in, "in", 0, "due this long from now")
 	cmd.Flags().StringVar(&data, "data", "", "the task's data: a JSON object, or @FILE")
-	_ = cmd.MarkFlagRequired("rule")
+	cmd.Flags().BoolVar(&replace, "replace", false, "move the pending task KEY to the new due time (and data, if given) instead of refusing a second submit; 409 once it fired or was cancelled")
 	return cmd
+}
+
+func printSubmitted(cmd *cobra.Command, f *apiFlags, out api.TaskView) error {
+	if f.asJSON {
+		return cliout.EmitJSON(cmd, out)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "task %s: rule %s due %s (%s)\n", out.Key, out.Rule, showTime(cmd, out.DueAt), out.State)
+	return nil
 }
 
 func newTaskGetCmd(f *apiFlags) *cobra.Command {

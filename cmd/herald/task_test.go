@@ -136,6 +136,30 @@ func TestTaskSubmitCmd(t *testing.T) {
 	require.False(t, task.DueAt.After(after.Add(15*time.Minute)), task.DueAt)
 }
 
+// TestTaskSubmitReplace: --replace moves a pending task (PUT), submits a
+// key not known yet, and is refused once the task was cancelled.
+func TestTaskSubmitReplace(t *testing.T) {
+	t.Parallel()
+	addr, node := startAPI(t)
+	submit := func(args ...string) (string, error) {
+		return runHerald(t, append([]string{"task", "submit", "--addr", addr}, args...)...)
+	}
+	_, err := submit("enq-9", "--rule", "enquiry_timeout", "--due", "2026-12-01T10:15:00+08:00", "--replace")
+	require.NoError(t, err, "an unknown key with --rule is submitted")
+	_, err = submit("enq-9", "--rule", "enquiry_timeout", "--due", "2026-12-01T10:45:00+08:00", "--data", `{"n":2}`)
+	require.ErrorContains(t, err, "HTTP 409", "without --replace a second submit is refused")
+	out, err := submit("enq-9", "--due", "2026-12-01T10:45:00+08:00", "--data", `{"n":2}`, "--replace")
+	require.NoError(t, err)
+	require.Contains(t, out, "task enq-9: rule enquiry_timeout due "+local("2026-12-01T10:45:00+08:00"))
+	task, _ := node.FSM.Task("enq-9")
+	require.Equal(t, `{"n":2}`, string(task.Data))
+	_, err = runHerald(t, "task", "cancel", "enq-9", "--addr", addr)
+	require.NoError(t, err)
+	_, err = submit("enq-9", "--due", "2026-12-01T11:00:00+08:00", "--replace")
+	require.ErrorContains(t, err, "is cancelled")
+	require.ErrorContains(t, err, "HTTP 409")
+}
+
 // TestTaskSubmitInZero: --in 0s is "now", given; not "neither given".
 func TestTaskSubmitInZero(t *testing.T) {
 	t.Parallel()
@@ -166,7 +190,7 @@ func TestTaskSubmitCmdBadInput(t *testing.T) {
 		{[]string{"k", "--rule", "enquiry_timeout"}, "give exactly one of --due TIME and --in DURATION"},
 		{[]string{"k", "--rule", "enquiry_timeout", "--due", due, "--in", "5m"}, "give exactly one of --due TIME and --in DURATION"},
 		{[]string{"k", "--rule", "enquiry_timeout", "--due", due, "--in", "0s"}, "give exactly one of --due TIME and --in DURATION"},
-		{[]string{"k", "--due", due}, `required flag(s) "rule" not set`},
+		{[]string{"k", "--due", due}, `--rule is required`},
 		{[]string{"k", "--rule", "enquiry_timeout", "--due", due, "--data", "@" + filepath.Join(t.TempDir(), "missing.json")}, "--data: open "},
 		{[]string{"--rule", "enquiry_timeout", "--due", due}, "accepts 1 arg(s), received 0"},
 	} {

@@ -25,6 +25,12 @@ import (
 //	POST   /reset                forget the records
 //	POST   /contacts/move        {"corp_id":"","userid":"u1","departments":[3]}: move a member
 //	POST   /contacts/visible     {"corp_id":"","userid":"u1","visible":false}: a member leaves (or returns to) the apps' visible range
+//	POST   /callbacks            {"corp_id":"","url":"http://…/v1/wecom/callback/CH","token":"…","aes_key":"…"}: where callbacks go
+//	POST   /kf/message           {"open_kfid":"wk1","external_userid":"c1","origin":3,"text":"…"} (origin 5 + servicer_userid: a reply) → kf_msg_or_event
+//	POST   /callbacks/card       {"userid":"u1","task_id":"t1","event_key":"done"} → template_card_event
+//	POST   /callbacks/contact    {"userid":"u1","external_userid":"c1"} → change_external_contact
+//	POST   /callbacks/release    send the held callbacks, newest first (out of order)
+//	                             each callback above takes "twice", "hold", "bad_signature" (faults)
 //
 // Errors are HTTP 4xx with {"error":"…"}.
 func (s *Server) AdminHandler() http.Handler {
@@ -180,6 +186,7 @@ func (s *Server) AdminHandler() http.Handler {
 		}
 		writeAdmin(w, http.StatusOK, map[string]bool{"ok": true})
 	})
+	s.callbackAdmin(mux)
 	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, r *http.Request) {
 		s.ResetRecords()
 		writeAdmin(w, http.StatusOK, map[string]bool{"ok": true})

@@ -42,6 +42,11 @@ type Server struct {
 	rng      *rand.Rand
 	seq      uint64
 	rec      records
+	// Callbacks (callbacks.go): where each corp's go, 微信客服 messages by
+	// "CORP/OPEN_KFID", and callbacks held for an out-of-order release.
+	callbacks map[string]*callbackTarget
+	kf        map[string][]kfMsg
+	held      []heldCallback
 }
 
 type corp struct {
@@ -207,7 +212,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	ip := clientIP(r)
 	known := r.URL.Path == PathGetToken || r.URL.Path == PathSend || r.URL.Path == PathRecall || r.URL.Path == PathWebhook ||
-		contactsPaths[r.URL.Path]
+		r.URL.Path == PathKfSyncMsg || contactsPaths[r.URL.Path]
 
 	s.mu.Lock()
 	call := s.rec.addCall(Call{
@@ -249,6 +254,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			rep = s.recall(r.URL.Query(), body, ip)
 		case PathWebhook:
 			rep = s.webhook(r.URL.Query(), body)
+		case PathKfSyncMsg:
+			rep = s.kfSyncMsg(r.URL.Query(), body)
 		default:
 			rep = s.contacts(r.URL.Path, r.URL.Query(), ip)
 		}
