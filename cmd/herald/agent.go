@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/heraldhq/herald/plugins/host"
 )
 
 func init() { register(newAgentCmd) }
@@ -28,6 +30,11 @@ its data and never bootstraps again.`,
 			}
 			log := newLogger(cfg.LogLevel, cfg.LogFormat).With("node", cfg.NodeID)
 			routeLibraryLogs(log)
+			// Before any plugin starts: no process of this user may read
+			// the tokens and secrets in this one's environment or memory.
+			if err := host.HideProcess(); err != nil {
+				log.Warn("could not make the agent non-dumpable: processes of its user (its plugins among them) can read its environment", "err", err)
+			}
 			log.Info("herald starting", "version", readVersion().String)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

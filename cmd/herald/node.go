@@ -236,7 +236,7 @@ func (n *node) loadRules(reg prometheus.Registerer, cals *calendar.Registry) err
 func (n *node) launchPlugins(ctx context.Context, reg prometheus.Registerer) error {
 	var err error
 	n.host, err = host.New(host.Config{PluginsDir: n.cfg.Plugins, Channels: channelConfigs(n.cfg.Channels, n.zone.String()), Logger: n.log,
-		PluginSHA256: n.cfg.PluginSHA256})
+		PluginSHA256: n.cfg.PluginSHA256, Secrets: n.cfg.secrets()})
 	if err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}
@@ -611,4 +611,18 @@ func unwrapInUse(err error) error {
 		return errors.New("address is already in use (is another Herald running?)")
 	}
 	return err
+}
+
+// secrets are the node's secrets besides the channels': the API tokens
+// and the cluster secret, which the plugin host redacts from every
+// plugin's texts.
+func (c *nodeConfig) secrets() []string {
+	out := []string{}
+	for _, t := range c.apiTokens {
+		out = append(out, t.Secret)
+	}
+	if c.clusterSecret != "" {
+		out = append(out, c.clusterSecret)
+	}
+	return out
 }

@@ -105,6 +105,10 @@ type Config struct {
 	// LookupEnvFunc resolves ${NAME} in channel configs. Default
 	// os.LookupEnv.
 	LookupEnvFunc func(name string) (string, bool)
+	// Secrets are the node's other secrets (API tokens, the cluster
+	// secret): redacted, with every channel's secrets, from every
+	// plugin's texts (results, errors, logs), whichever plugin wrote them.
+	Secrets []string
 }
 
 // ChannelConfig is one channel instance of the node configuration,
@@ -153,6 +157,12 @@ func New(cfg Config) (*Host, error) {
 	}
 	h := &Host{cfg: cfg, log: cfg.Logger, instances: make(map[string]*instance)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
+	// One redactor for every plugin, of every secret the node knows
+	// (issue 19: only the channel's own were hidden, so a plugin could
+	// put another channel's secret, or a token, into a result's error,
+	// which every read token sees in GET /v1/deliveries).
+	all := slices.Clone(cfg.Secrets)
+	raws := map[string][]byte{}
 	for name, cc := range cfg.Channels {
 		if name == "" {
 			return nil, fmt.Errorf("%w: a channel has an empty name", ErrConfig)
@@ -160,7 +170,7 @@ func New(cfg Config) (*Host, error) {
 		if cc.Plugin == "" {
 			return nil, fmt.Errorf("%w: channel %s: plugin is required", ErrConfig, name)
 		}
-		src, ok := sources[cc.Plugin]
+		_, ok := sources[cc.Plugin]
 		if !ok {
 			return nil, fmt.Errorf("%w: channel %s: plugin %q is neither built in (%v) nor herald-channel-%s in the plugins directory %q",
 				ErrUnknownPlugin, name, cc.Plugin, builtinNames(), cc.Plugin, cfg.PluginsDir)
@@ -177,7 +187,12 @@ func New(cfg Config) (*Host, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: channel %s: config is not JSON-able: %v", ErrConfig, name, err)
 		}
-		h.instances[name] = newInstance(h, name, src, raw, newRedactor(secrets))
+		all = append(all, secrets...)
+		raws[name] = raw
+	}
+	redact := newRedactor(all)
+	for name, cc := range cfg.Channels {
+		h.instances[name] = newInstance(h, name, sources[cc.Plugin], raws[name], redact)
 	}
 	return h, nil
 }

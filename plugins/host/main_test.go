@@ -53,6 +53,10 @@ func TestMain(m *testing.M) {
 		sdk.Serve(hangs{})
 	case "host":
 		runHost()
+	case "spy":
+		sdk.Serve(&spy{})
+	case "spyhost":
+		runSpyHost()
 	default:
 		if f, ok := builtin.Lookup(role); ok {
 			sdk.Serve(f())
