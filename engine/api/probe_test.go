@@ -62,6 +62,26 @@ func TestProbesArePublic(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, call(http.MethodPost, "/v1/ready").Code, "only GET and HEAD are public")
 }
 
+// Without tokens, a request whose Host is not this node's name is
+// refused (DNS rebinding); a probe sends the pod's IP and is answered.
+func TestProbesPassTheHostCheck(t *testing.T) {
+	t.Parallel()
+	ready := api.Readiness{Checks: api.ReadyChecks{Member: true, Leader: true, CaughtUp: true, Rules: true, Channels: true}}
+	h := api.New(api.Config{StatusFunc: func() api.Status { return api.Status{} },
+		ReadyFunc: func(context.Context) api.Readiness { return ready }})
+	call := func(path string) int {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.RemoteAddr, req.Host = "10.1.2.3:40000", "10.1.2.9:8101"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	require.Equal(t, http.StatusOK, call("/v1/health"))
+	require.Equal(t, http.StatusOK, call("/v1/ready"))
+	require.Equal(t, http.StatusForbidden, call("/v1/status"), "the rest: refused under a foreign Host")
+	require.Equal(t, http.StatusForbidden, call("/ui/"))
+}
+
 // A node without a ReadyFunc is never ready.
 func TestReadyWithoutReadyFunc(t *testing.T) {
 	t.Parallel()
