@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -34,15 +35,33 @@ type TLSInitResult struct {
 // InitTLS writes a development CA (DIR/ca.pem, DIR/ca-key.pem) and, for
 // each node, a certificate and key signed by it (DIR/NODE.pem,
 // DIR/NODE-key.pem), valid as server and client (Raft is mutual TLS), with
-// the given hosts (IP addresses or DNS names) and the node's name as
-// subject alternative names. Keys are ECDSA P-256, written 0600. An
+// the node's name, its own hosts and the shared ones (IP addresses or DNS
+// names) as subject alternative names. hosts are NODE=HOST entries: each
+// certificate names only its node's, so that a node's certificate cannot
+// pass for another's at that host; shared are in every certificate (a
+// name all nodes answer to: a load balancer, or localhost on one
+// machine). Keys are ECDSA P-256, written 0600. An
 // existing CA in DIR is reused, so running it again adds a node or renews
 // certificates without re-keying the cluster. Files are written to a
 // temporary name and renamed, so a running node never reads half a file.
-func InitTLS(dir string, nodes, hosts []string, now time.Time) (TLSInitResult, error) {
+func InitTLS(dir string, nodes, hosts, shared []string, now time.Time) (TLSInitResult, error) {
 	var res TLSInitResult
 	if len(nodes) == 0 {
 		return res, errors.New("no node names: give --nodes n1,n2,n3")
+	}
+	own := map[string][]string{}
+	for _, h := range hosts {
+		node, host, ok := strings.Cut(h, "=")
+		switch {
+		case !ok:
+			return res, fmt.Errorf("--hosts %s: say which node's host it is (%s=%s); a name every certificate should carry goes in --shared-hosts "+
+				"(each node's certificate names only its own hosts, so that one node's certificate cannot pass for another's)", h, nodes[0], h)
+		case !slices.Contains(nodes, node):
+			return res, fmt.Errorf("--hosts %s: %s is not one of --nodes (%s)", h, node, strings.Join(nodes, ","))
+		case host == "":
+			return res, fmt.Errorf("--hosts %s: no host after =", h)
+		}
+		own[node] = append(own[node], host)
 	}
 	for _, n := range nodes {
 		// NAME.pem must not be another file's name: ca.pem, or the key
@@ -75,7 +94,7 @@ func InitTLS(dir string, nodes, hosts []string, now time.Time) (TLSInitResult, e
 			KeyUsage:     x509.KeyUsageDigitalSignature,
 			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		}
-		for _, h := range append([]string{n}, hosts...) {
+		for _, h := range slices.Concat([]string{n}, own[n], shared) {
 			if ip := net.ParseIP(h); ip != nil {
 				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 			} else if h != "" {

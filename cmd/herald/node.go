@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,8 @@ type node struct {
 	pprof *http.Server // nil unless pprof_addr is set
 	// peerHTTP asks the other members for their rule set hashes.
 	peerHTTP *http.Client
+	// members is raft, for peerHTTP's dialer, which exists before it.
+	members atomic.Pointer[cluster.Node]
 	// dirRefresh asks the leader's directory refresher for a refresh now.
 	dirRefresh chan struct{}
 	// callbacks are the wecom channels with a callback; callback serves
@@ -179,11 +182,20 @@ func newNode(cfg nodeConfig, log *slog.Logger, certs *cluster.CertStore, cancel 
 	// Node-to-node HTTP (join, forwarding, status fan-out) trusts, with
 	// TLS, only servers whose certificate the cluster's CA signed.
 	peerTr := http.DefaultTransport.(*http.Transport).Clone()
+	n := &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second},
+		dirRefresh: make(chan struct{}, 1)}
 	if certs != nil {
 		peerTr.TLSClientConfig = certs.ClientConfig()
+		// ... and only the member a member's address is dialled as
+		// (cluster/peertls.go).
+		peerTr.DialTLSContext = certs.PeerDialer(cfg.NodeID, func(addr string) string {
+			if r := n.members.Load(); r != nil {
+				return r.MemberAt(addr)
+			}
+			return ""
+		})
 	}
-	return &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second},
-		dirRefresh: make(chan struct{}, 1)}
+	return n
 }
 
 // startObservability resolves the display zone (the plugins and the API
@@ -276,6 +288,7 @@ func (n *node) openRaft(certs *cluster.CertStore, reg prometheus.Registerer) err
 	}
 	var err error
 	n.raft, err = cluster.New(ccfg, n.fsm)
+	n.members.Store(n.raft)
 	return err
 }
 

@@ -113,7 +113,7 @@ func voters(st cluster.Status) []string {
 func TestSecureCluster(t *testing.T) {
 	c := setupE2E(t)
 	tlsDir, rogueDir := filepath.Join(c.dir, "tls"), filepath.Join(c.dir, "rogue-tls")
-	out, err := c.cli("tls", "init", "--dir", tlsDir, "--nodes", "n1,n2,n3", "--hosts", "127.0.0.1,localhost")
+	out, err := c.cli("tls", "init", "--dir", tlsDir, "--nodes", "n1,n2,n3", "--shared-hosts", "127.0.0.1,localhost")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "wrote "+filepath.Join(tlsDir, "ca.pem"))
 	out, err = c.cli("tls", "init", "--dir", rogueDir, "--nodes", "evil")
@@ -270,7 +270,7 @@ func TestSecureCluster(t *testing.T) {
 			append(extra, "--config", config, "--join", n2.http, "--join-timeout", "5s")...)
 		return c.waitExit(n, 60*time.Second), c.logOf(n)
 	}
-	_, err = cluster.InitTLS(tlsDir, []string{"stolen"}, []string{"127.0.0.1"}, time.Now())
+	_, err = cluster.InitTLS(tlsDir, []string{"stolen"}, nil, []string{"127.0.0.1"}, time.Now())
 	require.NoError(t, err) // a certificate of the right CA, as if stolen
 	// A stranger with a certificate of the right CA, but no token and no
 	// secret: 401.
