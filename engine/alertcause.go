@@ -30,6 +30,7 @@ const (
 	AlertClockSkew         AlertKind = "clock_skew"         // clock-skew
 	AlertDiskWrite         AlertKind = "disk_write"         // disk-write:NODE
 	AlertEventError        AlertKind = "event_error"        // on-event:RULE, kf-sync:CHANNEL
+	AlertApproval          AlertKind = "approval"           // approval:RUN
 )
 
 // causePrefixes maps each kind to the prefix of its cause key.
@@ -39,7 +40,7 @@ var causePrefixes = map[AlertKind]string{
 	AlertRunLate: "late-run", AlertCompensationError: "on-failed", AlertQuietExpired: "quiet-expired",
 	AlertRulesMismatch: "rules-mismatch", AlertRuleBroken: "rule-broken", AlertChannelDown: "channel-down",
 	AlertDirectory: "directory", AlertDigestError: "digest-error", AlertClockSkew: "clock-skew",
-	AlertDiskWrite: "disk-write", AlertEventError: "on-event",
+	AlertDiskWrite: "disk-write", AlertEventError: "on-event", AlertApproval: "approval",
 }
 
 // AlertCause identifies what an alert is about: one alert per cause.

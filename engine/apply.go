@@ -50,6 +50,10 @@ func (a applier) startRun(c StartRun) any {
 	r := &Run{
 		Key: c.Key, Rule: nameOf(c.Rule), Slot: c.Slot, Zone: c.Zone, TaskKey: c.TaskKey, Data: c.Data,
 		State: RunPlanning, Late: c.Late, Manual: c.Manual, Date: c.Date, RulesHash: c.RulesHash, StartedAt: c.Now,
+		FiredToken: c.Token,
+	}
+	if c.Token != "" {
+		a.st.usesV4 = true
 	}
 	// A slot that comes while its rule is paused is recorded, never
 	// silently missing, and sends nothing. (Old logs hold no pause: the
@@ -130,7 +134,12 @@ func (a applier) finishPlan(c FinishPlan) any {
 	r := *run
 	r.PlannedAt = c.Now
 	r.Planned = len(a.st.byRun[r.Key])
-	if c.Error != "" {
+	if c.Error == "" && r.Approval != nil && r.Approval.State == ApprovalAwaiting {
+		a.awaitApproval(&r, c.Now)
+	} else if c.Error != "" {
+		if r.Approval != nil {
+			a.st.moveRun(r.Key, func() { delete(a.st.heldRuns, r.Key) })
+		}
 		r.State = RunFailed
 		r.Error = c.Error
 		a.st.raiseCause(AlertCause{AlertRuleError, r.Key}, r.Rule, AlertParams{Run: r.Key, Slot: r.Slot, Error: c.Error}, fmt.Sprintf("rule %s failed to plan %s: %s", r.Rule, r.Key, c.Error), c.Now)
@@ -179,7 +188,7 @@ func (a applier) claimable(d *Delivery, now time.Time) bool {
 	}
 	switch d.State {
 	case StatePending:
-		return d.Digest == "" && !now.Before(d.DueAt()) && !a.st.parked(d) // a claim proposed just before a pause
+		return d.Digest == "" && !now.Before(d.DueAt()) && !a.st.parked(d) && !a.st.held(d) // a claim proposed just before a pause
 	case StateClaimed:
 		return d.Claim.Term < a.term || !now.Before(d.Claim.ExpiresAt)
 	}

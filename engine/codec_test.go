@@ -43,8 +43,8 @@ func TestApplyStopsClearlyOnUnreadableCommands(t *testing.T) {
 		want string
 	}{
 		"unknown type":    {[]byte{100, 1, '{', '}'}, "cannot apply log entry 2 (command(100), body version 1): the command type is unknown to this build (written by a newer one)"},
-		"unknown version": {[]byte{byte(CmdStartRun), 99, '{', '}'}, "(StartRun, body version 99): this build reads body versions 1 to 1"},
-		"version zero":    {[]byte{byte(CmdStartRun), 0, '{', '}'}, "this build reads body versions 1 to 1"},
+		"unknown version": {[]byte{byte(CmdStartRun), 99, '{', '}'}, "(StartRun, body version 99): this build reads body versions 1 to 2"},
+		"version zero":    {[]byte{byte(CmdStartRun), 0, '{', '}'}, "this build reads body versions 1 to 2"},
 		"bad json":        {[]byte{byte(CmdStartRun), 1, '{'}, "(StartRun, body version 1): the body does not decode"},
 		"unknown field":   {[]byte(string([]byte{byte(CmdAckAlert), 1}) + `{"id":"x","new_field":1}`), `json: unknown field "new_field"`},
 		"trailing data":   {[]byte(string([]byte{byte(CmdAckAlert), 1}) + `{"id":"x"}{}`), "data after the body"},

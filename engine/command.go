@@ -73,6 +73,12 @@ const (
 	CmdKfSynced      CommandType = 66
 	CmdReplaceTask   CommandType = 67
 	CmdPruneEvents   CommandType = 68
+
+	// Recalls (recall.go) and approvals (approval.go); 75–76 card actions.
+	CmdRecallDeliveries CommandType = 71
+	CmdRecordRecalls    CommandType = 72
+	CmdHoldRun          CommandType = 73
+	CmdDecideRun        CommandType = 74
 )
 
 // commandSpecs is the command table: the log format (name, body versions)
@@ -83,7 +89,7 @@ const (
 // renumbered or removed, because every later build replays logs written by
 // every earlier one. Apply dispatches through it alone.
 var commandSpecs = map[CommandType]commandSpec{
-	CmdStartRun:      {name: "StartRun", since: []uint16{1}, apply: applyJSON(applier.startRun)},
+	CmdStartRun:      {name: "StartRun", since: []uint16{1, 4}, apply: applyJSON(applier.startRun), downgrade: downgradeJSON[StartRun]},
 	CmdAddDeliveries: {name: "AddDeliveries", since: []uint16{1, 2}, apply: applyJSON(applier.addDeliveries), downgrade: downgradeJSON[AddDeliveries]},
 	CmdClaim:         {name: "Claim", since: []uint16{1}, apply: applyJSON(applier.claim)},
 	CmdRecordResults: {name: "RecordResults", since: []uint16{1}, apply: applyJSON(applier.recordResults)},
@@ -118,13 +124,17 @@ var commandSpecs = map[CommandType]commandSpec{
 
 	CmdObserveClocks: {name: "ObserveClocks", since: []uint16{3}, apply: applyJSON(applier.observeClocks)},
 
-	CmdRecordEvent:   {name: "RecordEvent", since: []uint16{4}, apply: applyJSON(applier.recordEventCmd)},
-	CmdEventsHandled: {name: "EventsHandled", since: []uint16{4}, apply: applyJSON(applier.eventsHandled)},
-	CmdKfSynced:      {name: "KfSynced", since: []uint16{4}, apply: applyJSON(applier.kfSynced)},
-	CmdReplaceTask:   {name: "ReplaceTask", since: []uint16{4}, apply: applyJSON(applier.replaceTask)},
-	CmdPruneEvents:   {name: "PruneEvents", since: []uint16{4}, apply: applyJSON(applier.pruneEvents)},
-	CmdRevokeMember:  {name: "RevokeMember", since: []uint16{4}, apply: applyJSON(applier.revokeMember)},
-	CmdReadmitMember: {name: "ReadmitMember", since: []uint16{4}, apply: applyJSON(applier.readmitMember)},
+	CmdRecordEvent:      {name: "RecordEvent", since: []uint16{4}, apply: applyJSON(applier.recordEventCmd)},
+	CmdEventsHandled:    {name: "EventsHandled", since: []uint16{4}, apply: applyJSON(applier.eventsHandled)},
+	CmdKfSynced:         {name: "KfSynced", since: []uint16{4}, apply: applyJSON(applier.kfSynced)},
+	CmdReplaceTask:      {name: "ReplaceTask", since: []uint16{4}, apply: applyJSON(applier.replaceTask)},
+	CmdPruneEvents:      {name: "PruneEvents", since: []uint16{4}, apply: applyJSON(applier.pruneEvents)},
+	CmdRevokeMember:     {name: "RevokeMember", since: []uint16{4}, apply: applyJSON(applier.revokeMember)},
+	CmdReadmitMember:    {name: "ReadmitMember", since: []uint16{4}, apply: applyJSON(applier.readmitMember)},
+	CmdRecallDeliveries: {name: "RecallDeliveries", since: []uint16{4}, apply: applyJSON(applier.recallDeliveries)},
+	CmdRecordRecalls:    {name: "RecordRecalls", since: []uint16{4}, apply: applyJSON(applier.recordRecalls)},
+	CmdHoldRun:          {name: "HoldRun", since: []uint16{4}, apply: applyJSON(applier.holdRun)},
+	CmdDecideRun:        {name: "DecideRun", since: []uint16{4}, apply: applyJSON(applier.decideRun)},
 }
 
 // Member is a cluster member as the replicated state records it: Raft knows
@@ -181,8 +191,15 @@ type StartRun struct {
 	Manual    bool            `json:"manual,omitempty"` // fired by hand: leaves the rule's cursor alone
 	Date      string          `json:"date,omitempty"`   // the slot's date in the rule's zone (YYYY-MM-DD)
 	RulesHash string          `json:"rules_hash,omitempty"`
-	Now       time.Time       `json:"now"`
+	// Token (body version 2, FSM version 4) is the API token that fired
+	// the run by hand, for a rule with an approval option only (its
+	// approver must be another): approval.go.
+	Token string    `json:"token,omitempty"`
+	Now   time.Time `json:"now"`
 }
+
+// downgrade: a StartRun without a token says the same in version 1.
+func (c *StartRun) downgrade(to uint8) bool { return to >= 2 || c.Token == "" }
 
 // NewDelivery is one planned delivery inside AddDeliveries.
 type NewDelivery struct {

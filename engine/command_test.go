@@ -57,6 +57,10 @@ var pinnedCommands = []struct {
 	{"CmdPruneEvents", CmdPruneEvents, 68},
 	{"CmdRevokeMember", CmdRevokeMember, 61},
 	{"CmdReadmitMember", CmdReadmitMember, 62},
+	{"CmdRecallDeliveries", CmdRecallDeliveries, 71},
+	{"CmdRecordRecalls", CmdRecordRecalls, 72},
+	{"CmdHoldRun", CmdHoldRun, 73},
+	{"CmdDecideRun", CmdDecideRun, 74},
 }
 
 func TestCommandNumbers(t *testing.T) {

@@ -22,6 +22,10 @@ const (
 	StateExpired DeliveryState = 5
 	// StateCancelled: final; its task was cancelled before it was sent.
 	StateCancelled DeliveryState = 6
+	// StateRecalled: final; it was sent, then taken back from the
+	// recipient's chat (RecallDeliveries, then RecordRecalls). Entered only
+	// from sent.
+	StateRecalled DeliveryState = 7
 )
 
 func (s DeliveryState) String() string {
@@ -38,6 +42,8 @@ func (s DeliveryState) String() string {
 		return "expired"
 	case StateCancelled:
 		return "cancelled"
+	case StateRecalled:
+		return "recalled"
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
 }

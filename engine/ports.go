@@ -79,6 +79,10 @@ type Rule struct {
 	// Digest folds the rule's deliveries to one person whose send times
 	// fall in one window of this length into one message; 0: no digest.
 	Digest time.Duration
+	// ApprovalOver (approval = { over = N }): a run planned for more than
+	// this many people waits for a person's approval (approval.go); 0:
+	// never.
+	ApprovalOver int
 }
 
 // FireZones are the zones rule r's schedule fires in: each of Zones for
@@ -144,6 +148,16 @@ type Sender interface {
 	// message, in any order, matched by ID. An error means the whole batch
 	// failed in a way that is worth retrying (plugin crashed, unreachable).
 	Send(ctx context.Context, channel string, batch []heraldtype.Message) ([]heraldtype.Result, error)
+}
+
+// Recaller takes back messages a channel sent (WeCom's message/recall). The
+// plugins host implements it beside Sender; the leader recalls only
+// through a Sender that does, and answers every recall "not recallable"
+// otherwise.
+type Recaller interface {
+	// Recall returns one verdict per message, matched by ID. An error
+	// means the whole batch failed and is worth asking again.
+	Recall(ctx context.Context, channel string, batch []heraldtype.RecallMessage) ([]heraldtype.RecallResult, error)
 }
 
 // Snapshot is an immutable view of the replicated state taken by

@@ -42,6 +42,10 @@ func (s RunState) String() string {
 		return "skipped"
 	case RunPaused:
 		return "paused"
+	case RunAwaitingApproval:
+		return "awaiting_approval"
+	case RunRejected:
+		return "rejected"
 	}
 	return "unknown"
 }
@@ -71,6 +75,13 @@ type Run struct {
 	PlannedAt     time.Time `json:"planned_at,omitzero"`
 	Planned       int       `json:"planned"`
 	Error         string    `json:"error,omitempty"`
+	// FiredToken is the API token (its name) that fired the run by hand,
+	// recorded for a rule with an approval option only: its approval
+	// must come from another token (approval.go).
+	FiredToken string `json:"fired_token,omitempty"`
+	// Approval is the hold of a run planned for more people than its
+	// rule's approval option allows (approval.go); nil for every other.
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // Claim is one attempt in flight: who sent it and until when it is theirs.
@@ -131,6 +142,10 @@ type Delivery struct {
 	// carries. Both empty in records of builds before digests.
 	Digest  string   `json:"digest,omitempty"`
 	Members []string `json:"members,omitempty"`
+
+	// Recall is the request to take a sent message back and its outcome
+	// (recall.go); nil when none was asked.
+	Recall *Recall `json:"recall,omitempty"`
 }
 
 // MaxFailures bounds Delivery.Failures: a delivery rate limited all

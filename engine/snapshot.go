@@ -233,6 +233,9 @@ func snapshotFSM(st *state) uint16 {
 	if len(st.Removed) > 0 {
 		return FSMRemovedMembers
 	}
+	if st.usesV4 {
+		return 4 // a hold, a recall or a fire's token (Run, Delivery fields)
+	}
 	if st.Clock == nil {
 		return 2
 	}

@@ -70,6 +70,14 @@ type state struct {
 	taskQueue, taskIndex *btree.BTreeG[dueItem]
 	// planning holds the keys of runs still planning.
 	planning map[string]bool
+	// heldRuns holds the keys of runs held for approval (approval.go);
+	// recalls the ids of deliveries whose recall waits for their channel
+	// (recall.go). Derived.
+	heldRuns map[string]bool
+	recalls  map[string]bool
+	// usesV4 says the state holds what only FSM version 4 reads (a hold,
+	// a recall): snapshotFSM. Derived.
+	usesV4 bool
 	// payloads, during a restore only, holds one copy of each payload
 	// read, for the deliveries to share.
 	payloads map[string]json.RawMessage
@@ -119,6 +127,8 @@ func (s *state) initIndexes() {
 	s.taskQueue = btree.NewG(32, dueLess)
 	s.taskIndex = btree.NewG(32, dueLess)
 	s.planning = map[string]bool{}
+	s.heldRuns = map[string]bool{}
+	s.recalls = map[string]bool{}
 }
 
 // reindex rebuilds the derived indexes after a restore. It inserts in
@@ -126,9 +136,23 @@ func (s *state) initIndexes() {
 func (s *state) reindex() {
 	s.initIndexes()
 	s.Audit.reindex()
+	for k, r := range s.Runs.All() {
+		if r.Approval != nil || r.FiredToken != "" {
+			s.usesV4 = true
+		}
+		if r.Approval != nil && r.Approval.State == ApprovalAwaiting {
+			s.heldRuns[k] = true
+		}
+	}
 	var due [heraldtype.PriorityLow + 1][]dueItem
 	for id, d := range s.Deliveries.All() {
-		if at := d.DueAt(); !at.IsZero() && !s.parked(d) {
+		if d.Recall != nil {
+			s.usesV4 = true
+			if !d.Recall.Done && d.State == StateSent {
+				s.recalls[id] = true
+			}
+		}
+		if at := s.dueAt(d); !at.IsZero() && !s.parked(d) {
 			p := d.Priority
 			if p < heraldtype.PriorityHigh || p > heraldtype.PriorityLow {
 				p = heraldtype.PriorityLow
@@ -195,7 +219,7 @@ func (s *state) dueTree(p heraldtype.Priority) *btree.BTreeG[dueItem] {
 // putDelivery stores d, keeping the due index in step with it.
 func (s *state) putDelivery(d *Delivery) {
 	if old, ok := s.Deliveries.Get(d.ID); ok {
-		if at := old.DueAt(); !at.IsZero() {
+		if at := s.dueAt(old); !at.IsZero() {
 			s.dueTree(old.Priority).Delete(dueItem{at, old.ID}) // a no-op for a parked one
 		}
 	} else {
@@ -210,7 +234,7 @@ func (s *state) putDelivery(d *Delivery) {
 // rule's pending deliveries stay out, so the executor neither sends them
 // nor wakes up for them until resume.
 func (s *state) indexDue(d *Delivery) {
-	if at := d.DueAt(); !at.IsZero() && !s.parked(d) {
+	if at := s.dueAt(d); !at.IsZero() && !s.parked(d) {
 		s.dueTree(d.Priority).ReplaceOrInsert(dueItem{at, d.ID})
 	}
 }
@@ -275,6 +299,7 @@ func (s *state) clone() *state {
 		Removed: maps.Clone(s.Removed),
 		// Lazily copied on write; Persist writes the tasks in its order.
 		taskIndex: s.taskIndex.Clone(),
+		usesV4:    s.usesV4,
 	}
 }
 

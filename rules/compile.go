@@ -85,11 +85,13 @@ const (
 	// Since issue 21: events drive rules.
 	keyEvents  = "events"
 	keyOnEvent = "on_event"
+	// Since issue 21: approval before a mass send.
+	keyApproval = "approval"
 )
 
 var ruleKeys = []string{keyName, keyDescription, keySchedule, keyTimezone, keyCalendar, keyShift,
 	keyChannel, keyPriority, keyStagger, keyRetry, keyDeadline, keyCatchup, keyRecipients, keyMessage,
-	keyOnFailed, keyDefaultTimezone, keyQuietHours, keyQuietStrict, keyDigest, keyEvents, keyOnEvent}
+	keyOnFailed, keyDefaultTimezone, keyQuietHours, keyQuietStrict, keyDigest, keyEvents, keyOnEvent, keyApproval}
 
 // utf8BOM is the byte order mark some editors put at the start of a file.
 var utf8BOM = []byte("\uFEFF")
@@ -410,6 +412,9 @@ func (c *compiled) readFields(t *lua.LTable, sb *sandbox, lines map[string]int, 
 		return err
 	}
 	if err := c.readDigest(t.RawGetString(keyDigest), fail); err != nil {
+		return err
+	}
+	if err := c.readApproval(t.RawGetString(keyApproval), fail); err != nil {
 		return err
 	}
 	for _, key := range []string{keyRecipients, keyMessage, keyOnFailed} {

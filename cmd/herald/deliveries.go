@@ -112,6 +112,6 @@ func newDeliveriesCmd() *cobra.Command {
 			return cliout.EmitJSON(cmd, d)
 		},
 	}
-	cmd.AddCommand(list, get, newDeliveriesRetryCmd(&f), newDeliveriesExportCmd(&f))
+	cmd.AddCommand(list, get, newDeliveriesRetryCmd(&f), newDeliveriesRecallCmd(&f), newDeliveriesExportCmd(&f))
 	return cmd
 }

@@ -91,6 +91,7 @@ func (s *server) fireRule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := engine.ManualRun(rule, rule.Timezone, slot, s.cfg.Rules.Hash(), now)
+	c.Token = firedToken(r, rule)
 	setTarget(r, c.Key)
 	backfilled, err := s.startManual(r.Context(), c, fireBy{actor(r), s.note(req.Note, req.By)})
 	switch {

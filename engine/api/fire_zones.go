@@ -44,6 +44,7 @@ func (s *server) fireZones(w http.ResponseWriter, r *http.Request, rule engine.R
 	var exists []string
 	for _, z := range zones {
 		c := engine.ManualRun(rule, z, slot, s.cfg.Rules.Hash(), at)
+		c.Token = firedToken(r, rule)
 		backfilled, err := s.startManual(r.Context(), c, by)
 		if backfilled != "" {
 			res.Backfilled = backfilled

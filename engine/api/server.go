@@ -209,6 +209,9 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("POST /v1/rules/{name}/resume", audited("rule.resume", "name", s.resumeRule))
 	mux.HandleFunc("POST /v1/deliveries/retry", audited("delivery.retry", "", s.retryMany))
 	mux.HandleFunc("POST /v1/deliveries/{id}/retry", audited("delivery.retry", "id", s.retryOne))
+	mux.HandleFunc("POST /v1/deliveries/recall", audited("delivery.recall", "", s.recallDeliveries))
+	mux.HandleFunc("POST /v1/runs/{key}/approve", audited("run.approve", "key", s.approveRun))
+	mux.HandleFunc("POST /v1/runs/{key}/reject", audited("run.reject", "key", s.rejectRun))
 	mux.HandleFunc("POST /v1/directory/confirm", audited("directory.confirm", "", s.confirmDirectory))
 	mux.HandleFunc("POST /v1/directory/refresh", audited("directory.refresh", "", s.refreshDirectory))
 	if cfg.WecomCallback != nil {
@@ -424,7 +427,7 @@ func (s *server) ackAlert(w http.ResponseWriter, r *http.Request) {
 }
 
 func validState(s string) bool {
-	for st := engine.StatePending; st <= engine.StateCancelled; st++ {
+	for st := engine.StatePending; st <= engine.StateRecalled; st++ {
 		if st.String() == s {
 			return true
 		}

@@ -124,6 +124,8 @@ func (l *Leader) Run(ctx context.Context) {
 	wg.Go(func() { h.run(ctx) })
 	ev := newEventLoop(l)
 	wg.Go(func() { ev.run(ctx) })
+	rc := newRecaller(l)
+	wg.Go(func() { rc.run(ctx) })
 	if l.cfg.Directory != nil {
 		d := &dirRefresher{l: l}
 		wg.Go(func() { d.run(ctx) })

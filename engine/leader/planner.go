@@ -114,6 +114,14 @@ func (p *planner) plan(ctx context.Context, run *engine.Run) error {
 	}
 	all, doomed := p.deliveries(run, rule, planned)
 	replStart := time.Now()
+	if rule.ApprovalOver > 0 && len(all) > rule.ApprovalOver {
+		// Held before any delivery is replicated, so none can be claimed
+		// before the hold (engine/approval.go).
+		hold := engine.HoldRun{RunKey: run.Key, Over: rule.ApprovalOver, Count: len(all), Preview: engine.PreviewOf(all[0].Payload), Now: p.l.now()}
+		if _, err := p.l.propose(ctx, engine.CmdHoldRun, hold); err != nil {
+			return fmt.Errorf("hold %s for approval: %w", run.Key, err)
+		}
+	}
 	if err := p.replicatePlan(ctx, run.Key, all); err != nil {
 		return err
 	}

@@ -41,6 +41,9 @@ type Config struct {
 	RateLimitedFor []string `json:"rate_limited_for"`
 	// RetryAfter goes with RateLimitedFor; default 1s.
 	RetryAfter Duration `json:"retry_after"`
+	// NoRecall makes the mock answer every recall "not recallable", as a
+	// channel without recall (a group robot) would.
+	NoRecall bool `json:"no_recall"`
 	// SendDelay makes every Send wait this long before it does anything
 	// (cancellation cuts the wait short, and then nothing is recorded).
 	SendDelay Duration `json:"send_delay"`

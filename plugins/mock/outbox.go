@@ -23,6 +23,9 @@ type Record struct {
 	// Duplicate is true when the key had been received before: the message
 	// was not delivered again, only recorded.
 	Duplicate bool `json:"duplicate"`
+	// Recall marks a line that takes back the message of Key (Recall):
+	// not a delivery.
+	Recall bool `json:"recall,omitempty"`
 }
 
 // ReadOutbox reads every record of an outbox file. A torn last line (a
@@ -43,8 +46,19 @@ func ReadOutbox(path string) ([]Record, error) {
 func Delivered(records []Record) map[string]int {
 	n := make(map[string]int)
 	for _, r := range records {
-		if !r.Duplicate {
+		if !r.Duplicate && !r.Recall {
 			n[r.Key]++
+		}
+	}
+	return n
+}
+
+// Recalled lists the keys whose messages were taken back.
+func Recalled(records []Record) map[string]bool {
+	n := make(map[string]bool)
+	for _, r := range records {
+		if r.Recall {
+			n[r.Key] = true
 		}
 	}
 	return n
@@ -154,7 +168,7 @@ func (o *outbox) remember(keys map[string]bool) {
 }
 
 func (o *outbox) learn(r Record) {
-	if !r.Duplicate && !o.seen[r.Key] {
+	if !r.Duplicate && !r.Recall && !o.seen[r.Key] {
 		o.seen[r.Key] = true
 		o.count++
 	}

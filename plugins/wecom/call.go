@@ -20,6 +20,7 @@ const (
 	pathGetToken = "/cgi-bin/gettoken"
 	pathSend     = "/cgi-bin/message/send"
 	pathWebhook  = "/cgi-bin/webhook/send"
+	pathRecall   = "/cgi-bin/message/recall"
 )
 
 // maxReply bounds a reply body; WeCom's are a few hundred bytes.

@@ -285,12 +285,18 @@ func (st *state) sendOne(ctx context.Context, m sdk.Message) sdk.Result {
 // rejects is dropped, fetched again (once, shared) and the call retried
 // once with the same body.
 func (st *state) sendApp(ctx context.Context, body []byte) (apiReply, *callError) {
+	return st.postApp(ctx, pathSend, body)
+}
+
+// postApp posts body to an app API path with the app's token, with
+// sendApp's one refresh on a rejected token.
+func (st *state) postApp(ctx context.Context, path string, body []byte) (apiReply, *callError) {
 	for try := 0; ; try++ {
 		tok, e := st.tokens.get(ctx)
 		if e != nil {
 			return apiReply{}, e
 		}
-		r, e := st.call(ctx, http.MethodPost, pathSend, url.Values{"access_token": {tok}}, body)
+		r, e := st.call(ctx, http.MethodPost, path, url.Values{"access_token": {tok}}, body)
 		if e != nil || classify(r.ErrCode) != classToken || try == 1 {
 			return r, e
 		}

@@ -2,6 +2,7 @@ package wecomfake
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -184,4 +185,18 @@ func normPath(p string) string {
 		return p
 	}
 	return "/cgi-bin/" + p
+}
+
+// Recalled lists the msgids taken back through message/recall, in the
+// order their messages were received.
+func (s *Server) Recalled() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, m := range s.rec.msgs {
+		if m.Recalled && !slices.Contains(out, m.MsgID) {
+			out = append(out, m.MsgID)
+		}
+	}
+	return out
 }

@@ -20,6 +20,9 @@ const API = {
   pause: "POST /v1/rules/{name}/pause",
   resume: "POST /v1/rules/{name}/resume",
   retry: "POST /v1/deliveries/{id}/retry",
+  recall: "POST /v1/deliveries/recall",
+  approve: "POST /v1/runs/{key}/approve",
+  reject: "POST /v1/runs/{key}/reject",
   audit: "GET /v1/audit",
 };
 

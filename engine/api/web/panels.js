@@ -141,7 +141,7 @@ async function ack(id) {
   renderTiles();
 }
 
-const runBadge = { planned: "ok", planning: "info", failed: "bad", skipped: "warn", paused: "warn" };
+const runBadge = { planned: "ok", planning: "info", failed: "bad", skipped: "warn", paused: "warn", awaiting_approval: "warn", rejected: "bad" };
 
 function renderRuns() {
   const runs = [...(S.runs.runs || [])].reverse();
@@ -156,11 +156,30 @@ function renderRuns() {
     { label: t("slot"), cell: (r) => when(r.slot) },
     { label: t("state"), cell: (r) => [badge(t(r.state), runBadge[r.state]), r.late ? badge(t("late"), "warn") : ""] },
     { label: t("planned"), cls: "num", cell: (r) => r.planned ?? 0 },
-    { label: t("error"), cls: "msg", cell: (r) => r.error || "" },
-  ], runs, (r) => ({ title: r.key })));
+    { label: t("error"), cls: "msg", cell: (r) => r.state === "awaiting_approval" && r.approval ? approvalCell(r) : r.error || "" },
+  ], runs, (r) => ({ title: r.key, "data-run": r.key })));
 }
 
-const deliveryBadge = { sent: "ok", pending: "", claimed: "info", failed: "bad", expired: "bad", cancelled: "warn" };
+// approvalCell shows a held run's first message beside its Approve and
+// Reject buttons: who approves sees what 1,000 people would get.
+function approvalCell(r) {
+  const a = r.approval;
+  const buttons = roleAllows("operate") ? [
+    actionButton(t("approve"), { "data-approve": r.key }, () => confirmThen(t("approve q", { run: r.key, n: a.count }), async () => {
+      const res = await call("approve", { params: { key: r.key } });
+      return t("approve ok", { n: res.released });
+    })),
+    actionButton(t("reject"), { "data-reject": r.key }, () => confirmThen(t("reject q", { run: r.key, n: a.count }), async () => {
+      const res = await call("reject", { params: { key: r.key } });
+      return t("reject ok", { n: res.cancelled });
+    })),
+  ] : [];
+  return h("div", { class: "approval" },
+    h("div", null, t("approval text", { n: a.count, over: a.over })),
+    h("pre", { class: "content", "data-preview": r.key }, messageText(a.preview)), buttons);
+}
+
+const deliveryBadge = { sent: "ok", pending: "", claimed: "info", failed: "bad", expired: "bad", cancelled: "warn", recalled: "warn" };
 
 function renderDeliveries() {
   const ds = [...(S.deliveries.deliveries || [])].reverse();
@@ -217,7 +236,8 @@ function deliveryDetail(d) {
     [t("next attempt"), when(d.next_at)], [t("ended"), when(d.ended_at)], [t("provider id"), d.provider_id || "—"],
     [t("claim"), d.state === "claimed" && d.claim ? [t("claim text", { leader: d.claim.leader, term: d.claim.term }), when(d.claim.expires_at)] : "—"],
   ];
-  return [h("dl", { class: "kv" }, kv.map(([k, ...v]) => [h("dt", null, k), h("dd", null, v)])), failureList(d),
+  if (d.recall) kv.push([t("recall"), d.state === "recalled" ? [t("recalled by", { by: d.recall.by }), when(d.recall.at)] : d.recall.done ? d.recall.error || "—" : t("pending")]);
+  return [h("dl", { class: "kv" }, kv.map(([k, ...v]) => [h("dt", null, k), h("dd", null, v)])), d.state === "sent" ? recallButton(d) : "", failureList(d),
     h("h4", null, t("content")), h("pre", { class: "content" }, messageText(d.payload))];
 }
 
@@ -244,7 +264,7 @@ function renderPerson() {
     h("div", { class: "cards" }, ds.map((d) => h("div", { class: "card delivery", "data-delivery": d.id, "data-state": d.state },
       h("div", { class: "card-head" }, badge(t(d.state), deliveryBadge[d.state]), h("b", null, d.rule), person(d.recipient, d.recipient_name),
         h("span", { class: "muted" }, d.channel), h("span", { class: "grow" }),
-        d.state === "failed" || d.state === "expired" ? retryButton(d) : ""),
+        d.state === "failed" || d.state === "expired" ? retryButton(d) : d.state === "sent" ? recallButton(d) : ""),
       h("dl", { class: "kv" },
         h("dt", null, t("slot")), h("dd", null, when(d.slot)),
         h("dt", null, t("not before")), h("dd", null, when(d.not_before)),
@@ -263,6 +283,22 @@ function retryButton(d) {
     const res = await call("retry", { params: { id: d.id }, body: {} });
     return t("retry ok", { n: (res.retried || []).length });
   }));
+}
+
+// recallButton takes a sent message back (WeCom app messages within 24 h);
+// the answer says whether it was, or why not.
+function recallButton(d) {
+  if (!API.recall || !roleAllows("operate")) return "";
+  const who = d.recipient_name || d.recipient;
+  return actionButton(t("recall"), { "data-recall": d.id }, (ev) => {
+    if (ev && ev.stopPropagation) ev.stopPropagation();
+    return confirmThen(t("recall q", { who }), async () => {
+      const res = await call("recall", { body: { ids: [d.id] } });
+      const no = res.not_recallable || [];
+      if (no.length) throw new Error(no[0].reason);
+      return (res.recalled || []).length ? t("recall ok") : t("recall pending");
+    });
+  });
 }
 
 const taskBadge = { pending: "info", fired: "ok", cancelled: "warn" };

@@ -87,6 +87,59 @@ func (Status) EnumDescriptor() ([]byte, []int) {
 	return file_channel_v1_channel_proto_rawDescGZIP(), []int{0}
 }
 
+// RecallStatus numbers equal heraldtype.RecallStatus.
+type RecallStatus int32
+
+const (
+	RecallStatus_RECALL_STATUS_UNSPECIFIED    RecallStatus = 0
+	RecallStatus_RECALL_STATUS_RECALLED       RecallStatus = 1
+	RecallStatus_RECALL_STATUS_NOT_RECALLABLE RecallStatus = 2
+	RecallStatus_RECALL_STATUS_RETRYABLE      RecallStatus = 3
+)
+
+// Enum value maps for RecallStatus.
+var (
+	RecallStatus_name = map[int32]string{
+		0: "RECALL_STATUS_UNSPECIFIED",
+		1: "RECALL_STATUS_RECALLED",
+		2: "RECALL_STATUS_NOT_RECALLABLE",
+		3: "RECALL_STATUS_RETRYABLE",
+	}
+	RecallStatus_value = map[string]int32{
+		"RECALL_STATUS_UNSPECIFIED":    0,
+		"RECALL_STATUS_RECALLED":       1,
+		"RECALL_STATUS_NOT_RECALLABLE": 2,
+		"RECALL_STATUS_RETRYABLE":      3,
+	}
+)
+
+func (x RecallStatus) Enum() *RecallStatus {
+	p := new(RecallStatus)
+	*p = x
+	return p
+}
+
+func (x RecallStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RecallStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_channel_v1_channel_proto_enumTypes[1].Descriptor()
+}
+
+func (RecallStatus) Type() protoreflect.EnumType {
+	return &file_channel_v1_channel_proto_enumTypes[1]
+}
+
+func (x RecallStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RecallStatus.Descriptor instead.
+func (RecallStatus) EnumDescriptor() ([]byte, []int) {
+	return file_channel_v1_channel_proto_rawDescGZIP(), []int{1}
+}
+
 type InfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -669,6 +722,234 @@ func (x *HealthResponse) GetError() string {
 	return ""
 }
 
+// RecallMessage is one sent message to take back (sdk.RecallMessage).
+type RecallMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The delivery id; the result names it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The provider's message id, as the Send result gave it.
+	ProviderId string `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	Recipient  string `protobuf:"bytes,3,opt,name=recipient,proto3" json:"recipient,omitempty"`
+	// When the channel accepted it, in Unix milliseconds.
+	SentAtMs      int64 `protobuf:"varint,4,opt,name=sent_at_ms,json=sentAtMs,proto3" json:"sent_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecallMessage) Reset() {
+	*x = RecallMessage{}
+	mi := &file_channel_v1_channel_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecallMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecallMessage) ProtoMessage() {}
+
+func (x *RecallMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_channel_v1_channel_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecallMessage.ProtoReflect.Descriptor instead.
+func (*RecallMessage) Descriptor() ([]byte, []int) {
+	return file_channel_v1_channel_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RecallMessage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RecallMessage) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *RecallMessage) GetRecipient() string {
+	if x != nil {
+		return x.Recipient
+	}
+	return ""
+}
+
+func (x *RecallMessage) GetSentAtMs() int64 {
+	if x != nil {
+		return x.SentAtMs
+	}
+	return 0
+}
+
+type RecallRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         []*RecallMessage       `protobuf:"bytes,1,rep,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecallRequest) Reset() {
+	*x = RecallRequest{}
+	mi := &file_channel_v1_channel_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecallRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecallRequest) ProtoMessage() {}
+
+func (x *RecallRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_channel_v1_channel_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecallRequest.ProtoReflect.Descriptor instead.
+func (*RecallRequest) Descriptor() ([]byte, []int) {
+	return file_channel_v1_channel_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RecallRequest) GetBatch() []*RecallMessage {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+type RecallResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Status        RecallStatus           `protobuf:"varint,2,opt,name=status,proto3,enum=herald.channel.v1.RecallStatus" json:"status,omitempty"`
+	Code          string                 `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecallResult) Reset() {
+	*x = RecallResult{}
+	mi := &file_channel_v1_channel_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecallResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecallResult) ProtoMessage() {}
+
+func (x *RecallResult) ProtoReflect() protoreflect.Message {
+	mi := &file_channel_v1_channel_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecallResult.ProtoReflect.Descriptor instead.
+func (*RecallResult) Descriptor() ([]byte, []int) {
+	return file_channel_v1_channel_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RecallResult) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RecallResult) GetStatus() RecallStatus {
+	if x != nil {
+		return x.Status
+	}
+	return RecallStatus_RECALL_STATUS_UNSPECIFIED
+}
+
+func (x *RecallResult) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *RecallResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type RecallResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*RecallResult        `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecallResponse) Reset() {
+	*x = RecallResponse{}
+	mi := &file_channel_v1_channel_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecallResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecallResponse) ProtoMessage() {}
+
+func (x *RecallResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_channel_v1_channel_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecallResponse.ProtoReflect.Descriptor instead.
+func (*RecallResponse) Descriptor() ([]byte, []int) {
+	return file_channel_v1_channel_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RecallResponse) GetResults() []*RecallResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_channel_v1_channel_proto protoreflect.FileDescriptor
 
 const file_channel_v1_channel_proto_rawDesc = "" +
@@ -708,19 +989,41 @@ const file_channel_v1_channel_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2\x19.herald.channel.v1.ResultR\aresults\"\x0f\n" +
 	"\rHealthRequest\"&\n" +
 	"\x0eHealthResponse\x12\x14\n" +
-	"\x05error\x18\x01 \x01(\tR\x05error*\x89\x01\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\"|\n" +
+	"\rRecallMessage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vprovider_id\x18\x02 \x01(\tR\n" +
+	"providerId\x12\x1c\n" +
+	"\trecipient\x18\x03 \x01(\tR\trecipient\x12\x1c\n" +
+	"\n" +
+	"sent_at_ms\x18\x04 \x01(\x03R\bsentAtMs\"G\n" +
+	"\rRecallRequest\x126\n" +
+	"\x05batch\x18\x01 \x03(\v2 .herald.channel.v1.RecallMessageR\x05batch\"\x81\x01\n" +
+	"\fRecallResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x127\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x1f.herald.channel.v1.RecallStatusR\x06status\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\tR\x04code\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"K\n" +
+	"\x0eRecallResponse\x129\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.herald.channel.v1.RecallResultR\aresults*\x89\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSTATUS_SENT\x10\x01\x12\x14\n" +
 	"\x10STATUS_RETRYABLE\x10\x02\x12\x17\n" +
 	"\x13STATUS_RATE_LIMITED\x10\x03\x12\x14\n" +
 	"\x10STATUS_PERMANENT\x10\x04\x12\x11\n" +
-	"\rSTATUS_CONFIG\x10\x052\xc2\x02\n" +
+	"\rSTATUS_CONFIG\x10\x05*\x88\x01\n" +
+	"\fRecallStatus\x12\x1d\n" +
+	"\x19RECALL_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16RECALL_STATUS_RECALLED\x10\x01\x12 \n" +
+	"\x1cRECALL_STATUS_NOT_RECALLABLE\x10\x02\x12\x1b\n" +
+	"\x17RECALL_STATUS_RETRYABLE\x10\x032\x91\x03\n" +
 	"\aChannel\x12G\n" +
 	"\x04Info\x12\x1e.herald.channel.v1.InfoRequest\x1a\x1f.herald.channel.v1.InfoResponse\x12V\n" +
 	"\tConfigure\x12#.herald.channel.v1.ConfigureRequest\x1a$.herald.channel.v1.ConfigureResponse\x12G\n" +
 	"\x04Send\x12\x1e.herald.channel.v1.SendRequest\x1a\x1f.herald.channel.v1.SendResponse\x12M\n" +
-	"\x06Health\x12 .herald.channel.v1.HealthRequest\x1a!.herald.channel.v1.HealthResponseB?Z=github.com/heraldhq/herald/plugins/proto/channel/v1;channelv1b\x06proto3"
+	"\x06Health\x12 .herald.channel.v1.HealthRequest\x1a!.herald.channel.v1.HealthResponse\x12M\n" +
+	"\x06Recall\x12 .herald.channel.v1.RecallRequest\x1a!.herald.channel.v1.RecallResponseB?Z=github.com/heraldhq/herald/plugins/proto/channel/v1;channelv1b\x06proto3"
 
 var (
 	file_channel_v1_channel_proto_rawDescOnce sync.Once
@@ -734,40 +1037,50 @@ func file_channel_v1_channel_proto_rawDescGZIP() []byte {
 	return file_channel_v1_channel_proto_rawDescData
 }
 
-var file_channel_v1_channel_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_channel_v1_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_channel_v1_channel_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_channel_v1_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_channel_v1_channel_proto_goTypes = []any{
 	(Status)(0),               // 0: herald.channel.v1.Status
-	(*InfoRequest)(nil),       // 1: herald.channel.v1.InfoRequest
-	(*InfoResponse)(nil),      // 2: herald.channel.v1.InfoResponse
-	(*Limit)(nil),             // 3: herald.channel.v1.Limit
-	(*ConfigureRequest)(nil),  // 4: herald.channel.v1.ConfigureRequest
-	(*ConfigureResponse)(nil), // 5: herald.channel.v1.ConfigureResponse
-	(*Message)(nil),           // 6: herald.channel.v1.Message
-	(*SendRequest)(nil),       // 7: herald.channel.v1.SendRequest
-	(*Result)(nil),            // 8: herald.channel.v1.Result
-	(*SendResponse)(nil),      // 9: herald.channel.v1.SendResponse
-	(*HealthRequest)(nil),     // 10: herald.channel.v1.HealthRequest
-	(*HealthResponse)(nil),    // 11: herald.channel.v1.HealthResponse
+	(RecallStatus)(0),         // 1: herald.channel.v1.RecallStatus
+	(*InfoRequest)(nil),       // 2: herald.channel.v1.InfoRequest
+	(*InfoResponse)(nil),      // 3: herald.channel.v1.InfoResponse
+	(*Limit)(nil),             // 4: herald.channel.v1.Limit
+	(*ConfigureRequest)(nil),  // 5: herald.channel.v1.ConfigureRequest
+	(*ConfigureResponse)(nil), // 6: herald.channel.v1.ConfigureResponse
+	(*Message)(nil),           // 7: herald.channel.v1.Message
+	(*SendRequest)(nil),       // 8: herald.channel.v1.SendRequest
+	(*Result)(nil),            // 9: herald.channel.v1.Result
+	(*SendResponse)(nil),      // 10: herald.channel.v1.SendResponse
+	(*HealthRequest)(nil),     // 11: herald.channel.v1.HealthRequest
+	(*HealthResponse)(nil),    // 12: herald.channel.v1.HealthResponse
+	(*RecallMessage)(nil),     // 13: herald.channel.v1.RecallMessage
+	(*RecallRequest)(nil),     // 14: herald.channel.v1.RecallRequest
+	(*RecallResult)(nil),      // 15: herald.channel.v1.RecallResult
+	(*RecallResponse)(nil),    // 16: herald.channel.v1.RecallResponse
 }
 var file_channel_v1_channel_proto_depIdxs = []int32{
-	3,  // 0: herald.channel.v1.InfoResponse.limits:type_name -> herald.channel.v1.Limit
-	6,  // 1: herald.channel.v1.SendRequest.batch:type_name -> herald.channel.v1.Message
+	4,  // 0: herald.channel.v1.InfoResponse.limits:type_name -> herald.channel.v1.Limit
+	7,  // 1: herald.channel.v1.SendRequest.batch:type_name -> herald.channel.v1.Message
 	0,  // 2: herald.channel.v1.Result.status:type_name -> herald.channel.v1.Status
-	8,  // 3: herald.channel.v1.SendResponse.results:type_name -> herald.channel.v1.Result
-	1,  // 4: herald.channel.v1.Channel.Info:input_type -> herald.channel.v1.InfoRequest
-	4,  // 5: herald.channel.v1.Channel.Configure:input_type -> herald.channel.v1.ConfigureRequest
-	7,  // 6: herald.channel.v1.Channel.Send:input_type -> herald.channel.v1.SendRequest
-	10, // 7: herald.channel.v1.Channel.Health:input_type -> herald.channel.v1.HealthRequest
-	2,  // 8: herald.channel.v1.Channel.Info:output_type -> herald.channel.v1.InfoResponse
-	5,  // 9: herald.channel.v1.Channel.Configure:output_type -> herald.channel.v1.ConfigureResponse
-	9,  // 10: herald.channel.v1.Channel.Send:output_type -> herald.channel.v1.SendResponse
-	11, // 11: herald.channel.v1.Channel.Health:output_type -> herald.channel.v1.HealthResponse
-	8,  // [8:12] is the sub-list for method output_type
-	4,  // [4:8] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	9,  // 3: herald.channel.v1.SendResponse.results:type_name -> herald.channel.v1.Result
+	13, // 4: herald.channel.v1.RecallRequest.batch:type_name -> herald.channel.v1.RecallMessage
+	1,  // 5: herald.channel.v1.RecallResult.status:type_name -> herald.channel.v1.RecallStatus
+	15, // 6: herald.channel.v1.RecallResponse.results:type_name -> herald.channel.v1.RecallResult
+	2,  // 7: herald.channel.v1.Channel.Info:input_type -> herald.channel.v1.InfoRequest
+	5,  // 8: herald.channel.v1.Channel.Configure:input_type -> herald.channel.v1.ConfigureRequest
+	8,  // 9: herald.channel.v1.Channel.Send:input_type -> herald.channel.v1.SendRequest
+	11, // 10: herald.channel.v1.Channel.Health:input_type -> herald.channel.v1.HealthRequest
+	14, // 11: herald.channel.v1.Channel.Recall:input_type -> herald.channel.v1.RecallRequest
+	3,  // 12: herald.channel.v1.Channel.Info:output_type -> herald.channel.v1.InfoResponse
+	6,  // 13: herald.channel.v1.Channel.Configure:output_type -> herald.channel.v1.ConfigureResponse
+	10, // 14: herald.channel.v1.Channel.Send:output_type -> herald.channel.v1.SendResponse
+	12, // 15: herald.channel.v1.Channel.Health:output_type -> herald.channel.v1.HealthResponse
+	16, // 16: herald.channel.v1.Channel.Recall:output_type -> herald.channel.v1.RecallResponse
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_channel_v1_channel_proto_init() }
@@ -780,8 +1093,8 @@ func file_channel_v1_channel_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_channel_v1_channel_proto_rawDesc), len(file_channel_v1_channel_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   11,
+			NumEnums:      2,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	Channel_Configure_FullMethodName = "/herald.channel.v1.Channel/Configure"
 	Channel_Send_FullMethodName      = "/herald.channel.v1.Channel/Send"
 	Channel_Health_FullMethodName    = "/herald.channel.v1.Channel/Health"
+	Channel_Recall_FullMethodName    = "/herald.channel.v1.Channel/Recall"
 )
 
 // ChannelClient is the client API for Channel service.
@@ -50,6 +51,11 @@ type ChannelClient interface {
 	// process is stuck or gone (the host restarts it); a response with an
 	// error means it runs but cannot deliver (shown in status, no restart).
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
+	// Recall takes back messages the channel sent (WeCom's message/recall),
+	// judging each on its own. Optional: a plugin that does not serve it
+	// (every plugin built before it) answers Unimplemented, which the host
+	// reads as "none of this channel's messages can be recalled".
+	Recall(ctx context.Context, in *RecallRequest, opts ...grpc.CallOption) (*RecallResponse, error)
 }
 
 type channelClient struct {
@@ -100,6 +106,16 @@ func (c *channelClient) Health(ctx context.Context, in *HealthRequest, opts ...g
 	return out, nil
 }
 
+func (c *channelClient) Recall(ctx context.Context, in *RecallRequest, opts ...grpc.CallOption) (*RecallResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecallResponse)
+	err := c.cc.Invoke(ctx, Channel_Recall_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ChannelServer is the server API for Channel service.
 // All implementations must embed UnimplementedChannelServer
 // for forward compatibility.
@@ -118,6 +134,11 @@ type ChannelServer interface {
 	// process is stuck or gone (the host restarts it); a response with an
 	// error means it runs but cannot deliver (shown in status, no restart).
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
+	// Recall takes back messages the channel sent (WeCom's message/recall),
+	// judging each on its own. Optional: a plugin that does not serve it
+	// (every plugin built before it) answers Unimplemented, which the host
+	// reads as "none of this channel's messages can be recalled".
+	Recall(context.Context, *RecallRequest) (*RecallResponse, error)
 	mustEmbedUnimplementedChannelServer()
 }
 
@@ -139,6 +160,9 @@ func (UnimplementedChannelServer) Send(context.Context, *SendRequest) (*SendResp
 }
 func (UnimplementedChannelServer) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Health not implemented")
+}
+func (UnimplementedChannelServer) Recall(context.Context, *RecallRequest) (*RecallResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Recall not implemented")
 }
 func (UnimplementedChannelServer) mustEmbedUnimplementedChannelServer() {}
 func (UnimplementedChannelServer) testEmbeddedByValue()                 {}
@@ -233,6 +257,24 @@ func _Channel_Health_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Channel_Recall_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecallRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChannelServer).Recall(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Channel_Recall_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChannelServer).Recall(ctx, req.(*RecallRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Channel_ServiceDesc is the grpc.ServiceDesc for Channel service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -255,6 +297,10 @@ var Channel_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Health",
 			Handler:    _Channel_Health_Handler,
+		},
+		{
+			MethodName: "Recall",
+			Handler:    _Channel_Recall_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
