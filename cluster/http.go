@@ -64,7 +64,7 @@ func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
 		if err != nil {
 			// The reason goes back to the requesting node; the log says who
 			// tried. Neither holds the secret or the proof.
-			n.log.Warn("refused a node-to-node request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+			n.refuse(refusedPeerRequest, "refused a node-to-node request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
 			writeErr(w, err)
 			return
 		}

@@ -95,7 +95,7 @@ func newMetrics(n *Node, f *fsm, reg prometheus.Registerer) *metrics {
 		func() float64 { return float64(n.stores.log.failures.Load()) })
 	counter("herald_raft_snapshot_write_failures_total", "Snapshots this node failed to write since it started.",
 		func() float64 { return float64(n.stores.snapshot.failures.Load()) })
-	m.collectors = append(m.collectors, n.timings.append, n.timings.snapshot)
+	m.collectors = append(m.collectors, n.timings.append, n.timings.snapshot, n.refused.counter)
 	for i, c := range m.collectors {
 		if err := reg.Register(c); err != nil {
 			n.log.Warn("cannot register raft metrics", "err", err)

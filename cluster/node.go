@@ -62,6 +62,8 @@ type Node struct {
 	client *http.Client
 	ownTr  *http.Transport // closed on Shutdown when the client is ours
 	peer   *peerAuth       // checks node-to-node requests
+	// refused counts and rate-limits the log of refused proofs (refusals.go).
+	refused *refusals
 
 	hasState  bool
 	startMode string
@@ -143,6 +145,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 		leadership: newLeadership(),
 		peer:       newPeerAuth(cfg.ClusterSecret),
 	}
+	n.refused = newRefusals(n.log, cfg.NodeID)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.client = cfg.HTTPClient
 	if n.client == nil {

@@ -172,43 +172,56 @@ func newNonce() (string, error) {
 }
 
 // check verifies header as the proof of m received by self (this node's
-// id and cluster id): the HMAC, then whom it is for, the time and the
-// nonce. It returns the nonce (for the reply), or why it is refused.
+// id and cluster id): whom it is for and the time (precheck), the HMAC,
+// then the nonce. It returns the nonce (for the reply), or why it is
+// refused.
 func (pa *peerAuth) check(header string, m signedMsg, self peerTarget) (string, error) {
-	p, ok := parseProof(header)
-	switch {
-	case !ok:
-		return "", fmt.Errorf("%w: malformed proof header", ErrPeerAuth)
-	case p.version == legacyProof:
-		return "", fmt.Errorf("%w: the sending node runs an older build, whose proof names neither the cluster nor the node it is for "+
-			"(it could be replayed to another member): this build refuses it; upgrade the sending node", ErrPeerAuth)
+	p, err := pa.precheck(header, self)
+	if err != nil {
+		return "", err
 	}
 	if !hmac.Equal([]byte(p.mac), []byte(pa.mac(m, p))) {
 		return "", fmt.Errorf("%w: the requesting node's cluster_secret differs from this cluster's", ErrPeerAuth)
 	}
+	if !pa.remember(p.nonce, pa.nowFunc()) {
+		return "", fmt.Errorf("%w: this request was already received once (a replay)", ErrPeerAuth)
+	}
+	return p.nonce, nil
+}
+
+// precheck is what can be told of a proof from its header alone: its
+// format, whom it is for and when it was signed. It comes before the body
+// is read and hashed for the HMAC, so that a stranger's made-up header
+// costs this node nothing more than reading it.
+func (pa *peerAuth) precheck(header string, self peerTarget) (proof, error) {
+	p, ok := parseProof(header)
+	switch {
+	case !ok:
+		return proof{}, fmt.Errorf("%w: malformed proof header", ErrPeerAuth)
+	case p.version == legacyProof:
+		return proof{}, fmt.Errorf("%w: the sending node runs an older build, whose proof names neither the cluster nor the node it is for "+
+			"(it could be replayed to another member): this build refuses it; upgrade the sending node", ErrPeerAuth)
+	}
 	if p.cluster != self.cluster {
-		return "", fmt.Errorf("%w: the request was made for cluster %s, and this node is in cluster %s "+
+		return proof{}, fmt.Errorf("%w: the request was made for cluster %s, and this node is in cluster %s "+
 			"(two clusters that share a cluster_secret are still two clusters)", ErrPeerAuth, orNone(p.cluster), orNone(self.cluster))
 	}
 	if p.node != self.node {
-		return "", fmt.Errorf("%w: the request was made for node %s, and this is node %s (a proof is good at the node it was made for only)",
+		return proof{}, fmt.Errorf("%w: the request was made for node %s, and this is node %s (a proof is good at the node it was made for only)",
 			ErrPeerAuth, p.node, self.node)
 	}
 	sec, _ := strconv.ParseInt(p.ts, 10, 64) // parseProof checked it
 	now := pa.nowFunc()
 	if skew := now.Sub(time.Unix(sec, 0)); skew > PeerAuthWindow || skew < -PeerAuthWindow {
-		return "", fmt.Errorf("%w: the request was signed at %s, %s away from this node's clock %s (allowed: %s): check both clocks",
+		return proof{}, fmt.Errorf("%w: the request was signed at %s, %s away from this node's clock %s (allowed: %s): check both clocks",
 			ErrPeerAuth, time.Unix(sec, 0).UTC().Format(time.RFC3339), skew.Round(time.Second), now.UTC().Format(time.RFC3339), PeerAuthWindow)
 	}
 	if signed, started := time.Unix(sec, 0), pa.startedAt(); signed.Before(started.Add(-restartGrace)) {
-		return "", fmt.Errorf("%w: %w: the proof was signed at %s and this node started at %s; it keeps the nonces it has seen in memory only, "+
+		return proof{}, fmt.Errorf("%w: %w: the proof was signed at %s and this node started at %s; it keeps the nonces it has seen in memory only, "+
 			"so it takes no proof from before its start (it could be a replay): sign again",
 			ErrPeerAuth, ErrSignedBeforeStart, signed.UTC().Format(time.RFC3339), started.UTC().Format(time.RFC3339))
 	}
-	if !pa.remember(p.nonce, now) {
-		return "", fmt.Errorf("%w: this request was already received once (a replay)", ErrPeerAuth)
-	}
-	return p.nonce, nil
+	return p, nil
 }
 
 func orNone(id string) string {
@@ -263,6 +276,12 @@ func (pa *peerAuth) verify(r *http.Request, limit int64, self peerTarget) (strin
 	}
 	if header == "" {
 		return "", fmt.Errorf("%w: this cluster requires cluster_secret and the request carries no proof of it: give the joining node the same cluster_secret as the members", ErrPeerAuth)
+	}
+	if _, err := pa.precheck(header, self); err != nil {
+		return "", err // before the body: a made-up proof costs no read
+	}
+	if r.ContentLength > limit {
+		return "", fmt.Errorf("%w: body over %d bytes", ErrBadRequest, limit)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {

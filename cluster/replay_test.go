@@ -35,10 +35,11 @@ func TestNoReplayAfterRestart(t *testing.T) {
 	earlier.nowFunc = func() time.Time { return time.Now().Add(-10 * time.Second) }
 	proof, _, err := earlier.sign(requestMsg(http.MethodPost, "/v1/cluster/join", body), self)
 	require.NoError(t, err)
-	// And a voucher of a write made for n1, captured with it.
+	// And a voucher of a write made for n1, captured with it (its
+	// forwarder must be a member: the only one here is n1).
 	w := mustRequest(t, http.MethodPost, "http://x/v1/tasks", `{"key":"k"}`)
 	w.Header.Set(CallerHeader, "actor=ops")
-	voucher := earlier.vouch(w, "n2", self)
+	voucher := earlier.vouch(w, "n1", self)
 	require.NotEmpty(t, voucher)
 
 	post := func(tn *testNode) (int, string) {
@@ -55,7 +56,7 @@ func TestNoReplayAfterRestart(t *testing.T) {
 	vouched := func(n *Node) bool {
 		r := mustRequest(t, http.MethodPost, "http://x/v1/tasks", `{"key":"k"}`)
 		r.Header.Set(CallerHeader, "actor=ops")
-		r.Header.Set(HopHeader, "n2")
+		r.Header.Set(HopHeader, "n1")
 		r.Header.Set(VouchHeader, voucher)
 		_, _, ok := n.Vouched(r)
 		return ok

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 )
@@ -28,10 +29,12 @@ const (
 	// write this node forwarded (and recorded it in the audit trail).
 	ForwardedToHeader = "X-Herald-Forwarded-To"
 	// maxVouchedBody is the largest body a forward is signed with: the
-	// signature covers the body, so it is read first. The API takes no
-	// larger write; a larger body is forwarded unsigned, as without a
-	// secret.
-	maxVouchedBody = 4 << 20
+	// signature covers the body, so it is read first. It is the API's
+	// largest write body (engine/api: POST /v1/deliveries/retry, 1 MiB)
+	// and a little: a larger body is forwarded unsigned, as without a
+	// secret (and the API refuses it anyway), and the leader reads no more
+	// than this of a forward before it knows the voucher checks.
+	maxVouchedBody = 1<<20 + 4<<10
 )
 
 // vouchMsg is what a forward's voucher covers: the request, the caller it
@@ -85,27 +88,56 @@ func (n *Node) Vouch(r *http.Request, caller string) {
 // Vouched returns the caller a member vouched for on a forwarded request,
 // and that member's id. ok is false when r was not forwarded, or its
 // forward proves nothing: no cluster secret here, no signature, or one
-// that does not check (logged); via then names the node r claims
-// forwarded it.
+// that does not check (counted and logged, a few a second); via then
+// names the node r claims forwarded it.
+//
+// Anyone can send the headers of a forward, so the body is read and
+// hashed only once everything the headers alone can tell checks: the
+// proof's format, that it was made for this node of this cluster within
+// the window, that via is a current member, and that the body announced
+// is no larger than a vouched one may be.
 func (n *Node) Vouched(r *http.Request) (caller, via string, ok bool) {
 	via = r.Header.Get(HopHeader)
 	header := r.Header.Get(VouchHeader)
 	if via == "" || header == "" || !n.peer.enabled() {
 		return "", via, false
 	}
-	refuse := func(why string) (string, string, bool) {
-		n.log.Warn("a forwarded write's voucher does not check; its caller is not taken", "via", via, "remote", r.RemoteAddr, "path", r.URL.Path, "why", why)
+	refuse := func(reason, why string) (string, string, bool) {
+		n.refuse(reason, "a forwarded write's voucher does not check; its caller is not taken", "via", via, "remote", r.RemoteAddr, "path", r.URL.Path, "why", why)
 		return "", via, false
+	}
+	if _, err := n.peer.precheck(header, n.self()); err != nil {
+		return refuse(refusedVoucherHeader, err.Error())
+	}
+	if !n.isMember(via) {
+		return refuse(refusedNotMember, fmt.Sprintf("%s is not a member of this cluster", via))
+	}
+	if r.ContentLength > maxVouchedBody {
+		return refuse(refusedVoucherBody, fmt.Sprintf("body of %d bytes: larger than any vouched write (%d)", r.ContentLength, maxVouchedBody))
 	}
 	b, ok := peekBody(r)
 	if !ok {
-		return refuse("body unreadable or too large")
+		return refuse(refusedVoucherBody, "body unreadable or too large")
 	}
 	caller = r.Header.Get(CallerHeader)
 	if _, err := n.peer.check(header, vouchMsg(r, b, caller, via), n.self()); err != nil {
-		return refuse(err.Error())
+		return refuse(refusedVoucherMAC, err.Error())
 	}
 	return caller, via, true
+}
+
+// isMember reports whether id is one of the cluster's members (a Node
+// built without a state machine, in tests, knows none).
+func (n *Node) isMember(id string) bool {
+	if n.sm == nil {
+		return false
+	}
+	for _, m := range n.sm.Members() {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Forwarded reports an answer this node got from the leader for a write it

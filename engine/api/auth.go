@@ -221,13 +221,24 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 		id := Identity{Actor: ActorAnonymous, Remote: remoteHost(r)}
 		// A write forwarded by a member that vouches for its caller with
 		// the cluster secret: the client's address is the one the member
-		// saw, and without tokens its verdict on loopback holds.
-		vouched, via, isVouched := callerOf(a.forwarding, r)
-		if isVouched {
-			id.Remote, id.Via = vouched.Remote, vouched.Via
+		// saw, and without tokens its verdict on loopback holds. Checking a
+		// voucher means reading and hashing the body, so with tokens it is
+		// checked only once the caller's token is known: a stranger's
+		// made-up forward costs nothing but its headers.
+		var (
+			vouched   Identity
+			via       string
+			isVouched bool
+		)
+		takeVoucher := func() {
+			vouched, via, isVouched = callerOf(a.forwarding, r)
+			if isVouched {
+				id.Remote, id.Via = vouched.Remote, vouched.Via
+			}
 		}
 		switch {
 		case len(a.tokens) == 0:
+			takeVoucher()
 			// No tokens: anyone reads, only this machine writes. A
 			// loopback connection is the one thing a remote caller cannot
 			// fake (headers can be), and it is what `herald dev` and a
@@ -267,6 +278,7 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 			// Identify the caller if it says who it is; never refuse.
 			if t, ok := a.lookup(bearer(r)); ok {
 				id.Actor, id.Role = t.name, t.role
+				takeVoucher()
 			}
 		case need == RoleRead && bearer(r) == "" && a.peerRead != nil && a.peerRead(r):
 			// Another member's read of what only members ask for, by the
@@ -292,6 +304,7 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 				return
 			}
 			id.Actor, id.Role = t.name, t.role
+			takeVoucher()
 		}
 		if a.forwarding != nil && !isRead(r) { // only writes are forwarded
 			a.forwarding.Vouch(r, encodeCaller(id))
