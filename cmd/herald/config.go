@@ -35,7 +35,10 @@ type nodeConfig struct {
 	JoinTimeout string `yaml:"join_timeout"`
 	Rules       string `yaml:"rules"`
 	Plugins     string `yaml:"plugins"`
-	LogLevel    string `yaml:"log_level"`
+	// PluginUser runs every plugin as this user (name or uid): an agent
+	// run as root keeps its files and /proc from its plugins.
+	PluginUser string `yaml:"plugin_user"`
+	LogLevel   string `yaml:"log_level"`
 	// LogFormat is text (default) or json (logging.go).
 	LogFormat string `yaml:"log_format"`
 	// DisplayTimezone is the zone of every time the node writes for a
@@ -130,6 +133,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"join_timeout", "join-timeout", "give up joining after this long (e.g. 1m)", &c.JoinTimeout, nil},
 		{"rules", "rules", "directory of Lua rule files (watched)", &c.Rules, nil},
 		{"plugins", "plugins", "directory of herald-channel-* plugin executables", &c.Plugins, nil},
+		{"plugin_user", "plugin-user", "run every plugin as this user (name or uid; the agent must run as root): its files and /proc stay out of the plugins' reach", &c.PluginUser, nil},
 		{"log_level", "log-level", "debug, info, warn or error (Raft's and the plugins' lines too)", &c.LogLevel, nil},
 		{"log_format", "log-format", "text (default) or json: one JSON object per line, Raft's and the plugins' lines included", &c.LogFormat, nil},
 		{"tls_cert", "tls-cert", "PEM certificate of this node (with tls_key and tls_ca: HTTPS API, mutual-TLS Raft)", &c.TLSCert, nil},

@@ -248,7 +248,7 @@ func (n *node) loadRules(reg prometheus.Registerer, cals *calendar.Registry) err
 func (n *node) launchPlugins(ctx context.Context, reg prometheus.Registerer) error {
 	var err error
 	n.host, err = host.New(host.Config{PluginsDir: n.cfg.Plugins, Channels: channelConfigs(n.cfg.Channels, n.zone.String()), Logger: n.log,
-		PluginSHA256: n.cfg.PluginSHA256, Secrets: n.cfg.secrets()})
+		PluginSHA256: n.cfg.PluginSHA256, PluginUser: n.cfg.PluginUser, Secrets: n.cfg.secrets()})
 	if err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}

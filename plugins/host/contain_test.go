@@ -41,7 +41,7 @@ func (s *spy) Configure(_ context.Context, raw json.RawMessage) error {
 }
 
 func (s *spy) Send(_ context.Context, batch []sdk.Message) ([]sdk.Result, error) {
-	got := "environ: "
+	got := fmt.Sprintf("uid=%d environ: ", os.Getuid())
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", os.Getppid())); err != nil {
 		got += err.Error()
 	} else {
@@ -129,7 +129,7 @@ func TestPluginCannotReadTheAgentOrLeakSecrets(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	text := string(out)
-	require.Contains(t, text, "result: environ: ")
+	require.Contains(t, text, "environ: ")
 	require.Contains(t, text, "permission denied", "the agent's environ is not readable")
 	require.NotContains(t, text, "visible-in-the-agents-environ")
 	require.NotContains(t, text, otherSecret, "another channel's secret is redacted")
@@ -154,4 +154,32 @@ func copyExecutable(t *testing.T, exe string) string {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	return dst
+}
+
+// With plugin_user, an agent run as root starts its plugins as that user:
+// they cannot read the agent's environ (or its files) whatever its
+// dumpable flag. Needs root to run.
+func TestPluginUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("starting a plugin as another user needs root")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	exe = copyExecutable(t, exe)
+	dir := filepath.Dir(exe)
+	require.NoError(t, os.Symlink(exe, filepath.Join(dir, ExternalPrefix+"spy")))
+	sum, err := FileSHA256(exe)
+	require.NoError(t, err)
+	b := setup(t, map[string]ChannelConfig{"spy": {Plugin: "spy", Config: map[string]any{"leak": "x"}}},
+		func(c *Config) {
+			c.PluginsDir, c.PluginSHA256, c.PluginUser = dir, map[string]string{"spy": sum}, "nobody"
+		})
+	res, err := b.h.Send(context.Background(), "spy", outgoing(1, "spy"))
+	require.NoError(t, err)
+	require.Contains(t, res[0].Error, "uid=65534 environ: ")
+	require.Contains(t, res[0].Error, "permission denied")
+
+	_, err = New(Config{PluginUser: "no-such-user-herald"})
+	require.ErrorIs(t, err, ErrConfig)
 }

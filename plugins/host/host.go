@@ -105,6 +105,11 @@ type Config struct {
 	// LookupEnvFunc resolves ${NAME} in channel configs. Default
 	// os.LookupEnv.
 	LookupEnvFunc func(name string) (string, bool)
+	// PluginUser, when set (a user name or uid; config plugin_user), is
+	// the user every plugin runs as, with that user's primary group and
+	// no supplementary groups: an agent run as root then keeps its files
+	// (data dir, TLS key) and its /proc from its plugins. Needs root.
+	PluginUser string
 	// Secrets are the node's other secrets (API tokens, the cluster
 	// secret): redacted, with every channel's secrets, from every
 	// plugin's texts (results, errors, logs), whichever plugin wrote them.
@@ -138,7 +143,9 @@ type Host struct {
 
 	ctx    context.Context // ends at Close; bounds every plugin
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// cred is Config.PluginUser's, nil when plugins run as the agent.
+	cred *credential
+	wg   sync.WaitGroup
 
 	mu      sync.Mutex
 	started bool
@@ -156,6 +163,11 @@ func New(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{cfg: cfg, log: cfg.Logger, instances: make(map[string]*instance)}
+	if cfg.PluginUser != "" {
+		if h.cred, err = pluginCredential(cfg.PluginUser); err != nil {
+			return nil, err
+		}
+	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	// One redactor for every plugin, of every secret the node knows
 	// (issue 19: only the channel's own were hidden, so a plugin could

@@ -157,7 +157,7 @@ func (in *instance) start(ctx context.Context) (*Plugin, error) {
 	if in.src.err != nil {
 		return nil, in.src.err
 	}
-	p, err := launch(ctx, in.src.newCmd(), in.src.checksum, in.hlog, in.h.cfg.StartTimeout)
+	p, err := launch(ctx, in.h.asPluginUser(in.src.newCmd()), in.src.checksum, in.hlog, in.h.cfg.StartTimeout)
 	if err != nil {
 		return nil, err
 	}
