@@ -84,6 +84,9 @@ type Node struct {
 
 	progress leaderProgress // the leader's applied index, for Ready (ready.go)
 
+	// token replaces cfg.Token once SetToken was called (a config reload).
+	token atomic.Pointer[[2]string]
+
 	leadership *leadership
 	metrics    *metrics
 	timings    *raftTimings // append and snapshot latency (raftmetrics.go)
@@ -328,8 +331,28 @@ func (n *Node) start(ctx context.Context) error {
 // clientFor is a client for another node's API with this node's HTTP
 // client, scheme and cluster secret.
 func (n *Node) clientFor(addr string) *Client {
-	return &Client{Addr: addr, HTTP: n.client, Scheme: n.cfg.HTTPScheme, Secret: n.cfg.ClusterSecret, Token: n.cfg.Token,
-		PeerReads: true, ReadToken: n.cfg.ReadToken, ClusterID: n.ClusterID()}
+	return &Client{Addr: addr, HTTP: n.client, Scheme: n.cfg.HTTPScheme, Secret: n.cfg.ClusterSecret, Token: n.apiToken(),
+		PeerReads: true, ReadToken: n.apiReadToken(), ClusterID: n.ClusterID()}
+}
+
+// SetTokens replaces the API tokens this node presents to the other
+// members (Config.Token and ReadToken): the node's tokens were reloaded.
+func (n *Node) SetTokens(token, readToken string) {
+	n.token.Store(&[2]string{token, readToken})
+}
+
+func (n *Node) apiToken() string {
+	if t := n.token.Load(); t != nil {
+		return t[0]
+	}
+	return n.cfg.Token
+}
+
+func (n *Node) apiReadToken() string {
+	if t := n.token.Load(); t != nil {
+		return t[1]
+	}
+	return n.cfg.ReadToken
 }
 
 // waitLeader waits until some leader is known.

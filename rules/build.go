@@ -57,7 +57,8 @@ func (s *Set) reload() (bool, error) {
 	}
 	prev := s.cur.Load()
 	s.watchDirs = scan.dirs
-	fp := scan.fingerprint() + "\x00directory " + s.dirHash
+	fp := scan.fingerprint() + "\x00directory " + s.dirHash +
+		fmt.Sprintf("\x00channels %q catchup %d", s.cfg.Channels, s.cfg.MaxCatchup)
 	if prev != nil && prev.fingerprint == fp {
 		return false, nil
 	}
@@ -70,6 +71,19 @@ func (s *Set) reload() (bool, error) {
 	s.report(prev, v)
 	s.signal()
 	return true, nil
+}
+
+// SetChannels changes the channels a rule may name and the longest
+// catchup a rule may have (Config.Channels and MaxCatchup: a node's
+// config reload), and rebuilds the set under them at once: a rule
+// refused for naming a channel that now exists loads, one over a shorter
+// ledger is refused and keeps its last good version.
+func (s *Set) SetChannels(channels []string, maxCatchup time.Duration) error {
+	s.reloadMu.Lock()
+	s.cfg.Channels, s.cfg.MaxCatchup = slices.Clone(channels), maxCatchup
+	s.reloadMu.Unlock()
+	_, err := s.reload()
+	return err
 }
 
 // Reload rescans the directory now (Watch does this on changes and every

@@ -37,3 +37,18 @@ func TestUnknownChannelKeepsLastGood(t *testing.T) {
 	require.True(t, hasMessage(t, s, "r", "v1")(), "the last good version still plans")
 	require.Equal(t, hash, s.Hash())
 }
+
+// TestSetChannelsLoadsARuleForANewChannel: a rule refused for naming a
+// channel the node lacks loads as soon as a config reload adds it, with no
+// change to the file.
+func TestSetChannelsLoadsARuleForANewChannel(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{"r.lua": strings.Replace(versionRule("r", "v1"), `channel = "mock"`, `channel = "added"`, 1)})
+	s := load(t, dir, func(c *Config) { c.Channels = []string{"mock"} })
+	st, _ := statusOf(s, "r.lua")
+	require.Contains(t, st.Error, `channel "added" is not configured`)
+	require.NoError(t, s.SetChannels([]string{"added", "mock"}, 0))
+	st, _ = statusOf(s, "r.lua")
+	require.Empty(t, st.Error)
+	require.True(t, hasMessage(t, s, "r", "v1")())
+}

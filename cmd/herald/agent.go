@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -28,7 +29,11 @@ its data and never bootstraps again.`,
 			if err := cfg.load(cmd); err != nil {
 				return err
 			}
-			log := newLogger(cfg.LogLevel, cfg.LogFormat).With("node", cfg.NodeID)
+			// One level for every handler, so that a reload's log_level
+			// applies whatever the handler (reload.go).
+			cfg.logLevel = new(slog.LevelVar)
+			cfg.logLevel.Set(parseLogLevel(cfg.LogLevel))
+			log := newLoggerAt(cfg.logLevel, cfg.LogFormat).With("node", cfg.NodeID)
 			routeLibraryLogs(log)
 			// Before any plugin starts: no process of this user may read
 			// the tokens and secrets in this one's environment or memory.
@@ -38,18 +43,31 @@ its data and never bootstraps again.`,
 			log.Info("herald starting", "version", readVersion().String)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// SIGHUP reloads the config (systemd's ExecReload=kill -HUP).
+			// Asked for before the node starts: a SIGHUP during the start
+			// waits for it instead of killing the process.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			n, err := startNode(ctx, cfg, log)
 			if err != nil {
 				return logged(log, cfg.LogFormat, err)
 			}
 			log.Info("node running", "raft", cfg.RaftAddr, "http", cfg.HTTPAddr, "rules", n.cfg.Rules)
-			select {
-			case <-ctx.Done():
-			case <-n.raft.Failed():
-				// The node must not go on (its data dir is another
-				// cluster's): stop, and exit with the reason.
-				n.stop()
-				return logged(log, cfg.LogFormat, n.raft.Err())
+		wait:
+			for {
+				select {
+				case <-ctx.Done():
+					break wait
+				case <-hup:
+					log.Info("SIGHUP: reloading the config")
+					n.reloadFrom(cmd)
+				case <-n.raft.Failed():
+					// The node must not go on (its data dir is another
+					// cluster's): stop, and exit with the reason.
+					n.stop()
+					return logged(log, cfg.LogFormat, n.raft.Err())
+				}
 			}
 			log.Info("stopping")
 			n.stop()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"slices"
@@ -108,6 +109,10 @@ type nodeConfig struct {
 
 	// apiTokens are Tokens resolved by validate.
 	apiTokens []api.Token
+
+	// logLevel is the level every handler of the agent's logger reads; a
+	// reload sets it from LogLevel. nil: not reloadable (herald dev).
+	logLevel *slog.LevelVar
 
 	devTimeouts  bool   // `herald dev` and tests: short Raft timeouts
 	raftLogLevel string // "" means log_level's

@@ -31,12 +31,18 @@ func newLogger(level, format string) *slog.Logger {
 	return slog.New(newLogHandler(os.Stderr, level, format))
 }
 
+// newLoggerAt is newLogger at a level that may change: the agent's
+// slog.LevelVar, which a config reload sets (reload.go).
+func newLoggerAt(level slog.Leveler, format string) *slog.Logger {
+	return slog.New(newLogHandlerAt(os.Stderr, level, format))
+}
+
 func newLogHandler(w io.Writer, level, format string) slog.Handler {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil || level == "" {
-		l = slog.LevelInfo
-	}
-	opts := &slog.HandlerOptions{Level: l}
+	return newLogHandlerAt(w, parseLogLevel(level), format)
+}
+
+func newLogHandlerAt(w io.Writer, level slog.Leveler, format string) slog.Handler {
+	opts := &slog.HandlerOptions{Level: level}
 	if format == logFormatJSON {
 		return slog.NewJSONHandler(w, opts)
 	}

@@ -51,6 +51,12 @@ type node struct {
 	// them (nil: none).
 	callbacks wecomCallbacks
 	callback  http.Handler
+	// tokens, lead and reload are what a config reload (SIGHUP,
+	// reload.go) changes or records; cfg stays the config the node
+	// started with, live is the one in force.
+	tokens *api.TokenSet
+	lead   *leader.Leader
+	reload reloadState
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -128,18 +134,26 @@ func prepareDirs(cfg nodeConfig) (nodeConfig, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return cfg, fmt.Errorf("data dir: %w", err)
 	}
-	if cfg.Rules == "" {
-		cfg.Rules = filepath.Join(cfg.DataDir, "rules")
-	}
+	cfg = cfg.withDirDefaults()
 	if err := os.MkdirAll(cfg.Rules, 0o755); err != nil {
 		return cfg, fmt.Errorf("rules dir: %w", err)
 	}
-	if len(cfg.Channels) == 0 {
-		cfg.Channels = map[string]map[string]any{
-			"mock": {"plugin": "mock", "outbox": filepath.Join(cfg.DataDir, "outbox.jsonl")},
+	return cfg, nil
+}
+
+// withDirDefaults fills in the defaults that depend on the data dir: the
+// rules directory and, with no channels, the mock channel and its outbox.
+// A config reload applies them too, to compare like with like.
+func (c nodeConfig) withDirDefaults() nodeConfig {
+	if c.Rules == "" {
+		c.Rules = filepath.Join(c.DataDir, "rules")
+	}
+	if len(c.Channels) == 0 {
+		c.Channels = map[string]map[string]any{
+			"mock": {"plugin": "mock", "outbox": filepath.Join(c.DataDir, "outbox.jsonl")},
 		}
 	}
-	return cfg, nil
+	return c
 }
 
 // loadCerts reads the TLS certificates when configured (nil without TLS).
@@ -183,7 +197,8 @@ func newNode(cfg nodeConfig, log *slog.Logger, certs *cluster.CertStore, cancel 
 	// TLS, only servers whose certificate the cluster's CA signed.
 	peerTr := http.DefaultTransport.(*http.Transport).Clone()
 	n := &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second},
-		dirRefresh: make(chan struct{}, 1)}
+		dirRefresh: make(chan struct{}, 1), tokens: api.NewTokenSet(cfg.apiTokens)}
+	n.reload.start(&n.cfg)
 	if certs != nil {
 		peerTr.TLSClientConfig = certs.ClientConfig()
 		// ... and only the member a member's address is dialled as
@@ -313,10 +328,10 @@ func (n *node) serveHTTP(ln net.Listener, certs *cluster.CertStore, reg promethe
 		Handler: api.New(api.Config{
 			NodeID: cfg.NodeID, FSM: n.fsm, Replicator: n.raft, StatusFunc: n.status, ReadyFunc: n.ready, Cluster: n.raft.Handler(), Snapshot: n.raft.SnapshotHandler(),
 			ForwardFunc: n.raft.ForwardWrites, Gatherer: reg, Logger: n.log, Rules: n.rules, ScheduleFunc: schedules,
-			People: n.rules, DisplayTimezone: n.zone.String(), Tokens: cfg.apiTokens,
+			People: n.rules, DisplayTimezone: n.zone.String(), TokenSet: n.tokens,
 			PeerSignedFunc: n.raft.PeerSigned, PeerReadFunc: n.raft.PeerRead, Forwarding: n.raft, WecomCallback: n.callback, Hosts: ownHosts(cfg),
 			Directory: &api.DirectoryConfig{
-				Configured: cfg.Directory != nil, Hash: n.rules.DirectoryHash,
+				ConfiguredFunc: func() bool { return n.live().Directory != nil }, Hash: n.rules.DirectoryHash,
 				Refresh: func() {
 					select {
 					case n.dirRefresh <- struct{}{}:
@@ -400,6 +415,7 @@ func (n *node) newLeaderRun(reg prometheus.Registerer, schedules func(engine.Rul
 	if err != nil {
 		return nil, err
 	}
+	n.lead = l
 	return l.Run, nil
 }
 
@@ -475,6 +491,7 @@ func (n *node) status() api.Status {
 	}
 	st.Rules = ruleStatuses(n.rules.Status(), n.fsm.Pauses())
 	st.Channels = append(st.Channels, n.host.Status()...)
+	st.Config = n.reload.status(n.zone)
 	return st
 }
 
@@ -571,7 +588,7 @@ func advertisedHTTPAddr(httpAddr, raftAddr string) string {
 // an operator's stronger one (nodeReadToken).
 func (n *node) peerClient(addr string) *cluster.Client {
 	return &cluster.Client{Addr: addr, HTTP: n.peerHTTP, Secret: n.cfg.clusterSecret, PeerReads: true,
-		ReadToken: nodeReadToken(n.cfg.apiTokens, n.cfg.clusterSecret != "")}
+		ReadToken: nodeReadToken(n.live().apiTokens, n.cfg.clusterSecret != "")}
 }
 
 // channelConfigs builds the host's channel configs. The mock channel

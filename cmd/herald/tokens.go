@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 
 	"github.com/heraldhq/herald/engine/api"
 )
@@ -15,6 +17,11 @@ type tokenConfig struct {
 	// Token is a ${ENV} reference to the secret, never the secret itself:
 	// config files get copied, committed and pasted into tickets.
 	Token string `yaml:"token"`
+	// TokenFile, instead of Token, is a file holding the secret (a
+	// Kubernetes Secret volume, systemd's LoadCredential): read at start
+	// and at every reload, so a token added on SIGHUP needs no new
+	// environment, which a running process cannot get.
+	TokenFile string `yaml:"token_file"`
 }
 
 // envOnly matches a value that is exactly one ${NAME} reference.
@@ -54,16 +61,12 @@ func resolveTokens(in []tokenConfig, lookup func(string) (string, bool)) ([]api.
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		m := envOnly.FindStringSubmatch(t.Token)
-		if m == nil {
-			return nil, fmt.Errorf("%s: token must be an ${ENV} reference such as ${HERALD_TOKEN_%s}, not the secret itself", where, upperName(t.Name))
-		}
-		secret, ok := lookup(m[1])
-		if !ok || secret == "" {
-			return nil, fmt.Errorf("%s: environment variable %s is not set", where, m[1])
+		secret, from, err := tokenSecret(t, lookup)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		if len(secret) < minTokenLen {
-			return nil, fmt.Errorf("%s: the value of %s is shorter than %d characters; use a long random value (openssl rand -hex 32)", where, m[1], minTokenLen)
+			return nil, fmt.Errorf("%s: the value of %s is shorter than %d characters; use a long random value (openssl rand -hex 32)", where, from, minTokenLen)
 		}
 		if other, dup := secrets[secret]; dup {
 			return nil, fmt.Errorf("%s: has the same secret as token %q; give each token its own", where, other)
@@ -72,6 +75,30 @@ func resolveTokens(in []tokenConfig, lookup func(string) (string, bool)) ([]api.
 		out = append(out, api.Token{Name: t.Name, Role: role, Secret: secret})
 	}
 	return out, nil
+}
+
+// tokenSecret reads one token's secret from its ${ENV} reference or its
+// token_file, and says where it came from (for errors: never the value).
+func tokenSecret(t tokenConfig, lookup func(string) (string, bool)) (secret, from string, err error) {
+	if t.TokenFile != "" {
+		if t.Token != "" {
+			return "", "", errors.New("give token or token_file, not both")
+		}
+		data, err := os.ReadFile(t.TokenFile)
+		if err != nil {
+			return "", "", fmt.Errorf("token_file: %w", err)
+		}
+		return strings.TrimSpace(string(data)), "token_file " + t.TokenFile, nil
+	}
+	m := envOnly.FindStringSubmatch(t.Token)
+	if m == nil {
+		return "", "", fmt.Errorf("token must be an ${ENV} reference such as ${HERALD_TOKEN_%s} (or token_file: PATH), not the secret itself", upperName(t.Name))
+	}
+	secret, ok := lookup(m[1])
+	if !ok || secret == "" {
+		return "", "", fmt.Errorf("environment variable %s is not set", m[1])
+	}
+	return secret, m[1], nil
 }
 
 func upperName(s string) string {

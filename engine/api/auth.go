@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/heraldhq/herald/engine/api/reply"
 )
@@ -169,9 +170,32 @@ func RouteRole(r *http.Request) Role {
 	return RoleOperate
 }
 
+// TokenSet is the API tokens a node accepts, replaceable while it serves
+// (a config reload): a request that starts after Set is checked against
+// the new tokens, one in flight keeps the identity it was given.
+type TokenSet struct{ p atomic.Pointer[[]tokenHash] }
+
+// NewTokenSet returns a set holding tokens.
+func NewTokenSet(tokens []Token) *TokenSet {
+	s := &TokenSet{}
+	s.Set(tokens)
+	return s
+}
+
+// Set replaces the tokens.
+func (s *TokenSet) Set(tokens []Token) {
+	hashes := make([]tokenHash, 0, len(tokens))
+	for _, t := range tokens {
+		hashes = append(hashes, tokenHash{name: t.Name, role: t.Role, sum: sha256.Sum256([]byte(t.Secret))})
+	}
+	s.p.Store(&hashes)
+}
+
+func (s *TokenSet) load() []tokenHash { return *s.p.Load() }
+
 // authenticator checks every request against the node's tokens.
 type authenticator struct {
-	tokens     []tokenHash
+	tokens     *TokenSet
 	peerSigned func(*http.Request) bool
 	peerRead   func(*http.Request) bool
 	forwarding Forwarding
@@ -184,12 +208,11 @@ type tokenHash struct {
 	sum  [sha256.Size]byte
 }
 
-func newAuthenticator(tokens []Token, hosts []string) *authenticator {
-	a := &authenticator{hosts: newHostSet(hosts)}
-	for _, t := range tokens {
-		a.tokens = append(a.tokens, tokenHash{name: t.Name, role: t.Role, sum: sha256.Sum256([]byte(t.Secret))})
+func newAuthenticator(tokens []Token, set *TokenSet, hosts []string) *authenticator {
+	if set == nil {
+		set = NewTokenSet(tokens)
 	}
-	return a
+	return &authenticator{tokens: set, hosts: newHostSet(hosts)}
 }
 
 // lookup finds the token whose secret is presented. Every configured token
@@ -202,7 +225,7 @@ func (a *authenticator) lookup(presented string) (tokenHash, bool) {
 		found tokenHash
 		ok    int
 	)
-	for _, t := range a.tokens {
+	for _, t := range a.tokens.load() {
 		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
 			found, ok = t, 1
 		}
@@ -237,7 +260,7 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 			}
 		}
 		switch {
-		case len(a.tokens) == 0:
+		case len(a.tokens.load()) == 0:
 			takeVoucher()
 			// No tokens: anyone reads, only this machine writes. A
 			// loopback connection is the one thing a remote caller cannot

@@ -13,10 +13,20 @@ import (
 type DirectoryConfig struct {
 	// Configured is true when this node's config has a directory section.
 	Configured bool
+	// ConfiguredFunc, when set, answers instead of Configured: the section
+	// may come or go with a config reload (SIGHUP).
+	ConfiguredFunc func() bool
 	// Hash returns the directory snapshot the node's rules have in force.
 	Hash func() string
 	// Refresh asks the leader's refresher for a refresh now.
 	Refresh func()
+}
+
+func (d *DirectoryConfig) configured() bool {
+	if d.ConfiguredFunc != nil {
+		return d.ConfiguredFunc()
+	}
+	return d.Configured
 }
 
 // DirectoryView is the body of GET /v1/directory.
@@ -86,7 +96,7 @@ func (s *server) directoryView() DirectoryView {
 	cur, held := s.cfg.FSM.Directory()
 	v := DirectoryView{NodeID: s.cfg.NodeID, InForce: summary(cur), Held: summary(held)}
 	if d := s.cfg.Directory; d != nil {
-		v.Configured = d.Configured
+		v.Configured = d.configured()
 		if d.Hash != nil {
 			v.NodeHash = d.Hash()
 		}
@@ -141,7 +151,7 @@ func (s *server) confirmDirectory(w http.ResponseWriter, r *http.Request) {
 // the directory now; the answer does not wait for the refresh.
 func (s *server) refreshDirectory(w http.ResponseWriter, r *http.Request) {
 	d := s.cfg.Directory
-	if d == nil || !d.Configured || d.Refresh == nil {
+	if d == nil || !d.configured() || d.Refresh == nil {
 		writeError(w, http.StatusConflict, "the leader has no directory section in its config")
 		return
 	}

@@ -54,6 +54,30 @@ type Status struct {
 	// Now is this node's clock when it answered, in the display zone: the
 	// console takes "today" from it, not from the browser's clock.
 	Now time.Time `json:"now"`
+	// Config is when this node's config was loaded and how its last
+	// reload (SIGHUP) went; absent on a node that cannot reload.
+	Config *ConfigStatus `json:"config,omitempty"`
+}
+
+// ConfigStatus is /v1/status config: the config in force and the last
+// reload. Times are in the display zone, with their offset.
+type ConfigStatus struct {
+	// LoadedAt is when the config in force was read: at start, or by the
+	// last reload that succeeded.
+	LoadedAt time.Time `json:"loaded_at"`
+	// LastReload is the last reload tried; absent before the first.
+	LastReload *ReloadStatus `json:"last_reload,omitempty"`
+}
+
+// ReloadStatus is one reload: when, whether it was applied, and why not.
+// A reload that failed changed nothing.
+type ReloadStatus struct {
+	At    time.Time `json:"at"`
+	OK    bool      `json:"ok"`
+	Error string    `json:"error,omitempty"`
+	// Changed names the settings the reload changed (tokens, channels,
+	// log_level, ...); empty when the file held nothing new.
+	Changed []string `json:"changed,omitempty"`
 }
 
 // MemberStatus is one cluster member in Status: the cluster's own view
@@ -141,6 +165,9 @@ type Config struct {
 	// answers to without tokens besides loopback ones: its http_addr host
 	// (local.go). A request under any other Host is refused then.
 	Hosts []string
+	// TokenSet, when set, is used instead of Tokens: the node replaces
+	// its tokens on a config reload.
+	TokenSet *TokenSet
 	// PeerSignedFunc reports a node-to-node request that its handler
 	// authenticates by the cluster secret (cluster.Node.PeerSigned).
 	// Without tokens such a request may come from another machine.
@@ -261,7 +288,7 @@ func New(cfg Config) http.Handler {
 	// Who may do what is decided here, once for every route (RouteRole),
 	// and before forwarding: a follower forwards only what the caller may
 	// do, with the caller's own Authorization header.
-	auth := newAuthenticator(cfg.Tokens, cfg.Hosts)
+	auth := newAuthenticator(cfg.Tokens, cfg.TokenSet, cfg.Hosts)
 	auth.peerSigned = cfg.PeerSignedFunc
 	auth.peerRead = cfg.PeerReadFunc
 	auth.forwarding = cfg.Forwarding

@@ -102,17 +102,24 @@ func (r *dirRefresher) runOnce(ctx context.Context) time.Time {
 	if !r.next.IsZero() && now.Before(r.next) {
 		return r.next
 	}
+	src, interval, maxRemoval := l.directory()
+	if src == nil {
+		// No directory section (yet): look again later; a reload that
+		// adds one asks for a refresh at once (DirectoryRefresh).
+		r.next = time.Time{}
+		return now.Add(DirectoryRetry)
+	}
 	fctx, cancel := context.WithTimeout(ctx, DirectoryFetchTimeout)
-	got, err := l.cfg.Directory.Fetch(fctx)
+	got, err := src.Fetch(fctx)
 	cancel()
 	if ctx.Err() != nil {
 		return now
 	}
 	if err == nil {
-		err = r.apply(ctx, got, now)
+		err = r.apply(ctx, got, now, maxRemoval)
 	}
 	if err != nil {
-		r.next = now.Add(min(l.cfg.DirectoryInterval, DirectoryRetry))
+		r.next = now.Add(min(interval, DirectoryRetry))
 		l.log.Warn("directory refresh failed; the snapshot in force stays", "err", err, "retry_in", r.next.Sub(now))
 		if r.failing == "" {
 			cur, _ := l.cfg.FSM.Directory()
@@ -130,14 +137,14 @@ func (r *dirRefresher) runOnce(ctx context.Context) time.Time {
 		l.log.Info("directory refresh works again")
 	}
 	r.failing = ""
-	r.next = now.Add(l.cfg.DirectoryInterval)
+	r.next = now.Add(interval)
 	return r.next
 }
 
 // apply replicates a fetched snapshot: nothing when it is the one in
 // force, a hold when it would remove more than the allowed share of the
 // people in force, else SetDirectory.
-func (r *dirRefresher) apply(ctx context.Context, got DirectoryFetch, now time.Time) error {
+func (r *dirRefresher) apply(ctx context.Context, got DirectoryFetch, now time.Time, maxRemoval float64) error {
 	l := r.l
 	if got.Hash == "" || len(got.Body) == 0 {
 		return fmt.Errorf("the directory source returned an empty snapshot")
@@ -153,7 +160,7 @@ func (r *dirRefresher) apply(ctx context.Context, got DirectoryFetch, now time.T
 	}
 	if cur != nil && len(cur.UserIDs) > 0 {
 		removed := engine.RemovedFrom(cur.UserIDs, got.UserIDs)
-		if share := float64(len(removed)) / float64(len(cur.UserIDs)); share > l.cfg.DirectoryMaxRemoval {
+		if share := float64(len(removed)) / float64(len(cur.UserIDs)); share > maxRemoval {
 			if held != nil && held.Hash == got.Hash {
 				return nil // held already; the alert says so
 			}

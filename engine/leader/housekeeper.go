@@ -254,15 +254,16 @@ func (h *housekeeper) reportLateRuns(ctx context.Context, now time.Time) time.Ti
 // trail the proposal would only be refused).
 func (h *housekeeper) pruneOnce(ctx context.Context, now time.Time) {
 	l := h.l
+	retention, ledger, audit := l.retentions()
 	if l.cfg.FSM.AuditLen() > 0 {
-		if res, err := l.propose(ctx, engine.CmdPruneAudit, engine.PruneAudit{Before: now.Add(-l.cfg.AuditRetention), Now: now}); err != nil {
+		if res, err := l.propose(ctx, engine.CmdPruneAudit, engine.PruneAudit{Before: now.Add(-audit), Now: now}); err != nil {
 			l.log.Warn("cannot prune the audit trail", "err", err)
 		} else if n := res.(int); n > 0 {
-			l.log.Info("pruned audit records past retention", "records", n, "retention", l.cfg.AuditRetention)
+			l.log.Info("pruned audit records past retention", "records", n, "retention", audit)
 		}
 	}
 	l.pruneEvents(ctx, now)
-	res, err := l.propose(ctx, engine.CmdPrune, engine.Prune{Before: now.Add(-l.cfg.Retention), LedgerBefore: now.Add(-l.cfg.LedgerRetention), Now: now})
+	res, err := l.propose(ctx, engine.CmdPrune, engine.Prune{Before: now.Add(-retention), LedgerBefore: now.Add(-ledger), Now: now})
 	if err != nil {
 		l.log.Warn("cannot prune finished deliveries", "err", err)
 		return

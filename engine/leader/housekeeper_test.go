@@ -164,3 +164,20 @@ func TestOnFailedCutShortIsNotRecordedAsRun(t *testing.T) {
 	s.house.compensate(ctx)
 	require.Len(t, s.log.fsm.ToCompensate(10), 1, "on_failed was cut short, yet recorded as run")
 }
+
+// TestReconfigureChangesTheNextPrune: a config reload's audit_retention
+// is the next prune's, with no new term (the node's SIGHUP).
+func TestReconfigureChangesTheNextPrune(t *testing.T) {
+	t.Parallel()
+	later := t0.Add(200 * 24 * time.Hour)
+	s := newSim(t, later)
+	s.apply(engine.CmdRecordAudit, auditAt(later.Add(-89*24*time.Hour), "ci", "task.submit", "young"))
+	s.apply(engine.CmdRecordAudit, auditAt(later.Add(-10*24*time.Hour), "ci", "task.submit", "recent"))
+	s.lead("n1")
+	s.l.Reconfigure(Reloadable{Retention: s.cfg.Retention, AuditRetention: 30 * 24 * time.Hour})
+	s.step()
+	s.advance(later.Add(pruneAfterElection), time.Minute)
+	recs := s.log.fsm.Audit(engine.AuditQuery{Limit: 10}).Records
+	require.Len(t, recs, 1, "the record past the reloaded 30 days is pruned")
+	require.Equal(t, "recent", recs[0].Target)
+}

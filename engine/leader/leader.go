@@ -91,6 +91,8 @@ type Leader struct {
 	// clock is the watch of this node's clock against the members'
 	// (clock.go): its verdict suspends firing, pruning and expiry.
 	clock *clockWatch
+	// mu guards the cfg fields Reconfigure changes (reconfigure.go).
+	mu sync.Mutex
 }
 
 // New validates cfg and returns a Leader.
@@ -126,10 +128,10 @@ func (l *Leader) Run(ctx context.Context) {
 	wg.Go(func() { ev.run(ctx) })
 	rc := newRecaller(l)
 	wg.Go(func() { rc.run(ctx) })
-	if l.cfg.Directory != nil {
-		d := &dirRefresher{l: l}
-		wg.Go(func() { d.run(ctx) })
-	}
+	// The refresher runs without a directory too: a config reload may
+	// add one while this node leads.
+	d := &dirRefresher{l: l}
+	wg.Go(func() { d.run(ctx) })
 	wg.Wait()
 	l.log.Info("no longer leading: scheduler and executor stopped")
 }

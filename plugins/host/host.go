@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -150,6 +151,18 @@ type Host struct {
 	mu      sync.Mutex
 	started bool
 	closed  bool
+
+	// imu guards instances, which a Reload changes; reloadMu makes
+	// reloads one at a time.
+	imu      sync.RWMutex
+	reloadMu sync.Mutex
+}
+
+// channel returns the instance serving channel, or nil.
+func (h *Host) channel(name string) *instance {
+	h.imu.RLock()
+	defer h.imu.RUnlock()
+	return h.instances[name]
 }
 
 // New checks cfg, finds every channel's plugin and resolves its
@@ -174,39 +187,51 @@ func New(cfg Config) (*Host, error) {
 	// put another channel's secret, or a token, into a result's error,
 	// which every read token sees in GET /v1/deliveries).
 	all := slices.Clone(cfg.Secrets)
-	raws := map[string][]byte{}
+	fresh := map[string]*instance{}
 	for name, cc := range cfg.Channels {
-		if name == "" {
-			return nil, fmt.Errorf("%w: a channel has an empty name", ErrConfig)
-		}
-		if cc.Plugin == "" {
-			return nil, fmt.Errorf("%w: channel %s: plugin is required", ErrConfig, name)
-		}
-		_, ok := sources[cc.Plugin]
-		if !ok {
-			return nil, fmt.Errorf("%w: channel %s: plugin %q is neither built in (%v) nor herald-channel-%s in the plugins directory %q",
-				ErrUnknownPlugin, name, cc.Plugin, builtinNames(), cc.Plugin, cfg.PluginsDir)
-		}
-		if _, ok := cc.Config["channel"]; ok {
-			return nil, fmt.Errorf("%w: channel %s: the key \"channel\" is reserved (the host sets it to the instance name)", ErrConfig, name)
-		}
-		resolved, secrets, err := resolveConfig(cc.Config, cfg.LookupEnvFunc)
+		in, secrets, err := h.newChannel(name, cc, sources)
 		if err != nil {
-			return nil, fmt.Errorf("%w: channel %s: %w", ErrConfig, name, err)
-		}
-		resolved["channel"] = name
-		raw, err := json.Marshal(resolved)
-		if err != nil {
-			return nil, fmt.Errorf("%w: channel %s: config is not JSON-able: %v", ErrConfig, name, err)
+			return nil, err
 		}
 		all = append(all, secrets...)
-		raws[name] = raw
+		fresh[name] = in
 	}
 	redact := newRedactor(all)
-	for name, cc := range cfg.Channels {
-		h.instances[name] = newInstance(h, name, sources[cc.Plugin], raws[name], redact)
+	for name, in := range fresh {
+		in.setRedact(redact)
+		h.instances[name] = in
 	}
 	return h, nil
+}
+
+// newChannel checks one channel instance's config and builds its
+// supervisor (not started); it returns the channel's secrets too.
+func (h *Host) newChannel(name string, cc ChannelConfig, sources map[string]source) (*instance, []string, error) {
+	if name == "" {
+		return nil, nil, fmt.Errorf("%w: a channel has an empty name", ErrConfig)
+	}
+	if cc.Plugin == "" {
+		return nil, nil, fmt.Errorf("%w: channel %s: plugin is required", ErrConfig, name)
+	}
+	src, ok := sources[cc.Plugin]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: channel %s: plugin %q is neither built in (%v) nor herald-channel-%s in the plugins directory %q",
+			ErrUnknownPlugin, name, cc.Plugin, builtinNames(), cc.Plugin, h.cfg.PluginsDir)
+	}
+	if _, ok := cc.Config["channel"]; ok {
+		return nil, nil, fmt.Errorf("%w: channel %s: the key \"channel\" is reserved (the host sets it to the instance name)", ErrConfig, name)
+	}
+	resolved, secrets, err := resolveConfig(cc.Config, h.cfg.LookupEnvFunc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: channel %s: %w", ErrConfig, name, err)
+	}
+	resolved["channel"] = name
+	raw, err := json.Marshal(resolved)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: channel %s: config is not JSON-able: %v", ErrConfig, name, err)
+	}
+	// The caller sets the redactor, of every channel's secrets.
+	return newInstance(h, name, src, raw, newRedactor(secrets)), secrets, nil
 }
 
 func (c *Config) setDefaults() error {
@@ -266,15 +291,14 @@ func (h *Host) Start(ctx context.Context) error {
 	h.started = true
 	h.mu.Unlock()
 
-	first := make(chan struct{}, len(h.instances))
-	for _, in := range h.instances {
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			in.run(h.ctx, func() { first <- struct{}{} })
-		}()
+	h.imu.RLock()
+	ins := slices.Collect(maps.Values(h.instances))
+	h.imu.RUnlock()
+	first := make(chan struct{}, len(ins))
+	for _, in := range ins {
+		h.launch(in, func() { first <- struct{}{} })
 	}
-	for range h.instances {
+	for range ins {
 		select {
 		case <-first:
 		case <-ctx.Done():
@@ -282,6 +306,13 @@ func (h *Host) Start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// launch starts in's supervisor under its own context (a reload stops
+// one channel without the others).
+func (h *Host) launch(in *instance, firstDone func()) {
+	in.ctx, in.stop = context.WithCancel(h.ctx)
+	h.wg.Go(func() { in.run(in.ctx, firstDone) })
 }
 
 // Close stops every plugin and waits for them. Sends in flight fail.
@@ -296,8 +327,11 @@ func (h *Host) Close() error {
 
 // Status reports every channel instance, sorted by name.
 func (h *Host) Status() []heraldtype.ChannelStatus {
-	out := make([]heraldtype.ChannelStatus, 0, len(h.instances))
-	for _, in := range h.instances {
+	h.imu.RLock()
+	ins := slices.Collect(maps.Values(h.instances))
+	h.imu.RUnlock()
+	out := make([]heraldtype.ChannelStatus, 0, len(ins))
+	for _, in := range ins {
 		out = append(out, in.status())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -308,8 +342,8 @@ func (h *Host) Status() []heraldtype.ChannelStatus {
 // none (not started, down, or an unknown channel). For operators and for
 // tests that kill a plugin on purpose.
 func (h *Host) Pid(channel string) int {
-	in, ok := h.instances[channel]
-	if !ok {
+	in := h.channel(channel)
+	if in == nil {
 		return 0
 	}
 	in.lock()
@@ -325,8 +359,8 @@ func (h *Host) Pid(channel string) int {
 // error belongs. For a known channel whose plugin never started, the limits
 // are unknown and it answers NotReadyWait.
 func (h *Host) Admit(channel, recipient string, p heraldtype.Priority, now time.Time) time.Duration {
-	in, ok := h.instances[channel]
-	if !ok {
+	in := h.channel(channel)
+	if in == nil {
 		return 0
 	}
 	lim := in.limiter()
@@ -347,10 +381,23 @@ func (h *Host) Send(ctx context.Context, channel string, batch []heraldtype.Mess
 	if closed {
 		return nil, ErrClosed
 	}
+	// The batch is counted in flight under the lock a reload takes to
+	// swap the channel out, so a retired instance is stopped only after
+	// every batch it took has finished.
+	h.imu.RLock()
 	in, ok := h.instances[channel]
+	if ok {
+		in.inflight.Add(1)
+		in.countSend(1)
+	}
+	h.imu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownChannel, channel)
 	}
+	defer func() {
+		in.countSend(-1)
+		in.inflight.Done()
+	}()
 	if len(batch) == 0 {
 		return []heraldtype.Result{}, nil
 	}

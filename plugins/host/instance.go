@@ -35,6 +35,14 @@ type instance struct {
 	// kick wakes the watcher after doomed was set.
 	kick chan struct{}
 
+	// ctx and stop bound this supervisor (Host.launch); inflight counts
+	// the batches sent through it, which a reload lets finish before
+	// stopping a channel it removed or changed.
+	ctx      context.Context
+	stop     context.CancelFunc
+	inflight sync.WaitGroup
+	sends    int // batches in flight, under mu (what inflight counts)
+
 	mu       sync.Mutex
 	cur      *Plugin       // the running plugin; nil while down
 	doomed   *Plugin       // a plugin Send saw die, to be restarted
@@ -61,6 +69,12 @@ func newInstance(h *Host, name string, src source, config []byte, redact func(st
 		kick:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 	}
+}
+
+// setRedact makes redact the instance's redactor (before it starts).
+func (in *instance) setRedact(redact func(string) string) {
+	in.redact = redact
+	in.hlog = hclogslog.New(in.log, hclogslog.Options{RedactFunc: redact})
 }
 
 func (in *instance) lock()   { in.mu.Lock() }
