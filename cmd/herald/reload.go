@@ -210,6 +210,10 @@ func reloadChanges(cur, next *nodeConfig) []string {
 func (n *node) reloadFits(cur, next *nodeConfig) error {
 	_, ledger, _ := next.retentions() // validated by load
 	var errs []error
+	for _, name := range callbackChanges(cur.Channels, next.Channels) {
+		errs = append(errs, fmt.Errorf("channel %q: its WeCom callback settings (%s, corp_id, secret, base_url) cannot change while the node runs (the receiver is built at start): restart the node",
+			name, strings.Join(nodeOnlyChannelKeys[1:], ", ")))
+	}
 	for _, r := range n.rules.Rules() {
 		if _, ok := next.Channels[r.Channel]; !ok && r.Channel != "" {
 			if _, had := cur.Channels[r.Channel]; had {
@@ -228,6 +232,31 @@ func (n *node) reloadFits(cur, next *nodeConfig) error {
 		return fmt.Errorf("config reload refused; nothing was applied: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// callbackChanges names the wecom channels with a callback (before or
+// after) whose callback settings differ.
+func callbackChanges(cur, next map[string]map[string]any) []string {
+	keys := []string{keyCallbackToken, keyCallbackAESKey, "corp_id", "secret", "base_url"}
+	hasCallback := func(ch map[string]any) bool {
+		return ch != nil && (ch[keyCallbackToken] != nil || ch[keyCallbackAESKey] != nil)
+	}
+	var out []string
+	names := maps.Clone(next)
+	maps.Copy(names, cur)
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		a, b := cur[name], next[name]
+		if !hasCallback(a) && !hasCallback(b) {
+			continue
+		}
+		for _, k := range keys {
+			if !reflect.DeepEqual(a[k], b[k]) {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // parseLogLevel reads log_level ("" is info; load validated it).

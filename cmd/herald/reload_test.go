@@ -48,3 +48,15 @@ func TestTokenFile(t *testing.T) {
 	_, err = resolveTokens([]tokenConfig{{Name: "f", Role: "read", TokenFile: filepath.Join(dir, "none")}}, nil)
 	require.ErrorContains(t, err, "token_file: open")
 }
+
+// TestCallbackChangesAreRefused: a wecom channel's callback receiver is
+// built at start, so a reload may not change its keys.
+func TestCallbackChangesAreRefused(t *testing.T) {
+	t.Parallel()
+	cb := map[string]any{"plugin": "wecom", "callback_token": "${T}", "callback_aes_key": "${K}", "corp_id": "c"}
+	cur := map[string]map[string]any{"w": cb, "m": {"plugin": "mock"}}
+	require.Empty(t, callbackChanges(cur, map[string]map[string]any{"w": cb, "m": {"plugin": "mock", "outbox": "x"}}))
+	moved := map[string]any{"plugin": "wecom", "callback_token": "${T}", "callback_aes_key": "${K}", "corp_id": "other"}
+	require.Equal(t, []string{"w"}, callbackChanges(cur, map[string]map[string]any{"w": moved}))
+	require.Equal(t, []string{"w"}, callbackChanges(cur, map[string]map[string]any{}))
+}
