@@ -36,7 +36,9 @@ type RecallRequest struct {
 	// Wait is how long the answer waits for the channels' verdicts
 	// ("15s", the default; at most 1m); "0s" answers at once.
 	Wait string `json:"wait,omitempty"`
-	By   string `json:"by,omitempty"`
+	// By is accepted from older clients and not used: the recall records
+	// the verified caller (actor), never what the body says.
+	By string `json:"by,omitempty"`
 }
 
 // RecallItem is one delivery's outcome.
