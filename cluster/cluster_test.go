@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine"
@@ -366,8 +367,14 @@ func TestMetrics(t *testing.T) {
 	require.Positive(t, got["herald_snapshot_size_bytes"])
 	require.Positive(t, got["herald_snapshot_last_index"])
 	require.LessOrEqual(t, got["herald_snapshot_last_index"], float64(tn.node.raft.AppliedIndex()))
-	tn.stop()
+	// What promtool check metrics checks (it runs promlint).
 	families, err := reg.Gather()
+	require.NoError(t, err)
+	problems, err := promlint.NewWithMetricFamilies(families).Lint()
+	require.NoError(t, err)
+	require.Empty(t, problems)
+	tn.stop()
+	families, err = reg.Gather()
 	require.NoError(t, err)
 	require.Empty(t, families, "Shutdown unregisters the gauges")
 }
