@@ -14,7 +14,7 @@ PROTOC_GEN_GO_GRPC_VER ?= v1.6.2
 # files (cmd/herald/deploy/check).
 TEST_MODULES ?= engine/api/browsertest plugins/wecomfake/fidelity cmd/herald/deploy/check
 
-.PHONY: help build test test-short lint generate generate-check bench tidy deploy-check
+.PHONY: help build test test-short lint generate generate-check bench tidy deploy-check fuzz-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -28,6 +28,19 @@ test: ## run every test with the race detector, nested test modules included (wh
 	@set -e; for m in $(TEST_MODULES); do \
 		echo "== $$m"; \
 		(cd $$m && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...); \
+	done
+
+# Fuzz targets as package:FuzzName. go test -fuzz takes one target per
+# package run, so fuzz-short runs them one after another. Their seed corpora
+# (f.Add and testdata/fuzz/FuzzName) also run as plain tests under make test.
+FUZZ_TARGETS := \
+	./engine/schedule:FuzzCron
+FUZZ_TIME ?= 10s
+
+fuzz-short: ## run each fuzz target for FUZZ_TIME (10s) on new inputs (CI runs it after make test)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) $$pkg; \
 	done
 
 test-short: ## the quick tests only (no multi-process cluster tests)
