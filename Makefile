@@ -34,7 +34,13 @@ test: ## run every test with the race detector, nested test modules included (wh
 # package run, so fuzz-short runs them one after another. Their seed corpora
 # (f.Add and testdata/fuzz/FuzzName) also run as plain tests under make test.
 FUZZ_TARGETS := \
-	./engine/schedule:FuzzCron
+	./engine/api:FuzzWriteBodies \
+	./rules:FuzzCompileRule \
+	./rules:FuzzPeopleFile \
+	./engine/schedule:FuzzCron \
+	./engine:FuzzRestore \
+	./cluster:FuzzInspectBackup \
+	./cluster:FuzzPeerProof
 FUZZ_TIME ?= 10s
 
 fuzz-short: ## run each fuzz target for FUZZ_TIME (10s) on new inputs (CI runs it after make test)

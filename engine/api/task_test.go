@@ -32,7 +32,7 @@ type apiBundle struct {
 	node *enginetest.Replicator
 }
 
-func setupAPI(t *testing.T) *apiBundle {
+func setupAPI(t testing.TB) *apiBundle {
 	n := enginetest.New()
 	return &apiBundle{node: n, h: api.New(api.Config{Hosts: testHosts,
 		FSM: n.FSM, Replicator: n, Rules: taskRules, NowFunc: func() time.Time { return now0 },
