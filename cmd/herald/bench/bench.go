@@ -29,6 +29,7 @@ type benchOpts struct {
 	logLevel string
 	timeout  time.Duration
 	profile  string // burst: write the leader's CPU and allocation profiles here
+	people   string // burst: this people file instead of the generated one
 }
 
 // Command builds a fresh `herald bench` command tree (burst, precision,
@@ -38,7 +39,7 @@ func Command() *cobra.Command {
 	var o benchOpts
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure the cluster end to end: a burst, slot precision, failover",
+		Short: "Measure the cluster end to end: a burst, slot precision, failover, pending tasks",
 		Long: `Measure Herald end to end on this machine. Each command starts a local
 three-node cluster of this binary (herald agent processes in a temporary
 directory, free loopback ports, the mock channel), writes its rule, measures
@@ -59,7 +60,7 @@ runs back to back), not across days.`,
 	cmd.PersistentFlags().BoolVar(&o.keep, "keep", false, "keep the local cluster's directory (data, logs, outbox) and print where it is")
 	cmd.PersistentFlags().StringVar(&o.logLevel, "log-level", "warn", "the local nodes' log level (their logs are in the cluster's directory)")
 	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
-	cmd.AddCommand(newBenchBurstCmd(&o), newBenchPrecisionCmd(&o), newBenchFailoverCmd(&o))
+	cmd.AddCommand(newBenchBurstCmd(&o), newBenchPrecisionCmd(&o), newBenchFailoverCmd(&o), newBenchTasksCmd(&o), newBenchPeopleCmd())
 	return cmd
 }
 
@@ -103,16 +104,9 @@ func (o *benchOpts) setup(ctx context.Context, people int, mockExtra map[string]
 		return nil, err
 	}
 	env.local, env.rules, env.outbox = c, c.rules, c.outbox
-	if people > 0 {
-		var b strings.Builder
-		b.WriteString("userid,name\n")
-		for i := range people {
-			fmt.Fprintf(&b, "u%06d,u%06d\n", i, i)
-		}
-		if err := os.WriteFile(filepath.Join(c.rules, "people.csv"), []byte(b.String()), 0o644); err != nil {
-			env.close()
-			return nil, err
-		}
+	if err := o.writePeopleTo(c.rules, people); err != nil {
+		env.close()
+		return nil, err
 	}
 	if err := c.start(ctx); err != nil {
 		env.close()
@@ -122,6 +116,27 @@ func (o *benchOpts) setup(ctx context.Context, people int, mockExtra map[string]
 		env.addrs = append(env.addrs, n.http)
 	}
 	return env, nil
+}
+
+// writePeopleTo puts the cluster's people file into its rules directory:
+// a copy of --people, else that many generated people of two columns (none
+// for 0).
+func (o *benchOpts) writePeopleTo(rulesDir string, people int) error {
+	if o.people == "" {
+		if people == 0 {
+			return nil
+		}
+		return writePeople(filepath.Join(rulesDir, "people.csv"), people, false)
+	}
+	name, err := peopleFileName(o.people)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(o.people)
+	if err != nil {
+		return fmt.Errorf("bench: --people: %w", err)
+	}
+	return os.WriteFile(filepath.Join(rulesDir, name), data, 0o644)
 }
 
 // writeRule writes a bench rule file into the rules directory.

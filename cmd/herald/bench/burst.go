@@ -2,9 +2,13 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,12 +42,26 @@ func newBenchBurstCmd(o *benchOpts) *cobra.Command {
 	var n int
 	var lead time.Duration
 	var profileSeconds int
+	var ruleFile string
 	cmd := &cobra.Command{
 		Use:   "burst",
 		Short: "One slot, N recipients, no stagger: slot to first / p50 / p99 / last send",
 		Long: `One scheduled slot of a rule that sends to N people at once (no stagger),
 like the 9:00 report to every salesperson. The rule is written LEAD before
-its slot; the bench waits until all N messages are in the outbox.`,
+its slot; the bench waits until all N messages are in the outbox.
+
+By default the local cluster gets a people file of N people in two columns
+(userid,name) and the rule returns people.all(). --people FILE plans that
+people file instead (CSV, JSON or YAML, as the rules read it; bench people
+writes one with every documented column), and --rule FILE takes the
+rule's recipients from FILE: the body of recipients(run), Lua returning
+the people, e.g.
+
+  return people.where { roles = "sales" }
+
+The bench wraps it in its own rule (its slot, the mock channel, the run's
+key as each message) and waits for as many messages as the run planned;
+--n is then only the size of the generated file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if n <= 0 {
@@ -51,14 +69,22 @@ its slot; the bench waits until all N messages are in the outbox.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 			defer cancel()
-			res, err := runBurst(ctx, o, n, lead, profileSeconds)
+			recipients := ""
+			if ruleFile != "" {
+				b, err := os.ReadFile(ruleFile)
+				if err != nil {
+					return fmt.Errorf("bench: --rule: %w", err)
+				}
+				recipients = string(b)
+			}
+			res, err := runBurst(ctx, o, n, lead, profileSeconds, recipients)
 			if err != nil {
 				return err
 			}
 			if o.asJSON {
 				return cliout.EmitJSON(cmd, res)
 			}
-			printTable(cmd, fmt.Sprintf("herald bench burst: %d messages, one slot (%s)", n, res.Slot.Format(time.RFC3339)), [][2]string{
+			printTable(cmd, fmt.Sprintf("herald bench burst: %d messages, one slot (%s)", res.Messages, res.Slot.Format(time.RFC3339)), [][2]string{
 				{"delivered (distinct keys)", fmt.Sprintf("%d of %d (%d resent as duplicates)", res.Delivered, res.Messages, res.Resent)},
 				{"run started (from slot)", fmtMS(res.RunStartedMS)},
 				{"run planned (from slot)", fmtMS(res.RunPlannedMS)},
@@ -79,20 +105,28 @@ its slot; the bench waits until all N messages are in the outbox.`,
 	cmd.Flags().DurationVar(&lead, "lead", 30*time.Second, "write the rule this long before its slot")
 	cmd.Flags().StringVar(&o.profile, "profile", "", "local cluster: write the CPU profiles (from the rule's writing, --profile-seconds long) and allocation profiles of the leader (cpu.pprof, allocs.pprof) and of a follower (follower-cpu.pprof, follower-allocs.pprof) into this directory")
 	cmd.Flags().IntVar(&profileSeconds, "profile-seconds", 60, "length of the CPU profile")
+	cmd.Flags().StringVar(&o.people, "people", "", "local cluster: plan this people file (.csv, .json, .yaml) instead of N generated people of two columns")
+	cmd.Flags().StringVar(&ruleFile, "rule", "", "the recipients of the rule: a file of Lua, the body of recipients(run) (default: return people.all())")
 	return cmd
 }
 
 const benchBurstRule = "bench_burst"
 
-func runBurst(ctx context.Context, o *benchOpts, n int, lead time.Duration, profileSeconds int) (*burstResult, error) {
+func runBurst(ctx context.Context, o *benchOpts, n int, lead time.Duration, profileSeconds int, recipients string) (*burstResult, error) {
+	if o.addr != "" && o.people != "" {
+		return nil, errors.New("bench: --people needs the local cluster (no --addr): an existing cluster has its own people")
+	}
 	env, err := o.setup(ctx, n, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer env.close()
-	recipients := "return people.all()"
-	if env.local == nil {
+	switch {
+	case recipients != "":
+	case env.local == nil:
 		recipients = generatedRecipients("bench", n)
+	default:
+		recipients = "return people.all()"
 	}
 	slot := time.Now().Add(lead).Truncate(time.Second).Add(time.Second).UTC()
 	key := engine.RunKey(benchBurstRule, slot)
@@ -135,7 +169,28 @@ func runBurst(ctx context.Context, o *benchOpts, n int, lead time.Duration, prof
 	resent := 0
 	rss := map[string]uint64{}
 	nextRSS := time.Now()
-	for len(seen) < n {
+	// How many to wait for: N, unless another people file or rule says
+	// otherwise; then what the run planned, once it is planned.
+	expected := n
+	if o.people != "" || recipients != "return people.all()" && env.local != nil {
+		expected = -1
+	}
+	c := &cluster.Client{Addr: env.addrs[0], HTTP: benchHTTP}
+	nextRun := time.Now()
+	for expected < 0 || len(seen) < expected {
+		if expected < 0 && time.Now().After(nextRun) {
+			r, err := benchRun(ctx, c, key)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case r.failed():
+				return nil, fmt.Errorf("bench: the run failed: %s", r.Error)
+			case !r.PlannedAt.IsZero():
+				expected = r.Planned
+			}
+			nextRun = time.Now().Add(time.Second)
+		}
 		recs, err := tail.poll()
 		if err != nil {
 			return nil, err
@@ -162,11 +217,11 @@ func runBurst(ctx context.Context, o *benchOpts, n int, lead time.Duration, prof
 			nextRSS = time.Now().Add(time.Second)
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
-			return nil, fmt.Errorf("bench: gave up with %d of %d messages sent: %w", len(seen), n, ctx.Err())
+			return nil, fmt.Errorf("bench: gave up with %d of %d messages sent: %w", len(seen), expected, ctx.Err())
 		}
 	}
 	res := &burstResult{
-		Kind: "burst", Messages: n, Delivered: len(seen), Resent: resent, Slot: slot,
+		Kind: "burst", Messages: expected, Delivered: len(seen), Resent: resent, Slot: slot,
 		SlotToSend:      summarise(sends),
 		RaftBytes:       sumMetric(ctx, env.addrs[:1], "herald_raft_applied_bytes_total") - bytes0,
 		RaftEntries:     sumMetric(ctx, env.addrs[:1], "herald_raft_applied_entries_total") - entries0,
@@ -177,22 +232,13 @@ func runBurst(ctx context.Context, o *benchOpts, n int, lead time.Duration, prof
 	if span := lastAt.Sub(firstAt); span > 0 {
 		res.SendsPerSecond = float64(len(seen)-1) / span.Seconds()
 	}
-	var runs struct {
-		Runs []struct {
-			Key       string    `json:"key"`
-			StartedAt time.Time `json:"started_at"`
-			PlannedAt time.Time `json:"planned_at"`
-		} `json:"runs"`
+	r, err := benchRun(ctx, c, key)
+	if err != nil {
+		return nil, err
 	}
-	c := &cluster.Client{Addr: env.addrs[0], HTTP: benchHTTP}
-	if err := c.Do(ctx, http.MethodGet, "/v1/runs?rule="+benchBurstRule+"&limit=100", nil, &runs); err != nil {
-		return nil, fmt.Errorf("bench: runs: %w", err)
-	}
-	for _, r := range runs.Runs {
-		if r.Key == key {
-			res.RunStartedMS = ms(r.StartedAt.Sub(slot))
-			res.RunPlannedMS = ms(r.PlannedAt.Sub(slot))
-		}
+	if !r.StartedAt.IsZero() {
+		res.RunStartedMS = ms(r.StartedAt.Sub(slot))
+		res.RunPlannedMS = ms(r.PlannedAt.Sub(slot))
 	}
 	if prof != nil {
 		if err := prof.finish(ctx); err != nil {
@@ -200,4 +246,36 @@ func runBurst(ctx context.Context, o *benchOpts, n int, lead time.Duration, prof
 		}
 	}
 	return res, nil
+}
+
+// runView is what the burst reads of a run in /v1/runs.
+type runView struct {
+	Key       string          `json:"key"`
+	State     json.RawMessage `json:"state"` // a name or a number, whichever the API writes
+	Error     string          `json:"error"`
+	StartedAt time.Time       `json:"started_at"`
+	PlannedAt time.Time       `json:"planned_at"`
+	Planned   int             `json:"planned"`
+}
+
+func (r runView) failed() bool {
+	s := strings.Trim(string(r.State), `"`)
+	return s == engine.RunFailed.String() || s == strconv.Itoa(int(engine.RunFailed))
+}
+
+// benchRun is the bench rule's run of key as /v1/runs lists it (zero
+// before it started).
+func benchRun(ctx context.Context, c *cluster.Client, key string) (runView, error) {
+	var runs struct {
+		Runs []runView `json:"runs"`
+	}
+	if err := c.Do(ctx, http.MethodGet, "/v1/runs?rule="+benchBurstRule+"&limit=100", nil, &runs); err != nil {
+		return runView{}, fmt.Errorf("bench: runs: %w", err)
+	}
+	for _, r := range runs.Runs {
+		if r.Key == key {
+			return r, nil
+		}
+	}
+	return runView{}, nil
 }

@@ -1,0 +1,303 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/heraldhq/herald/cluster"
+	"github.com/heraldhq/herald/cmd/herald/internal/cliout"
+)
+
+// tasksResult is what `herald bench tasks` measures.
+type tasksResult struct {
+	Kind        string  `json:"kind"`
+	Tasks       int     `json:"tasks"`
+	Concurrency int     `json:"concurrency"`
+	Via         string  `json:"via"` // the follower the tasks were submitted through
+	FillS       float64 `json:"fill_s"`
+	// SubmitsPerSecond is over the whole fill; LastTenthPerSecond over its
+	// last tenth, when the cluster already holds nine tenths.
+	SubmitsPerSecond   float64            `json:"submits_per_second"`
+	LastTenthPerSecond float64            `json:"last_tenth_per_second"`
+	Pending            float64            `json:"pending"` // herald_tasks_pending on the leader after the fill
+	SnapshotS          float64            `json:"snapshot_s"`
+	SnapshotBytes      int64              `json:"snapshot_bytes"`
+	RestoreS           float64            `json:"restore_s"`
+	PendingRestored    float64            `json:"pending_restored"` // herald_tasks_pending on the leader after the restore
+	Wiped              string             `json:"wiped"`
+	CatchUpS           float64            `json:"catch_up_s"`
+	PeakRSSMiB         map[string]float64 `json:"peak_rss_mib"`
+}
+
+func newBenchTasksCmd(o *benchOpts) *cobra.Command {
+	var n, concurrency int
+	var due time.Duration
+	cmd := &cobra.Command{
+		Use:   "tasks",
+		Short: "N pending API tasks: fill through a follower, snapshot, restore, a wiped follower's catch-up",
+		Long: `Fills a local three-node cluster with N pending API tasks (due in --due,
+so none fires during the bench), submitted through a follower by
+--concurrency clients at once, each POST /v1/tasks one task (the leader
+batches what arrives together into its Raft appends); prints the
+submissions per second over the whole fill and over its last tenth. Then
+takes a backup of the state (GET /v1/snapshot, from the follower: time
+and size), restores it (PUT /v1/snapshot: time), and finally stops a
+follower, empties its data dir and starts it again: the time until it has
+applied everything the leader had. Needs the local
+cluster (it restores over the state and wipes a node): no --addr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.addr != "" {
+				return errors.New("bench tasks restores over the cluster's state and wipes a node: it runs on its own local cluster, not with --addr")
+			}
+			if n <= 0 || concurrency <= 0 || due <= 0 {
+				return errors.New("--n, --concurrency and --due must be positive")
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+			defer cancel()
+			res, err := runTasks(ctx, o, n, concurrency, due)
+			if err != nil {
+				return err
+			}
+			if o.asJSON {
+				return cliout.EmitJSON(cmd, res)
+			}
+			printTable(cmd, fmt.Sprintf("herald bench tasks: %d pending API tasks, %d clients through %s", n, concurrency, res.Via), [][2]string{
+				{"fill", fmt.Sprintf("%.2f s", res.FillS)},
+				{"submissions/s (all)", fmt.Sprintf("%.0f", res.SubmitsPerSecond)},
+				{"submissions/s (last tenth)", fmt.Sprintf("%.0f", res.LastTenthPerSecond)},
+				{"pending on the leader", fmt.Sprintf("%.0f", res.Pending)},
+				{"snapshot (backup)", fmt.Sprintf("%.2f s, %s", res.SnapshotS, fmtBytes(float64(res.SnapshotBytes)))},
+				{"restore", fmt.Sprintf("%.2f s (pending after: %.0f)", res.RestoreS, res.PendingRestored)},
+				{"wiped follower caught up", fmt.Sprintf("%.2f s (%s)", res.CatchUpS, res.Wiped)},
+				{"peak RSS per node", fmtRSS(res.PeakRSSMiB)},
+			})
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&n, "n", 100000, "pending API tasks to fill the cluster with")
+	cmd.Flags().IntVar(&concurrency, "concurrency", 64, "submissions in flight at once")
+	cmd.Flags().DurationVar(&due, "due", 30*24*time.Hour, "the tasks are due this long after the fill starts")
+	return cmd
+}
+
+const benchTasksRule = "bench_tasks"
+
+// fillResult is what fillTasks measured.
+type fillResult struct {
+	took, lastTenth time.Duration
+}
+
+// fillTasks submits n tasks of rule, due at due, to addr from concurrency
+// clients at once (taskBody; resubmitting one already taken is a 200). It
+// stops at the first refusal.
+func fillTasks(ctx context.Context, addr, rule string, n, concurrency int, due time.Time) (fillResult, error) {
+	c := &cluster.Client{Addr: addr, HTTP: benchHTTP}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next, done atomic.Int64
+	var tenthAt atomic.Int64 // unix nanos when nine tenths were done
+	nineTenths := int64(n - n/10)
+	start := time.Now()
+	var wg sync.WaitGroup
+	var once sync.Once
+	var firstErr error
+	for range min(concurrency, n) {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) || ctx.Err() != nil {
+					return
+				}
+				if err := c.Do(ctx, http.MethodPost, "/v1/tasks", taskBody(i, rule, due), nil); err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("bench: task %d: %w", i, err) })
+					cancel()
+					return
+				}
+				if done.Add(1) == nineTenths {
+					tenthAt.Store(time.Now().UnixNano())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return fillResult{}, firstErr
+	}
+	end := time.Now()
+	res := fillResult{took: end.Sub(start)}
+	if t := tenthAt.Load(); t != 0 {
+		res.lastTenth = end.Sub(time.Unix(0, t))
+	}
+	return res, nil
+}
+
+func runTasks(ctx context.Context, o *benchOpts, n, concurrency int, due time.Duration) (*tasksResult, error) {
+	env, err := o.setup(ctx, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer env.close()
+	c := env.local
+	if err := env.writeRule(benchTasksRule, benchRule(benchTasksRule, "", env.channel, "2h", "return { run.data.owner }")); err != nil {
+		return nil, err
+	}
+	leader, err := c.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The follower the tasks go through, and the one wiped: not the node
+	// that bootstrapped (its config has no --join to come back with).
+	var via *benchNode
+	for _, n := range c.live() {
+		if n != leader && n != c.nodes[0] {
+			via = n
+			break
+		}
+	}
+	if via == nil {
+		return nil, errors.New("bench: no follower that joined (the cluster is not whole)")
+	}
+	dueAt := time.Now().Add(due)
+	if err := waitRule(ctx, via.http, benchTasksRule, dueAt); err != nil {
+		return nil, err
+	}
+	res := &tasksResult{Kind: "tasks", Tasks: n, Concurrency: concurrency, Via: via.id, Wiped: via.id}
+	rss := map[string]uint64{}
+
+	fill, err := fillTasks(ctx, via.http, benchTasksRule, n, concurrency, dueAt)
+	if err != nil {
+		return nil, err
+	}
+	res.FillS = fill.took.Seconds()
+	res.SubmitsPerSecond = float64(n) / fill.took.Seconds()
+	if fill.lastTenth > 0 {
+		res.LastTenthPerSecond = float64(n/10) / fill.lastTenth.Seconds()
+	}
+	env.sampleRSS(ctx, rss)
+	if leader, err = c.leader(ctx); err != nil {
+		return nil, err
+	}
+	res.Pending, _ = scrapeMetric(ctx, leader.http, "herald_tasks_pending")
+
+	// Backup and restore stream the whole state: no client timeout but
+	// the bench's own.
+	long := &http.Client{}
+	backup := filepath.Join(env.dir, "tasks.backup")
+	f, err := os.Create(backup)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	_, err = (&cluster.Client{Addr: via.http, HTTP: long}).Backup(ctx, f)
+	res.SnapshotS = time.Since(t0).Seconds()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench: snapshot: %w", err)
+	}
+	st, err := os.Stat(backup)
+	if err != nil {
+		return nil, err
+	}
+	res.SnapshotBytes = st.Size()
+	env.sampleRSS(ctx, rss)
+
+	f, err = os.Open(backup)
+	if err != nil {
+		return nil, err
+	}
+	t0 = time.Now()
+	answer, err := (&cluster.Client{Addr: via.http, HTTP: long}).Restore(ctx, f)
+	res.RestoreS = time.Since(t0).Seconds()
+	_ = f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("bench: restore: %w", err)
+	}
+	if leader, err = c.leader(ctx); err != nil {
+		return nil, err
+	}
+	res.PendingRestored, _ = scrapeMetric(ctx, leader.http, "herald_tasks_pending")
+	env.sampleRSS(ctx, rss)
+
+	// The wiped follower: everything up to the leader's index now must
+	// reach it (by a snapshot install, then the log's tail).
+	target := answer.Index
+	if st, err := benchStatus(ctx, leader.http); err == nil && st.AppliedIndex > target {
+		target = st.AppliedIndex
+	}
+	c.stop1(via)
+	if err := os.RemoveAll(filepath.Join(c.dir, via.id)); err != nil {
+		return nil, err
+	}
+	t0 = time.Now()
+	if err := c.startNode(via); err != nil {
+		return nil, err
+	}
+	for {
+		st, err := benchStatus(ctx, via.http)
+		if err == nil && st.AppliedIndex >= target {
+			break
+		}
+		if via.done() {
+			return nil, fmt.Errorf("bench: the wiped follower %s exited (log in %s)", via.id, via.logPath)
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return nil, fmt.Errorf("bench: the wiped follower %s did not catch up: %w", via.id, ctx.Err())
+		}
+	}
+	res.CatchUpS = time.Since(t0).Seconds()
+	res.PeakRSSMiB = env.peakRSS(ctx, rss)
+	return res, nil
+}
+
+// waitRule waits until a node takes a task of rule (one it has not
+// loaded yet is refused) by submitting the first task until it is taken.
+func waitRule(ctx context.Context, addr, rule string, due time.Time) error {
+	c := &cluster.Client{Addr: addr, HTTP: benchHTTP}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := c.Do(ctx, http.MethodPost, "/v1/tasks", taskBody(0, rule, due), nil)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: the first task was not taken within a minute: %w", err)
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// taskBody is the i-th bench task: key bench-task-00000000…, about 52
+// bytes of data, the size BenchmarkPendingTasks holds.
+func taskBody(i int64, rule string, due time.Time) map[string]any {
+	return map[string]any{
+		"key": fmt.Sprintf("bench-task-%08d", i), "rule": rule, "due_at": due.Format(time.RFC3339Nano),
+		"data": map[string]any{"customer": fmt.Sprintf("customer-%08d", i), "owner": "bench-owner"},
+	}
+}
+
+// stop1 stops one node (SIGTERM to its group, SIGKILL after 20 seconds),
+// recording its peak RSS first.
+func (c *benchCluster) stop1(n *benchNode) {
+	n.sampleRSS()
+	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(20 * time.Second):
+		c.kill(n)
+	}
+}
