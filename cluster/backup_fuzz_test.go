@@ -26,6 +26,13 @@ func FuzzInspectBackup(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(false, snap.Bytes())
+	var whole bytes.Buffer
+	if err := WriteBackup(&whole, BackupHeader{ClusterID: "c1", NodeID: "n1", FSMVersion: engine.FSMVersion, Size: int64(snap.Len())}, bytes.NewReader(snap.Bytes())); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(true, whole.Bytes())                                                   // a whole backup file
+	f.Add(true, whole.Bytes()[:whole.Len()-10])                                  // cut short in its trailer
+	f.Add(true, bytes.Replace(whole.Bytes(), []byte(`"n1"`), []byte(`"n2"`), 1)) // checksum no longer matches
 	f.Add(true, snap.Bytes())
 	f.Add(true, []byte("HERALD-BACKUP 1\n{\"size\":3}\nabc{\"sha256\":\"00\"}\n"))
 	f.Add(true, []byte("HERALD-BACKUP 2\n"))
