@@ -80,6 +80,10 @@ type JoinRequest struct {
 	// ClusterID is the cluster a node with state belongs to; the leader
 	// refuses it if it is another cluster's. Empty for a new node.
 	ClusterID string `json:"cluster_id,omitempty"`
+	// NonVoter adds a new member as a non-voter (raft AddNonvoter). It
+	// never changes the suffrage of a member already in the
+	// configuration: promote does that.
+	NonVoter bool `json:"non_voter,omitempty"`
 }
 
 // JoinResponse is the answer to POST /v1/cluster/join.

@@ -83,6 +83,11 @@ type Config struct {
 	// background to refresh this node's member record if its addresses
 	// changed (or to re-add it if it was removed).
 	Join string
+	// NonVoter joins this node as a non-voter (a read replica): it
+	// replicates the log and serves reads, forwards writes, and never
+	// votes or leads until promoted (herald cluster promote). Refused
+	// with Bootstrap: the first member must vote.
+	NonVoter bool
 
 	// Logger receives the node's logs and, bridged, raft's. Default: slog.Default().
 	Logger *slog.Logger
@@ -254,6 +259,8 @@ func (c *Config) validate() error {
 		return bad("raft address is empty")
 	case c.Bootstrap && c.Join != "":
 		return bad("bootstrap and join are mutually exclusive: bootstrap one node, join the others to it")
+	case c.Bootstrap && c.NonVoter:
+		return bad("a non-voter cannot bootstrap: the first member must be a voter (bootstrap a voter, then join this node with non_voter)")
 	}
 	if err := checkRaftAddr(c.RaftAddr, c.RaftListener != nil); err != nil {
 		return bad("raft address %v", err)

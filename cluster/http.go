@@ -31,10 +31,11 @@ const clusterPrefix = "/v1/cluster/"
 // Handler serves the cluster API. Mount it at /v1/cluster/ without
 // stripping the prefix:
 //
-//	POST /v1/cluster/join   {id, raft_addr, http_addr}  add a voter (forwarded to the leader)
+//	POST /v1/cluster/join   {id, raft_addr, http_addr, non_voter?}  add a voter or non-voter (forwarded to the leader)
 //	POST /v1/cluster/leave                              this node leaves the cluster
 //	POST /v1/cluster/remove {id}                        remove a member (forwarded to the leader)
 //	POST /v1/cluster/readmit {id}                       let a removed member join again (forwarded to the leader)
+//	POST /v1/cluster/promote {id}                       make a non-voter a voter (forwarded to the leader)
 //	POST /v1/cluster/transfer-leader {id?}              hand leadership to id, or to any voter (forwarded to the leader)
 //	GET  /v1/cluster/status                             this node's view of the cluster
 //	GET  /v1/cluster/report                             this member's report of itself (memberreport.go)
@@ -47,6 +48,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST "+clusterPrefix+"join", n.peerOnly(n.handleJoin))
 	mux.HandleFunc("POST "+clusterPrefix+"remove", n.handleRemove)
 	mux.HandleFunc("POST "+readmitPath, n.handleReadmit)
+	mux.HandleFunc("POST "+promotePath, n.handlePromote)
 	mux.HandleFunc("POST "+clusterPrefix+"leave", n.handleLeave)
 	mux.HandleFunc("POST "+clusterPrefix+"transfer-leader", n.handleTransferLeader)
 	mux.HandleFunc(clusterPrefix, func(w http.ResponseWriter, r *http.Request) {

@@ -65,7 +65,7 @@ func (n *Node) joinVia(ctx context.Context, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.JoinTimeout)
 	defer cancel()
 	c := n.clientFor(addr)
-	req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
+	req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr, NonVoter: n.cfg.NonVoter}
 	b := backoff.Doubling{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 	var last error // the last real failure: the deadline itself says nothing
 	for {
@@ -95,7 +95,8 @@ func (n *Node) joinVia(ctx context.Context, addr string) error {
 	}
 }
 
-// addMember runs on the leader: it makes id a voter at raftAddr and records
+// addMember runs on the leader: it makes id a voter (a non-voter with
+// req.NonVoter) at raftAddr and records
 // its HTTP address. An id already present at the same address is a no-op
 // for Raft; at a new address raft's AddVoter moves it (the old address is
 // stale: one id is one node). Another id holding the same Raft address is a
@@ -115,9 +116,16 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 		return err
 	}
 	current := cf.Configuration().Servers
+	// A join never changes a member's suffrage: a non-voter restarted
+	// without non_voter stays one, a promoted one stays a voter (promote
+	// alone changes it).
 	present := slices.ContainsFunc(current, func(s raft.Server) bool {
-		return string(s.ID) == req.ID && string(s.Address) == req.RaftAddr && s.Suffrage == raft.Voter
+		return string(s.ID) == req.ID && string(s.Address) == req.RaftAddr && s.Suffrage != raft.Staging
 	})
+	nonVoter := req.NonVoter
+	if i := slices.IndexFunc(current, func(s raft.Server) bool { return string(s.ID) == req.ID }); i >= 0 {
+		nonVoter = current[i].Suffrage == raft.Nonvoter
+	}
 	if !present {
 		if err := n.probeRaft(req.ID, req.RaftAddr); err != nil {
 			return err
@@ -137,7 +145,15 @@ func (n *Node) addMember(ctx context.Context, req JoinRequest) error {
 			}
 		}
 	}
-	if !present {
+	switch {
+	case present:
+	case nonVoter:
+		f := n.raft.AddNonvoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, n.timeout(ctx))
+		if err := wait(ctx, f); err != nil {
+			return fmt.Errorf("add non-voter %s: %w", req.ID, mapRaftErr(err))
+		}
+		n.log.Info("added non-voter", "id", req.ID, "raft_addr", req.RaftAddr)
+	default:
 		f := n.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, n.timeout(ctx))
 		if err := wait(ctx, f); err != nil {
 			return fmt.Errorf("add voter %s: %w", req.ID, mapRaftErr(err))
@@ -417,7 +433,7 @@ func (n *Node) reconcileSelf(ctx context.Context) {
 			continue
 		}
 		c := n.clientFor(target)
-		req := JoinRequest{ID: self.ID, RaftAddr: self.RaftAddr, HTTPAddr: self.HTTPAddr, ClusterID: n.ClusterID()}
+		req := JoinRequest{ID: self.ID, RaftAddr: self.RaftAddr, HTTPAddr: self.HTTPAddr, ClusterID: n.ClusterID(), NonVoter: n.cfg.NonVoter}
 		if err := c.Join(ctx, req); err != nil {
 			var ae *APIError
 			if errors.As(err, &ae) && ae.Status/100 == 4 {

@@ -536,6 +536,9 @@ type MemberStatus struct {
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
 	Voter    bool   `json:"voter"`
+	// Suffrage is "voter" or "nonvoter" (a read replica: it votes on
+	// nothing and never leads).
+	Suffrage string `json:"suffrage"`
 	Leader   bool   `json:"leader"`
 	// FSMVersion is the FSM version the member's build applies, as the
 	// replicated record has it (1 for builds before FSM versions).
@@ -577,6 +580,7 @@ func (n *Node) Status() Status {
 			RaftAddr:   string(s.Address),
 			HTTPAddr:   m.HTTPAddr,
 			Voter:      s.Suffrage == raft.Voter,
+			Suffrage:   suffrage(s.Suffrage),
 			Leader:     s.ID == leader,
 			FSMVersion: m.AppliesFSM(),
 			Build:      m.Build,

@@ -18,13 +18,17 @@ func (s Status) WriteTable(w io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tRAFT ADDR\tHTTP ADDR\tVOTER\tLEADER")
+	fmt.Fprintln(tw, "ID\tRAFT ADDR\tHTTP ADDR\tSUFFRAGE\tLEADER")
 	for _, m := range s.Members {
 		http := m.HTTPAddr
 		if http == "" {
 			http = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, http, yesNo(m.Voter), yesNo(m.Leader))
+		suff := m.Suffrage
+		if suff == "" { // a node of a build before read replicas answered
+			suff = map[bool]string{true: "voter", false: "nonvoter"}[m.Voter]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, http, suff, yesNo(m.Leader))
 	}
 	if len(s.Members) == 0 {
 		fmt.Fprintln(tw, "(no members: this node is not in a cluster yet)")

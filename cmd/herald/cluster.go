@@ -39,6 +39,7 @@ func newClusterCmd() *cobra.Command {
   herald cluster leave --addr NODE         the node at --addr leaves
   herald cluster remove ID                 remove a member (e.g. a dead machine)
   herald cluster readmit ID                let a removed member join again
+  herald cluster promote ID                make a non-voter (read replica) a voter
   herald cluster recover --data-dir DIR    after a lost quorum, on a stopped survivor:
                                            make it the only voter (offline)
   herald cluster transfer-leader [ID]      hand leadership to ID (or to any voter) before a planned stop
@@ -98,7 +99,8 @@ A new node usually joins on its own with "herald agent --join MEMBER".`,
 	join := &cobra.Command{
 		Use:   "join",
 		Short: "Add a node to the cluster (through the member at --addr)",
-		Long: `Add a node as a voter. Give --id, --raft-addr and --http-addr; or give only
+		Long: `Add a node as a voter (with --non-voter: a read replica that replicates and
+serves reads but never votes or leads, until herald cluster promote). Give --id, --raft-addr and --http-addr; or give only
 --http-addr of a running node that is not in a cluster yet, and its id and
 Raft address are asked from it. The same id at a new address replaces the
 old entry; the same id at the same address changes nothing.`,
@@ -135,13 +137,37 @@ old entry; the same id at the same address changes nothing.`,
 			}); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s (raft %s, http %s) is a member\n", req.ID, req.RaftAddr, req.HTTPAddr)
+			kind := "a member"
+			if req.NonVoter {
+				kind = "a non-voting member"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s (raft %s, http %s) is %s\n", req.ID, req.RaftAddr, req.HTTPAddr, kind)
 			return nil
 		},
 	}
 	join.Flags().StringVar(&req.ID, "id", "", "node id of the new member")
 	join.Flags().StringVar(&req.RaftAddr, "raft-addr", "", "Raft address of the new member (host:port)")
 	join.Flags().StringVar(&req.HTTPAddr, "http-addr", "", "HTTP address of the new member (host:port)")
+	join.Flags().BoolVar(&req.NonVoter, "non-voter", false, "add it as a non-voter (a read replica; herald cluster promote makes it a voter)")
+
+	promote := &cobra.Command{
+		Use:   "promote ID",
+		Short: "Make non-voter ID a voter (needs an admin token)",
+		Long: `A non-voter (joined with --non-voter or non_voter: true) replicates and serves
+reads but never votes or leads. Promote it once it has caught up: the leader
+refuses one that does not answer or lags (409), an unknown id (404) and a
+voter (409). Recorded in the audit trail.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := call(cmd, func(ctx context.Context, c *cluster.Client) error {
+				return whileElecting(ctx, func() error { return c.Promote(ctx, args[0]) })
+			}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s is a voter\n", args[0])
+			return nil
+		},
+	}
 
 	leave := &cobra.Command{
 		Use:   "leave",
@@ -214,7 +240,7 @@ same by itself when it is stopped with SIGTERM while it leads.`,
 		},
 	}
 
-	cmd.AddCommand(status, join, leave, remove, readmit, transfer, newClusterRecoverCmd(), newClusterCompactCmd())
+	cmd.AddCommand(status, join, leave, remove, readmit, promote, transfer, newClusterRecoverCmd(), newClusterCompactCmd())
 	return cmd
 }
 

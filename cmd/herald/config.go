@@ -32,6 +32,8 @@ type nodeConfig struct {
 	HTTPAddr  string `yaml:"http_addr"`
 	Bootstrap bool   `yaml:"bootstrap"`
 	Join      string `yaml:"join"`
+	// NonVoter joins as a read replica (cluster.Config.NonVoter).
+	NonVoter bool `yaml:"non_voter"`
 	// JoinTimeout bounds --join (a duration such as "1m"); default 1m.
 	JoinTimeout string `yaml:"join_timeout"`
 	Rules       string `yaml:"rules"`
@@ -135,6 +137,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"http_addr", "http-addr", "HTTP API address", &c.HTTPAddr, nil},
 		{"bootstrap", "bootstrap", "form a new cluster if this node has no state yet (never again after)", nil, &c.Bootstrap},
 		{"join", "join", "HTTP address of any member to join through", &c.Join, nil},
+		{"non_voter", "non-voter", "join as a non-voter (a read replica: replicates, serves reads, forwards writes, never votes or leads) until herald cluster promote", nil, &c.NonVoter},
 		{"join_timeout", "join-timeout", "give up joining after this long (e.g. 1m)", &c.JoinTimeout, nil},
 		{"rules", "rules", "directory of Lua rule files (watched)", &c.Rules, nil},
 		{"plugins", "plugins", "directory of herald-channel-* plugin executables", &c.Plugins, nil},
@@ -273,6 +276,9 @@ func (c *nodeConfig) validate() error {
 	}
 	if c.Bootstrap && c.Join != "" {
 		return errors.New("config: give --bootstrap or --join, not both")
+	}
+	if c.Bootstrap && c.NonVoter {
+		return errors.New("config: a non-voter cannot bootstrap (non_voter with bootstrap): the first member must be a voter; bootstrap a voter and join this node to it")
 	}
 	for name, ch := range c.Channels {
 		if p, _ := ch["plugin"].(string); p == "" {

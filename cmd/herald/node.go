@@ -281,7 +281,7 @@ func (n *node) openRaft(certs *cluster.CertStore, reg prometheus.Registerer) err
 	cfg := n.cfg
 	ccfg := cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, HTTPAddr: advertisedHTTPAddr(cfg.HTTPAddr, cfg.RaftAddr),
-		Bootstrap: cfg.Bootstrap, Join: cfg.Join, Logger: n.log, Registerer: reg, RaftLogLevel: raftLogLevel(cfg),
+		Bootstrap: cfg.Bootstrap, Join: cfg.Join, NonVoter: cfg.NonVoter, Logger: n.log, Registerer: reg, RaftLogLevel: raftLogLevel(cfg),
 		ClusterSecret: cfg.clusterSecret, Peers: cfg.peerList(), HTTPClient: n.peerHTTP,
 		Token: nodeToken(cfg.apiTokens), ReadToken: nodeReadToken(cfg.apiTokens, cfg.clusterSecret != ""), WriteFault: cfg.writeFault,
 	}
@@ -479,8 +479,8 @@ func (n *node) status() api.Status {
 	answers := n.peerRules(ctx, cs.Members)
 	cancel()
 	for i, m := range cs.Members {
-		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader,
-			FSMVersion: m.FSMVersion, Build: m.Build, RulesHash: answers[i].Hash})
+		st.Members = append(st.Members, api.MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Suffrage: m.Suffrage,
+			Leader: m.Leader, FSMVersion: m.FSMVersion, Build: m.Build, RulesHash: answers[i].Hash})
 	}
 	st.Warnings = append(calendarWarnings(n.rules.Rules(), time.Now()), upgradeWarnings(st.Members)...)
 	st.Warnings = append(st.Warnings, directoryWarnings(n.fsm, n.rules.DirectoryHash())...)

@@ -137,6 +137,7 @@ var clusterActions = map[string]string{
 	"/v1/cluster/join":    "cluster.join",
 	"/v1/cluster/remove":  "cluster.remove",
 	"/v1/cluster/readmit": "cluster.readmit",
+	"/v1/cluster/promote": "cluster.promote",
 	"/v1/cluster/leave":   "cluster.leave",
 	// Recorded by the new leader, with the member that leads now.
 	"/v1/cluster/transfer-leader": "cluster.transfer-leader",

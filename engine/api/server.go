@@ -91,6 +91,8 @@ type MemberStatus struct {
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
 	Voter    bool   `json:"voter"`
+	// Suffrage is "voter" or "nonvoter" (a read replica).
+	Suffrage string `json:"suffrage"`
 	Leader   bool   `json:"leader"`
 	// RulesHash is the hash of the rule set the member runs, as it answered
 	// just now; empty when it did not answer.
