@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -42,22 +43,23 @@ func TestNonVoterReplicatesAndIsPromoted(t *testing.T) {
 	waitValue(t, all, "via", "replica")
 
 	// Transfers, to any voter or named, never make the replica lead.
-	for range 3 {
-		out, err := replica.client().TransferLeader(ctxT(t), "")
-		require.NoError(t, err)
+	for range 2 {
+		out := transferRetrying(t, replica, "")
 		require.NotEqual(t, "r1", out.Leader)
 		require.False(t, replica.node.IsLeader())
 	}
-	_, err := replica.client().TransferLeader(ctxT(t), "r1")
+	err := retry5xx(t, func() error { _, err := replica.client().TransferLeader(ctxT(t), "r1"); return err })
 	requireAPIStatus(t, err, http.StatusBadRequest, "not a voter")
 
 	// A join again (as reconcileSelf sends) changes no suffrage.
-	require.NoError(t, replica.client().Join(ctxT(t), JoinRequest{ID: "n2", RaftAddr: nodes[1].raftAddr, HTTPAddr: nodes[1].httpAddr(), NonVoter: true}))
+	require.NoError(t, retry5xx(t, func() error {
+		return replica.client().Join(ctxT(t), JoinRequest{ID: "n2", RaftAddr: nodes[1].raftAddr, HTTPAddr: nodes[1].httpAddr(), NonVoter: true})
+	}))
 	require.Equal(t, "voter", suffrageOf(leaderOf(t, nodes), "n2"))
 
-	requireAPIStatus(t, replica.client().Promote(ctxT(t), "n9"), http.StatusNotFound, "n9")
-	requireAPIStatus(t, replica.client().Promote(ctxT(t), "n1"), http.StatusConflict, "already a voter")
-	require.NoError(t, replica.client().Promote(ctxT(t), "r1"))
+	requireAPIStatus(t, retry5xx(t, func() error { return replica.client().Promote(ctxT(t), "n9") }), http.StatusNotFound, "n9")
+	requireAPIStatus(t, retry5xx(t, func() error { return replica.client().Promote(ctxT(t), "n1") }), http.StatusConflict, "already a voter")
+	require.NoError(t, retry5xx(t, func() error { return replica.client().Promote(ctxT(t), "r1") }))
 	require.Eventually(t, func() bool {
 		for _, tn := range all {
 			if suffrageOf(tn, "r1") != "voter" {
@@ -66,12 +68,35 @@ func TestNonVoterReplicatesAndIsPromoted(t *testing.T) {
 		}
 		return true
 	}, waitTimeout, 10*time.Millisecond, "every member sees r1 as a voter")
-	requireAPIStatus(t, replica.client().Promote(ctxT(t), "r1"), http.StatusConflict, "already a voter")
+	requireAPIStatus(t, retry5xx(t, func() error { return replica.client().Promote(ctxT(t), "r1") }), http.StatusConflict, "already a voter")
 
 	// Promoted, it may lead.
-	out, err := nodes[0].client().TransferLeader(ctxT(t), "r1")
-	require.NoError(t, err)
-	require.Equal(t, "r1", out.Leader)
+	require.Equal(t, "r1", transferRetrying(t, nodes[0], "r1").Leader)
+}
+
+// retry5xx calls f again while it fails with a 5xx: after a transfer
+// the others learn the new leader at its first heartbeat, and a transfer
+// may time out on a loaded machine.
+func retry5xx(t *testing.T, f func() error) error {
+	t.Helper()
+	var err error
+	require.Eventually(t, func() bool {
+		err = f()
+		var ae *APIError
+		return !errors.As(err, &ae) || ae.Status < 500
+	}, waitTimeout, 20*time.Millisecond)
+	return err
+}
+
+// transferRetrying asks tn for a transfer to id (retry5xx).
+func transferRetrying(t *testing.T, tn *testNode, id string) TransferResponse {
+	t.Helper()
+	var out TransferResponse
+	require.NoError(t, retry5xx(t, func() (err error) {
+		out, err = tn.client().TransferLeader(ctxT(t), id)
+		return err
+	}))
+	return out
 }
 
 func TestNonVoterCannotBootstrap(t *testing.T) {
