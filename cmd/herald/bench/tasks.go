@@ -119,7 +119,7 @@ func fillTasks(ctx context.Context, addr, rule string, n, concurrency int, due t
 				if i >= int64(n) || ctx.Err() != nil {
 					return
 				}
-				if err := c.Do(ctx, http.MethodPost, "/v1/tasks", taskBody(i, rule, due), nil); err != nil {
+				if err := submitRetrying(ctx, c, taskBody(i, rule, due)); err != nil {
 					once.Do(func() { firstErr = fmt.Errorf("bench: task %d: %w", i, err) })
 					cancel()
 					return
@@ -260,6 +260,22 @@ func runTasks(ctx context.Context, o *benchOpts, n, concurrency int, due time.Du
 	res.CatchUpS = time.Since(t0).Seconds()
 	res.PeakRSSMiB = env.peakRSS(ctx, rss)
 	return res, nil
+}
+
+// submitRetrying submits one task, again while the cluster answers 503
+// (changing leaders; the same task again is a 200), for up to a minute.
+func submitRetrying(ctx context.Context, c *cluster.Client, body map[string]any) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := c.Do(ctx, http.MethodPost, "/v1/tasks", body, nil)
+		var apiErr *cluster.APIError
+		if err == nil || !errors.As(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return err
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
 }
 
 // waitRule waits until a node takes a task of rule (one it has not
