@@ -49,6 +49,9 @@ func (r *reloadState) start(cfg *nodeConfig) {
 func (n *node) live() *nodeConfig {
 	n.reload.mu.Lock()
 	defer n.reload.mu.Unlock()
+	if n.reload.cur == nil { // before start records it: the config given
+		return &n.cfg
+	}
 	return n.reload.cur
 }
 
