@@ -66,6 +66,16 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// stillFree is addr if it can still be bound, else another free address.
+func stillFree(t testing.TB, addr string) string {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return freeAddr(t)
+	}
+	_ = ln.Close()
+	return addr
+}
+
 type agentProc struct {
 	id, raft, http, data string
 	bin                  string // "" is heraldBin, this build
@@ -145,6 +155,13 @@ func votersAt(addr string) string {
 
 func (c *e2eCluster) start(n *agentProc, extra ...string) {
 	c.t.Helper()
+	if n.cmd == nil {
+		// setupE2E's ports were free when it chose them, seconds ago; an
+		// outgoing connection's ephemeral port may have taken one since
+		// ("address is already in use"). A node never started has told
+		// nobody its addresses yet: choose again rather than fail.
+		n.raft, n.http = stillFree(c.t, n.raft), stillFree(c.t, n.http)
+	}
 	args := append([]string{"agent", "--config", c.config, "--node-id", n.id, "--data-dir", n.data,
 		"--raft-addr", n.raft, "--http-addr", n.http, "--rules", c.rules, "--log-level", "info"}, extra...)
 	bin := heraldBin
