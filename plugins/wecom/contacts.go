@@ -254,10 +254,15 @@ func (c *ContactsClient) fetchTags(ctx context.Context) ([]Tag, error) {
 	return out, nil
 }
 
-// get calls a contacts endpoint with the app's token. A token WeCom
-// rejects (40014 invalid, 42001 expired) is dropped and fetched again,
-// once.
+// get calls a contacts endpoint with the app's token (see send).
 func (c *ContactsClient) get(ctx context.Context, path string, q url.Values, into any) error {
+	return c.send(ctx, http.MethodGet, path, q, nil, into)
+}
+
+// send calls an endpoint with the app's token and decodes a successful
+// reply into into. A token WeCom rejects (40014 invalid, 42001 expired) is
+// dropped and fetched again, once.
+func (c *ContactsClient) send(ctx context.Context, method, path string, q url.Values, body []byte, into any) error {
 	for attempt := 0; ; attempt++ {
 		tok, err := c.accessToken(ctx)
 		if err != nil {
@@ -268,7 +273,7 @@ func (c *ContactsClient) get(ctx context.Context, path string, q url.Values, int
 			qq[k] = v
 		}
 		qq.Set("access_token", tok)
-		raw, err := c.call(ctx, path, qq)
+		raw, err := c.call(ctx, method, path, qq, body)
 		if err != nil {
 			return err
 		}
@@ -296,7 +301,7 @@ func (c *ContactsClient) accessToken(ctx context.Context) (string, error) {
 	if c.token != "" && time.Now().Before(c.expires) {
 		return c.token, nil
 	}
-	raw, err := c.call(ctx, pathGetToken, url.Values{"corpid": {c.cfg.CorpID}, "corpsecret": {c.cfg.Secret}})
+	raw, err := c.call(ctx, http.MethodGet, pathGetToken, url.Values{"corpid": {c.cfg.CorpID}, "corpsecret": {c.cfg.Secret}}, nil)
 	if err != nil {
 		return "", err
 	}
@@ -333,12 +338,19 @@ func (c *ContactsClient) dropToken(tok string) {
 
 // call makes one GET and returns the body of a 200 answer. Its errors
 // never hold the URL: it carries the secret or the token.
-func (c *ContactsClient) call(ctx context.Context, path string, q url.Values) ([]byte, error) {
+func (c *ContactsClient) call(ctx context.Context, method, path string, q url.Values, body []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.cfg.BaseURL+path+"?"+q.Encode(), nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.cfg.BaseURL+path+"?"+q.Encode(), rd)
 	if err != nil {
 		return nil, fmt.Errorf("wecom %s: build request: %w", path, ErrContactsConfig)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.cfg.Client.Do(req)
 	if err != nil {

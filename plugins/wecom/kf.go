@@ -1,14 +1,10 @@
 package wecom
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 )
 
 // pathKfSyncMsg is 微信客服's message pull (doc 94670): the callback
@@ -44,7 +40,7 @@ func (c *ContactsClient) SyncKfMsg(ctx context.Context, openKfID, token, cursor 
 		HasMore    flexNum           `json:"has_more"`
 		MsgList    []json.RawMessage `json:"msg_list"`
 	}
-	if err := c.post(ctx, pathKfSyncMsg, body, &r); err != nil {
+	if err := c.send(ctx, http.MethodPost, pathKfSyncMsg, nil, body, &r); err != nil {
 		return KfPage{}, err
 	}
 	p := KfPage{NextCursor: r.NextCursor, HasMore: r.HasMore == 1}
@@ -58,61 +54,4 @@ func (c *ContactsClient) SyncKfMsg(ctx context.Context, openKfID, token, cursor 
 		p.Messages = append(p.Messages, KfMessage{MsgID: id.MsgID, Raw: m})
 	}
 	return p, nil
-}
-
-// post calls a JSON endpoint with the app's token, refreshing a rejected
-// token once, as get does.
-func (c *ContactsClient) post(ctx context.Context, path string, body []byte, into any) error {
-	for attempt := 0; ; attempt++ {
-		tok, err := c.accessToken(ctx)
-		if err != nil {
-			return err
-		}
-		raw, err := c.callPost(ctx, path, url.Values{"access_token": {tok}}, body)
-		if err != nil {
-			return err
-		}
-		code, msg, err := envelope(path, raw)
-		if err != nil {
-			return err
-		}
-		if (code == 40014 || code == 42001) && attempt == 0 {
-			c.dropToken(tok)
-			continue
-		}
-		if code != 0 {
-			return &APIError{Path: path, Code: code, Msg: msg}
-		}
-		if err := json.Unmarshal(raw, into); err != nil {
-			return fmt.Errorf("wecom %s: reply does not have the expected shape: %v", path, err)
-		}
-		return nil
-	}
-}
-
-func (c *ContactsClient) callPost(ctx context.Context, path string, q url.Values, body []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.BaseURL+path+"?"+q.Encode(), bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("wecom %s: build request: %w", path, ErrContactsConfig)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.cfg.Client.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("wecom %s: %s", path, c.redact(err.Error()))
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxContactsReply))
-	if err != nil {
-		return nil, fmt.Errorf("wecom %s: reading reply: %s", path, c.redact(err.Error()))
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("wecom %s: HTTP %s", path, resp.Status)
-	}
-	return raw, nil
 }
