@@ -32,13 +32,7 @@ IDs may be unique prefixes of 8 or more characters.`,
 			if req.Since, err = wireTime(cmd, "--since", since); err != nil {
 				return err
 			}
-			modes := 0
-			for _, set := range []bool{len(args) > 0, run != "", rule != ""} {
-				if set {
-					modes++
-				}
-			}
-			if modes != 1 {
+			if !api.OneSelector(args, run, rule) {
 				return errors.New("give delivery ids, or --run KEY, or --rule R --since T")
 			}
 			if rule != "" && since == "" {

@@ -230,15 +230,22 @@ func (s *server) retryMany(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// retryTargets resolves a retry request to delivery ids.
-func (s *server) retryTargets(req RetryRequest) ([]string, error) {
-	modes := 0
-	for _, set := range []bool{len(req.IDs) > 0, req.Run != "", req.Rule != ""} {
+// OneSelector says whether a request names its deliveries one way only
+// (the API checks it, and the CLI before it sends):
+// by ids, by run or by rule (retry and recall take the same three).
+func OneSelector(ids []string, run, rule string) bool {
+	n := 0
+	for _, set := range []bool{len(ids) > 0, run != "", rule != ""} {
 		if set {
-			modes++
+			n++
 		}
 	}
-	if modes != 1 {
+	return n == 1
+}
+
+// retryTargets resolves a retry request to delivery ids.
+func (s *server) retryTargets(req RetryRequest) ([]string, error) {
+	if !OneSelector(req.IDs, req.Run, req.Rule) {
 		return nil, &FieldError{"body", "give exactly one of ids, run, or rule (with state)"}
 	}
 	if len(req.IDs) > 0 {

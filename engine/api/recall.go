@@ -159,13 +159,7 @@ func (s *server) awaitRecalls(ctx context.Context, ids []string, wait time.Durat
 
 // recallTargets resolves a recall request to delivery ids.
 func (s *server) recallTargets(req RecallRequest) ([]string, error) {
-	modes := 0
-	for _, set := range []bool{len(req.IDs) > 0, req.Run != "", req.Rule != ""} {
-		if set {
-			modes++
-		}
-	}
-	if modes != 1 {
+	if !OneSelector(req.IDs, req.Run, req.Rule) {
 		return nil, &FieldError{"body", "give exactly one of ids, run, or rule (with since)"}
 	}
 	if len(req.IDs) > 0 {
