@@ -55,14 +55,7 @@ type eventLoop struct {
 func newEventLoop(l *Leader) *eventLoop { return &eventLoop{l: l, retry: map[string]time.Time{}} }
 
 func (e *eventLoop) run(ctx context.Context) {
-	changed, unsubscribe := e.l.cfg.FSM.Subscribe()
-	defer unsubscribe()
-	for {
-		next := e.runOnce(ctx)
-		if !wait(ctx, next, e.l.now(), changed) {
-			return
-		}
-	}
+	e.l.untilDone(ctx, e.runOnce)
 }
 
 // runOnce handles the events waiting now and returns when to look again.

@@ -87,14 +87,7 @@ type housekeeper struct {
 func newHousekeeper(l *Leader) *housekeeper { return &housekeeper{l: l} }
 
 func (h *housekeeper) run(ctx context.Context) {
-	changed, unsubscribe := h.l.cfg.FSM.Subscribe()
-	defer unsubscribe()
-	for {
-		next := h.runOnce(ctx)
-		if !wait(ctx, next, h.l.now(), changed) {
-			return
-		}
-	}
+	h.l.untilDone(ctx, h.runOnce)
 }
 
 // runOnce does what is due now and returns when to look again.

@@ -174,6 +174,19 @@ func (l *Leader) raise(ctx context.Context, a engine.RaiseAlert) {
 	}
 }
 
+// untilDone calls runOnce until ctx ends, again at the time it returned or
+// at once when the replicated state changes: the shape of every loop that
+// reacts to the state alone (housekeeper, events, recalls).
+func (l *Leader) untilDone(ctx context.Context, runOnce func(context.Context) time.Time) {
+	changed, unsubscribe := l.cfg.FSM.Subscribe()
+	defer unsubscribe()
+	for {
+		if !wait(ctx, runOnce(ctx), l.now(), changed) {
+			return
+		}
+	}
+}
+
 // wait blocks until next (on the real clock, at most a minute, since
 // NowFunc may be a test's), ctx ends (false), or one of wake is signalled.
 func wait(ctx context.Context, next time.Time, now time.Time, wake ...<-chan struct{}) bool {

@@ -29,14 +29,7 @@ type recaller struct {
 func newRecaller(l *Leader) *recaller { return &recaller{l: l, next: map[string]time.Time{}} }
 
 func (r *recaller) run(ctx context.Context) {
-	ch, stop := r.l.cfg.FSM.Subscribe()
-	defer stop()
-	for {
-		next := r.runOnce(ctx)
-		if !wait(ctx, next, r.l.now(), ch) {
-			return
-		}
-	}
+	r.l.untilDone(ctx, r.runOnce)
 }
 
 // runOnce asks the channels for what is due and returns when to look again.
