@@ -100,11 +100,9 @@ func TestRulesCheckMemoryLimit(t *testing.T) {
 	dir := t.TempDir()
 	// About 24 MiB, kept: under the default 128 MiB, over 16 MiB; small
 	// enough to build well within the 2 s time limit under -race on a busy
-	// machine (60 MiB did not, now and then; nor did 24 MiB built as a
-	// repeat and then a concatenation, twice the copying, under a load of
-	// 30). One repeat per string: "y" .. i repeated, 1 MiB each.
+	// machine (60 MiB did not, now and then).
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.lua"), []byte(
-		"local t = {}\nfor i = 1, 24 do local s = \"y\" .. i; t[i] = string.rep(s, math.floor(2^20 / #s)) end\n"+
+		"local t = {}\nfor i = 1, 24 do t[i] = string.rep(\"x\", 2^20 - 64) .. i end\n"+
 			"return rule {\n  name = \"big\", channel = \"mock\",\n"+
 			"  recipients = function(run) return {} end,\n  message = function(run, to) return {} end,\n}\n"), 0o644))
 	out, err := runHerald(t, "rules", "check", dir)
