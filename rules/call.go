@@ -10,10 +10,16 @@ import (
 )
 
 // call runs fn with args under timeout and the memory limit and returns
-// nret results. Lua code is interrupted between instructions when the
-// time is up or the memory watch stops the call (L.SetContext); the state
+// nret results. Its memory is measured from the last collection (see
+// memWatch.begin; evalFile measures from a fresh one). Lua code is
+// interrupted between instructions when the time is up or the memory watch stops the call (L.SetContext); the state
 // is then marked broken so that it is never reused.
 func (sb *sandbox) call(ctx context.Context, timeout time.Duration, file string, fn lua.LValue, nret int, args ...lua.LValue) ([]lua.LValue, error) {
+	return sb.callFrom(ctx, false, timeout, file, fn, nret, args...)
+}
+
+// callFrom is call with the memory base fresh (collected first) or not.
+func (sb *sandbox) callFrom(ctx context.Context, fresh bool, timeout time.Duration, file string, fn lua.LValue, nret int, args ...lua.LValue) ([]lua.LValue, error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if dl, ok := cctx.Deadline(); ok {
@@ -24,7 +30,7 @@ func (sb *sandbox) call(ctx context.Context, timeout time.Duration, file string,
 	if limit == 0 {
 		limit = DefaultMemoryLimit
 	}
-	mctx, end := watch.begin(cctx, limit)
+	mctx, end := watch.begin(cctx, limit, fresh)
 	defer end()
 	L := sb.L
 	L.SetContext(mctx)

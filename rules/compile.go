@@ -158,7 +158,7 @@ func (sb *sandbox) evalFile(ctx context.Context, proto *lua.FunctionProto, timeo
 	sb.logLines = 0
 	fn := sb.L.NewFunctionFromProto(proto)
 	fn.Env = sb.runEnv()
-	out, err := sb.call(ctx, timeout, proto.SourceName, fn, 1)
+	out, err := sb.callFrom(ctx, true, timeout, proto.SourceName, fn, 1)
 	if err != nil {
 		return nil, err
 	}

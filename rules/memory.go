@@ -66,6 +66,14 @@ type memCall struct {
 	// counted is the allocation count (plus stacks) where the trigger
 	// counts from: the call's start, or its last collection.
 	counted uint64
+	// budget is how much may be allocated past counted before the next
+	// look: what is left of the limit after the growth last seen, so that
+	// a call whose allocations are half garbage is looked at again before
+	// its live growth can pass the limit (a whole limit's budget after
+	// each look let it end at nearly twice the limit unseen). At least
+	// minBudget of the limit, so a call near its limit costs a collection
+	// per sixteenth of the limit, not per sample.
+	budget uint64
 	// base is the live heap (plus stacks) the call's growth is measured
 	// from: the last collection's before the call began, or after an
 	// earlier stop.
@@ -107,11 +115,19 @@ func callMemory(ctx context.Context) *memCall {
 
 // begin puts a call with limit under the watch: its context ends with a
 // *MemoryError cause when it grows past the limit. end takes it off.
-func (w *memWatch) begin(ctx context.Context, limit uint64) (cctx context.Context, end func()) {
+// With fresh, it collects first, so the base is the live heap as the call
+// begins rather than at the last collection: a file's top level, which
+// runs once per load, is then measured exactly (a stale base, left high
+// by the previous load's tables, forgave up to a limit's growth). Rule
+// functions run per run and per person and take the last collection's.
+func (w *memWatch) begin(ctx context.Context, limit uint64, fresh bool) (cctx context.Context, end func()) {
 	cctx, cancel := context.WithCancelCause(ctx)
+	if fresh {
+		runtime.GC()
+	}
 	var m memSample
 	m.read()
-	c := &memCall{w: w, limit: limit, counted: m.allocated(), base: m.live(), cancel: cancel}
+	c := &memCall{w: w, limit: limit, counted: m.allocated(), budget: limit, base: m.live(), cancel: cancel}
 	cctx = context.WithValue(cctx, memKey{}, c)
 	w.mu.Lock()
 	w.seq++
@@ -143,7 +159,7 @@ func (c *memCall) admit(size uint64) *MemoryError {
 	var m memSample
 	m.read()
 	c.w.mu.Lock()
-	look := m.allocated()+size > c.counted+c.limit
+	look := m.allocated()+size > c.counted+c.budget
 	c.w.mu.Unlock()
 	if !look {
 		return nil
@@ -153,12 +169,30 @@ func (c *memCall) admit(size uint64) *MemoryError {
 	live := m.live()
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
-	c.counted = m.allocated()
-	c.base = min(c.base, live)
+	c.looked(m.allocated(), live)
 	if grew := live - c.base; grew+size > c.limit {
 		return &MemoryError{Grew: grew, Concat: size, Limit: c.limit}
 	}
 	return nil
+}
+
+// minBudget is the least budget, as a fraction of the limit (1/16).
+const minBudget = 16
+
+// looked records a collection's figures: the trigger counts again from
+// allocated, with what is left of the limit as its budget. A base above
+// the live heap now was taken when more was live (the collection before
+// the call may have seen another call's data): it would let the call hold
+// that much more. Lowering it forgives what the call holds now, at most
+// about one limit, once. Called with w.mu held.
+func (c *memCall) looked(allocated, live uint64) {
+	c.counted = allocated
+	c.base = min(c.base, live)
+	grew := live - c.base
+	c.budget = c.limit / minBudget
+	if grew < c.limit {
+		c.budget = max(c.limit-grew, c.budget)
+	}
 }
 
 // stop ends c's call for err, before it allocates (concatenation).
@@ -184,7 +218,7 @@ func (w *memWatch) loop() {
 		}
 		triggered := false
 		for c := range w.calls {
-			triggered = triggered || m.allocated() > c.counted+c.limit
+			triggered = triggered || m.allocated() > c.counted+c.budget
 		}
 		w.mu.Unlock()
 		if !triggered {
@@ -196,13 +230,7 @@ func (w *memWatch) loop() {
 		w.mu.Lock()
 		var culprit *memCall
 		for c := range w.calls {
-			c.counted = m.allocated()
-			// A base above the live heap now was taken when more was
-			// live (the collection before the call may have seen
-			// another call's data): it would let the call hold that
-			// much more. Lowering it forgives what the call holds now,
-			// at most about one limit, once.
-			c.base = min(c.base, live)
+			c.looked(m.allocated(), live)
 			if live > c.base && live-c.base > c.limit && (culprit == nil || c.seq > culprit.seq) {
 				culprit = c
 			}

@@ -164,3 +164,19 @@ func TestConcatUnderLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "2097153", content(t, out[0].Payload))
 }
+
+// TestHalfGarbageGrowthStopped: a top level whose allocations are half
+// garbage (each string.rep is dropped once joined) and which keeps 1.5
+// times the limit is refused. The watch used to look again only after a
+// whole limit's more allocation, so such a file could end at nearly twice
+// the limit unseen (cmd/herald's TestRulesCheckMemoryLimit, without -race).
+func TestHalfGarbageGrowthStopped(t *testing.T) {
+	for i := range 5 {
+		s := load(t, newDir(t, map[string]string{
+			"big.lua": "local t = {}\nfor i = 1, 48 do t[i] = string.rep(\"x\", 2^20 - 64) .. i end\n" + simpleRule("big", `return {}`),
+		}), memoryLimited)
+		st, ok := statusOf(s, "big.lua")
+		require.True(t, ok)
+		require.Contains(t, st.Error, "over the rule memory limit of 32MiB", "try %d", i)
+	}
+}
