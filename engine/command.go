@@ -75,10 +75,12 @@ const (
 	CmdPruneEvents   CommandType = 68
 
 	// Recalls (recall.go) and approvals (approval.go); 75–76 card actions.
-	CmdRecallDeliveries CommandType = 71
-	CmdRecordRecalls    CommandType = 72
-	CmdHoldRun          CommandType = 73
-	CmdDecideRun        CommandType = 74
+	CmdRecallDeliveries  CommandType = 71
+	CmdRecordRecalls     CommandType = 72
+	CmdHoldRun           CommandType = 73
+	CmdDecideRun         CommandType = 74
+	CmdClickCard         CommandType = 75 // card.go
+	CmdRecordCardUpdates CommandType = 76
 )
 
 // commandSpecs is the command table: the log format (name, body versions)
@@ -124,17 +126,19 @@ var commandSpecs = map[CommandType]commandSpec{
 
 	CmdObserveClocks: {name: "ObserveClocks", since: []uint16{3}, apply: applyJSON(applier.observeClocks)},
 
-	CmdRecordEvent:      {name: "RecordEvent", since: []uint16{4}, apply: applyJSON(applier.recordEventCmd)},
-	CmdEventsHandled:    {name: "EventsHandled", since: []uint16{4}, apply: applyJSON(applier.eventsHandled)},
-	CmdKfSynced:         {name: "KfSynced", since: []uint16{4}, apply: applyJSON(applier.kfSynced)},
-	CmdReplaceTask:      {name: "ReplaceTask", since: []uint16{4}, apply: applyJSON(applier.replaceTask)},
-	CmdPruneEvents:      {name: "PruneEvents", since: []uint16{4}, apply: applyJSON(applier.pruneEvents)},
-	CmdRevokeMember:     {name: "RevokeMember", since: []uint16{4}, apply: applyJSON(applier.revokeMember)},
-	CmdReadmitMember:    {name: "ReadmitMember", since: []uint16{4}, apply: applyJSON(applier.readmitMember)},
-	CmdRecallDeliveries: {name: "RecallDeliveries", since: []uint16{4}, apply: applyJSON(applier.recallDeliveries)},
-	CmdRecordRecalls:    {name: "RecordRecalls", since: []uint16{4}, apply: applyJSON(applier.recordRecalls)},
-	CmdHoldRun:          {name: "HoldRun", since: []uint16{4}, apply: applyJSON(applier.holdRun)},
-	CmdDecideRun:        {name: "DecideRun", since: []uint16{4}, apply: applyJSON(applier.decideRun)},
+	CmdRecordEvent:       {name: "RecordEvent", since: []uint16{4}, apply: applyJSON(applier.recordEventCmd)},
+	CmdEventsHandled:     {name: "EventsHandled", since: []uint16{4}, apply: applyJSON(applier.eventsHandled)},
+	CmdKfSynced:          {name: "KfSynced", since: []uint16{4}, apply: applyJSON(applier.kfSynced)},
+	CmdReplaceTask:       {name: "ReplaceTask", since: []uint16{4}, apply: applyJSON(applier.replaceTask)},
+	CmdPruneEvents:       {name: "PruneEvents", since: []uint16{4}, apply: applyJSON(applier.pruneEvents)},
+	CmdRevokeMember:      {name: "RevokeMember", since: []uint16{4}, apply: applyJSON(applier.revokeMember)},
+	CmdReadmitMember:     {name: "ReadmitMember", since: []uint16{4}, apply: applyJSON(applier.readmitMember)},
+	CmdRecallDeliveries:  {name: "RecallDeliveries", since: []uint16{4}, apply: applyJSON(applier.recallDeliveries)},
+	CmdRecordRecalls:     {name: "RecordRecalls", since: []uint16{4}, apply: applyJSON(applier.recordRecalls)},
+	CmdHoldRun:           {name: "HoldRun", since: []uint16{4}, apply: applyJSON(applier.holdRun)},
+	CmdDecideRun:         {name: "DecideRun", since: []uint16{4}, apply: applyJSON(applier.decideRun)},
+	CmdClickCard:         {name: "ClickCard", since: []uint16{4}, apply: applyJSON(applier.clickCard)},
+	CmdRecordCardUpdates: {name: "RecordCardUpdates", since: []uint16{4}, apply: applyJSON(applier.recordCardUpdates)},
 }
 
 // Member is a cluster member as the replicated state records it: Raft knows

@@ -61,6 +61,8 @@ var pinnedCommands = []struct {
 	{"CmdRecordRecalls", CmdRecordRecalls, 72},
 	{"CmdHoldRun", CmdHoldRun, 73},
 	{"CmdDecideRun", CmdDecideRun, 74},
+	{"CmdClickCard", CmdClickCard, 75},
+	{"CmdRecordCardUpdates", CmdRecordCardUpdates, 76},
 }
 
 func TestCommandNumbers(t *testing.T) {

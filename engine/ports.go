@@ -160,6 +160,14 @@ type Recaller interface {
 	Recall(ctx context.Context, channel string, batch []heraldtype.RecallMessage) ([]heraldtype.RecallResult, error)
 }
 
+// CardUpdater is a Sender that can replace interactive cards after a click
+// (WeCom's update_template_card): engine/card.go.
+type CardUpdater interface {
+	// UpdateCards returns one verdict per update, matched by ID (StatusSent:
+	// replaced). An error means the whole batch failed.
+	UpdateCards(ctx context.Context, channel string, batch []heraldtype.CardUpdate) ([]heraldtype.Result, error)
+}
+
 // Snapshot is an immutable view of the replicated state taken by
 // FSM.Snapshot; Persist writes it out (off the apply path).
 type Snapshot interface {

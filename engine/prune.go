@@ -41,6 +41,12 @@ func (a applier) prune(c Prune) any {
 	for id, d := range a.st.Deliveries.All() {
 		if d.State.Final() && d.EndedAt.Before(c.Before) && !a.st.Compensate[id] {
 			a.st.Deliveries.Delete(id)
+			// Nothing waits for its channel any more: a recall or card
+			// update left asked would name a delivery no longer held.
+			delete(a.st.recalls, id)
+			for _, k := range d.Clicks {
+				delete(a.st.cardUpdates, cardKey(id, k.Event))
+			}
 			gone[d.RunKey] = true
 			res.Deliveries++
 		}

@@ -146,6 +146,10 @@ type Delivery struct {
 	// Recall is the request to take a sent message back and its outcome
 	// (recall.go); nil when none was asked.
 	Recall *Recall `json:"recall,omitempty"`
+
+	// Clicks are the clicks on its interactive card, oldest first, each
+	// with the card's update after it (card.go); at most MaxClicks.
+	Clicks []CardClick `json:"clicks,omitempty"`
 }
 
 // MaxFailures bounds Delivery.Failures: a delivery rate limited all

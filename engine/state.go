@@ -75,6 +75,9 @@ type state struct {
 	// (recall.go). Derived.
 	heldRuns map[string]bool
 	recalls  map[string]bool
+	// cardUpdates holds the clicks whose replacement card waits for its
+	// channel, by cardKey (card.go). Derived.
+	cardUpdates map[string]bool
 	// usesV4 says the state holds what only FSM version 4 reads (a hold,
 	// a recall): snapshotFSM. Derived.
 	usesV4 bool
@@ -129,6 +132,7 @@ func (s *state) initIndexes() {
 	s.planning = map[string]bool{}
 	s.heldRuns = map[string]bool{}
 	s.recalls = map[string]bool{}
+	s.cardUpdates = map[string]bool{}
 }
 
 // reindex rebuilds the derived indexes after a restore. It inserts in
@@ -150,6 +154,12 @@ func (s *state) reindex() {
 			s.usesV4 = true
 			if !d.Recall.Done && d.State == StateSent {
 				s.recalls[id] = true
+			}
+		}
+		for _, k := range d.Clicks {
+			s.usesV4 = true
+			if k.UpdateState == CardUpdatePending {
+				s.cardUpdates[cardKey(id, k.Event)] = true
 			}
 		}
 		if at := s.dueAt(d); !at.IsZero() && !s.parked(d) {

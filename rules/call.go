@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -11,15 +12,24 @@ import (
 
 // call runs fn with args under timeout and the memory limit and returns
 // nret results. Its memory is measured from the last collection (see
-// memWatch.begin; evalFile measures from a fresh one). Lua code is
-// interrupted between instructions when the time is up or the memory watch stops the call (L.SetContext); the state
+// memWatch.begin). Lua code is interrupted between instructions when the
+// time is up or the memory watch stops the call (L.SetContext); the state
 // is then marked broken so that it is never reused.
 func (sb *sandbox) call(ctx context.Context, timeout time.Duration, file string, fn lua.LValue, nret int, args ...lua.LValue) ([]lua.LValue, error) {
 	return sb.callFrom(ctx, false, timeout, file, fn, nret, args...)
 }
 
-// callFrom is call with the memory base fresh (collected first) or not.
+// callFrom is call with, when fresh, a collection first (before the time
+// limit starts), so that the memory base is the live heap as the call
+// begins: a file's top level checked at load is then measured exactly,
+// where the last collection's live heap may hold a previous load's
+// tables, garbage now, and forgive as much growth. Only compileFile asks
+// for it, once per changed file: a collection per run would cost every
+// run a full mark of the heap.
 func (sb *sandbox) callFrom(ctx context.Context, fresh bool, timeout time.Duration, file string, fn lua.LValue, nret int, args ...lua.LValue) ([]lua.LValue, error) {
+	if fresh {
+		runtime.GC()
+	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if dl, ok := cctx.Deadline(); ok {
@@ -30,7 +40,7 @@ func (sb *sandbox) callFrom(ctx context.Context, fresh bool, timeout time.Durati
 	if limit == 0 {
 		limit = DefaultMemoryLimit
 	}
-	mctx, end := watch.begin(cctx, limit, fresh)
+	mctx, end := watch.begin(cctx, limit)
 	defer end()
 	L := sb.L
 	L.SetContext(mctx)
@@ -58,6 +68,11 @@ func (sb *sandbox) callFrom(ctx context.Context, fresh bool, timeout time.Durati
 			return nil, re
 		}
 		return nil, runtimeError(file, err)
+	}
+	if me := callMemory(mctx).settle(); me != nil { // its results still on the stack: live
+		L.SetTop(top)
+		sb.broken = true
+		return nil, &RuleError{File: file, Err: ErrMemory, Msg: "stopped as it returned: " + me.Error()}
 	}
 	out := make([]lua.LValue, nret)
 	for i := range nret {

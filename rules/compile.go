@@ -85,13 +85,14 @@ const (
 	// Since issue 21: events drive rules.
 	keyEvents  = "events"
 	keyOnEvent = "on_event"
-	// Since issue 21: approval before a mass send.
+	// Since issue 21: approval before a mass send, cards that answer back.
 	keyApproval = "approval"
+	keyOnAction = "on_action"
 )
 
 var ruleKeys = []string{keyName, keyDescription, keySchedule, keyTimezone, keyCalendar, keyShift,
 	keyChannel, keyPriority, keyStagger, keyRetry, keyDeadline, keyCatchup, keyRecipients, keyMessage,
-	keyOnFailed, keyDefaultTimezone, keyQuietHours, keyQuietStrict, keyDigest, keyEvents, keyOnEvent, keyApproval}
+	keyOnFailed, keyDefaultTimezone, keyQuietHours, keyQuietStrict, keyDigest, keyEvents, keyOnEvent, keyApproval, keyOnAction}
 
 // utf8BOM is the byte order mark some editors put at the start of a file.
 var utf8BOM = []byte("\uFEFF")
@@ -109,6 +110,7 @@ type compiled struct {
 	sched       *schedule.Schedule // nil for rules triggered by API tasks
 	hasOnFailed bool
 	hasOnEvent  bool
+	hasOnAction bool
 	nameLine    int
 	channelLine int // line of the channel field, for "not configured" errors
 	catchupLine int // line of the catchup field, for "longer than the ledger" errors
@@ -137,7 +139,7 @@ func compileFile(ctx context.Context, sb *sandbox, file string, src []byte, time
 		return nil, &RuleError{File: file, Msg: err.Error()}
 	}
 	lines, retLine := fieldLines(chunk)
-	val, err := sb.evalFile(ctx, proto, timeout)
+	val, err := sb.evalFile(ctx, proto, timeout, true)
 	if err != nil {
 		return nil, err
 	}
@@ -153,12 +155,13 @@ func compileFile(ctx context.Context, sb *sandbox, file string, src []byte, time
 }
 
 // evalFile runs a file's top level in a fresh environment and returns what
-// it returned.
-func (sb *sandbox) evalFile(ctx context.Context, proto *lua.FunctionProto, timeout time.Duration) (lua.LValue, error) {
+// it returned; checked (at load) measures its memory from a fresh
+// collection (callFrom).
+func (sb *sandbox) evalFile(ctx context.Context, proto *lua.FunctionProto, timeout time.Duration, checked bool) (lua.LValue, error) {
 	sb.logLines = 0
 	fn := sb.L.NewFunctionFromProto(proto)
 	fn.Env = sb.runEnv()
-	out, err := sb.callFrom(ctx, true, timeout, proto.SourceName, fn, 1)
+	out, err := sb.callFrom(ctx, checked, timeout, proto.SourceName, fn, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -417,11 +420,11 @@ func (c *compiled) readFields(t *lua.LTable, sb *sandbox, lines map[string]int, 
 	if err := c.readApproval(t.RawGetString(keyApproval), fail); err != nil {
 		return err
 	}
-	for _, key := range []string{keyRecipients, keyMessage, keyOnFailed} {
+	for _, key := range []string{keyRecipients, keyMessage, keyOnFailed, keyOnAction} {
 		switch t.RawGetString(key).(type) {
 		case *lua.LFunction:
 		case *lua.LNilType:
-			if key != keyOnFailed {
+			if key != keyOnFailed && key != keyOnAction {
 				return fail(key, "%s is required: a function(run%s)", key, map[bool]string{true: ", to"}[key == keyMessage])
 			}
 		default:
@@ -429,6 +432,7 @@ func (c *compiled) readFields(t *lua.LTable, sb *sandbox, lines map[string]int, 
 		}
 	}
 	c.hasOnFailed = t.RawGetString(keyOnFailed) != lua.LNil
+	c.hasOnAction = t.RawGetString(keyOnAction) != lua.LNil
 	return c.readEvents(t, fail)
 }
 

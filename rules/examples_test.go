@@ -46,6 +46,9 @@ func content(t *testing.T, raw json.RawMessage) string {
 	if txt, ok := m["text"].(map[string]any); ok {
 		return txt["content"].(string)
 	}
+	if card, ok := m["template_card"].(map[string]any); ok { // a card's text
+		return card["sub_title_text"].(string)
+	}
 	t.Fatalf("no content in %s", raw)
 	return ""
 }
@@ -224,7 +227,9 @@ func TestExampleFollowUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, out, 1)
 	require.Equal(t, "wangfang", out[0].Recipient)
-	require.Contains(t, content(t, out[0].Payload), "王芳，请跟进客户「华东机电」：确认报价")
+	card := payload(t, out[0].Payload)["template_card"].(map[string]any)
+	require.Equal(t, "button_interaction", card["card_type"])
+	require.Contains(t, card["sub_title_text"], "王芳，请跟进客户「华东机电」：确认报价")
 
 	out, err = plan(t, s, "follow_up", `{"owner":"wangfang","customer":"华东机电","note":"确认报价","overdue":true}`)
 	require.NoError(t, err)

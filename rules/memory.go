@@ -114,17 +114,11 @@ func callMemory(ctx context.Context) *memCall {
 }
 
 // begin puts a call with limit under the watch: its context ends with a
-// *MemoryError cause when it grows past the limit. end takes it off.
-// With fresh, it collects first, so the base is the live heap as the call
-// begins rather than at the last collection: a file's top level, which
-// runs once per load, is then measured exactly (a stale base, left high
-// by the previous load's tables, forgave up to a limit's growth). Rule
-// functions run per run and per person and take the last collection's.
-func (w *memWatch) begin(ctx context.Context, limit uint64, fresh bool) (cctx context.Context, end func()) {
+// *MemoryError cause when it grows past the limit. end takes it off. The
+// call's growth counts from the live heap of the last collection (see
+// sandbox.callFrom for a fresh one).
+func (w *memWatch) begin(ctx context.Context, limit uint64) (cctx context.Context, end func()) {
 	cctx, cancel := context.WithCancelCause(ctx)
-	if fresh {
-		runtime.GC()
-	}
 	var m memSample
 	m.read()
 	c := &memCall{w: w, limit: limit, counted: m.allocated(), budget: limit, base: m.live(), cancel: cancel}
@@ -172,6 +166,31 @@ func (c *memCall) admit(size uint64) *MemoryError {
 	c.looked(m.allocated(), live)
 	if grew := live - c.base; grew+size > c.limit {
 		return &MemoryError{Grew: grew, Concat: size, Limit: c.limit}
+	}
+	return nil
+}
+
+// settle looks once more as the call returns: between the watch's last
+// look and the call's end it may have allocated up to a budget more, and
+// what it returns (a file's rule table) is live. It collects only when
+// the call allocated past its budget since the last look.
+func (c *memCall) settle() *MemoryError {
+	var m memSample
+	m.read()
+	c.w.mu.Lock()
+	look := m.allocated() > c.counted+c.budget
+	c.w.mu.Unlock()
+	if !look {
+		return nil
+	}
+	runtime.GC()
+	m.read()
+	live := m.live()
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	c.looked(m.allocated(), live)
+	if grew := live - c.base; live > c.base && grew > c.limit {
+		return &MemoryError{Grew: grew, Limit: c.limit}
 	}
 	return nil
 }

@@ -157,7 +157,7 @@ func (sb *sandbox) begin(ctx context.Context, c *compiled, run engine.RunContext
 	}
 	slot := run.Slot.In(loc)
 	sb.run = &runState{rule: c.rule.Name, file: c.file, calendar: c.rule.Calendar, zone: loc, slot: slot, people: sb.nextPeople}
-	val, err := sb.evalFile(ctx, c.proto, timeout)
+	val, err := sb.evalFile(ctx, c.proto, timeout, false)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -185,6 +185,10 @@ func runDev(ctx context.Context, dataDir, logLevel, logFormat string, ports devP
   Enquiries    a customer writes to 微信客服 (the fake calls Herald back); liuyang is alerted after %s unless answered:
                  curl -d '{"open_kfid":"wkdemo","external_userid":"wmcustomer1","text":"在吗？"}' http://%s/kf/message
                a servicer's reply cancels it: add "origin":5,"servicer_userid":"liuyang"
+  Cards        a follow-up reminder is a card with buttons; click 已跟进 on http://%s/messages and the card
+               changes to say who handled it, and the follow-up's other reminders are cancelled:
+                 go run ./cmd/herald task submit follow-8812-1 --rule follow_up --in 10s%s --data '{"owner":"wangfang","customer":"华东机电","followup":"8812"}'
+                 go run ./cmd/herald task submit follow-8812-2 --rule follow_up --in 1h%s --data '{"owner":"wangfang","customer":"华东机电","followup":"8812"}'
   Dashboard    http://%s/ui/
   Data         %s
 
@@ -199,7 +203,8 @@ Join a fourth node:
 
 Ctrl-C stops all three nodes.
 `, devNodes[0].http, devNodes[1].http, devNodes[2].http, devNodes[0].raft, devNodes[1].raft, devNodes[2].raft,
-		rulesDir, outbox, ports.wecom, ports.wecomAdmin, devEnquiryWait, ports.wecomAdmin, devNodes[0].http, dataDir, addrFlag, outbox, addrFlag,
+		rulesDir, outbox, ports.wecom, ports.wecomAdmin, devEnquiryWait, ports.wecomAdmin, ports.wecomAdmin, addrFlag, addrFlag,
+		devNodes[0].http, dataDir, addrFlag, outbox, addrFlag,
 		filepath.Join(dataDir, "n4"), ports.fourth.raft, ports.fourth.http, devNodes[0].http, rulesDir)
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
@@ -223,7 +228,16 @@ func writeExamples(dir string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(p, bytes.Replace(b, []byte(`local WAIT = "15m"`), []byte(`local WAIT = "`+devEnquiryWait+`"`), 1), 0o644)
+	if err := os.WriteFile(p, bytes.Replace(b, []byte(`local WAIT = "15m"`), []byte(`local WAIT = "`+devEnquiryWait+`"`), 1), 0o644); err != nil {
+		return err
+	}
+	// The card demo sends at any hour: the follow-up's quiet hours would
+	// hold a reminder submitted in the evening until 08:00.
+	p = filepath.Join(dir, "follow_up.lua")
+	if b, err = os.ReadFile(p); err != nil {
+		return err
+	}
+	return os.WriteFile(p, bytes.Replace(b, []byte(`  quiet_hours = { from = "22:00", to = "08:00" },`), []byte(`  -- quiet_hours = { from = "22:00", to = "08:00" }, -- off in herald dev`), 1), 0o644)
 }
 
 // devWecom is the fake WeCom server of `herald dev`.

@@ -48,11 +48,15 @@ func (c *EventsConfig) setDefaults() {
 
 type eventLoop struct {
 	l *Leader
-	// retry holds events whose handling failed, until when they wait.
-	retry map[string]time.Time
+	// retry holds events whose handling failed, until when they wait;
+	// cardNext card updates answered retryable (cards.go).
+	retry    map[string]time.Time
+	cardNext map[string]time.Time
 }
 
-func newEventLoop(l *Leader) *eventLoop { return &eventLoop{l: l, retry: map[string]time.Time{}} }
+func newEventLoop(l *Leader) *eventLoop {
+	return &eventLoop{l: l, retry: map[string]time.Time{}, cardNext: map[string]time.Time{}}
+}
 
 func (e *eventLoop) run(ctx context.Context) {
 	e.l.untilDone(ctx, e.runOnce)
@@ -62,7 +66,7 @@ func (e *eventLoop) run(ctx context.Context) {
 func (e *eventLoop) runOnce(ctx context.Context) time.Time {
 	l := e.l
 	now := l.now()
-	wake := now.Add(time.Minute)
+	wake := e.updateCards(ctx, now)
 	var done []string
 	for _, ev := range l.cfg.FSM.UnhandledEvents(EventsPerPassDefault) {
 		if ctx.Err() != nil {
@@ -101,8 +105,13 @@ func earliest(a, b time.Time) time.Time {
 
 // handle handles one event; an error leaves it for a later pass.
 func (e *eventLoop) handle(ctx context.Context, ev *engine.Event) error {
-	if ev.Type == engine.EventWecomKfNotify {
+	switch ev.Type {
+	case engine.EventWecomKfNotify:
 		if err := e.syncKf(ctx, ev); err != nil {
+			return err
+		}
+	case engine.EventWecomCard:
+		if err := e.cardClick(ctx, ev); err != nil {
 			return err
 		}
 	}

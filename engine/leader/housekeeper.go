@@ -148,13 +148,7 @@ func (h *housekeeper) compensate(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		rc := engine.RunContext{Rule: d.Rule, Key: d.RunKey, Slot: d.Slot}
-		if run, ok := l.cfg.FSM.Run(d.RunKey); ok {
-			rc.Zone, rc.Data = run.Zone, run.Data
-			if loc, err := engine.LoadLocation(run.Zone); err == nil {
-				rc.Slot = d.Slot.In(loc)
-			}
-		}
+		rc := l.runContext(d)
 		fd := engine.FailedDelivery{ID: d.ID, Recipient: d.Recipient, State: d.State, Attempts: d.Attempts, Error: d.LastError}
 		cctx, cancel := context.WithTimeout(ctx, l.cfg.PlanTimeout)
 		err := l.cfg.Rules.OnFailed(cctx, d.Rule, rc, fd, submit)
@@ -264,4 +258,17 @@ func (h *housekeeper) pruneOnce(ctx context.Context, now time.Time) {
 	if r := res.(engine.PruneResult); r != (engine.PruneResult{}) {
 		l.log.Info("pruned past retention", "deliveries", r.Deliveries, "runs", r.Runs, "tasks", r.Tasks, "alerts", r.Alerts, "ledger", r.Ledger)
 	}
+}
+
+// runContext is the run a delivery belongs to, as its rule's hooks see it
+// (on_failed, on_action): the slot in the run's zone, the run's data.
+func (l *Leader) runContext(d *engine.Delivery) engine.RunContext {
+	rc := engine.RunContext{Rule: d.Rule, Key: d.RunKey, Slot: d.Slot}
+	if run, ok := l.cfg.FSM.Run(d.RunKey); ok {
+		rc.Zone, rc.Data = run.Zone, run.Data
+		if loc, err := engine.LoadLocation(run.Zone); err == nil {
+			rc.Slot = d.Slot.In(loc)
+		}
+	}
+	return rc
 }

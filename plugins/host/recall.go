@@ -14,25 +14,12 @@ import (
 // it) gets every message answered not recallable, with the reason; an
 // error means the whole batch failed and is worth asking again.
 func (h *Host) Recall(ctx context.Context, channel string, batch []heraldtype.RecallMessage) ([]heraldtype.RecallResult, error) {
-	h.mu.Lock()
-	closed, started := h.closed, h.started
-	h.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
-	}
-	in, ok := h.instances[channel]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownChannel, channel)
+	in, p, err := h.pluginFor(ctx, channel, len(batch))
+	if err != nil {
+		return nil, err
 	}
 	if len(batch) == 0 {
 		return []heraldtype.RecallResult{}, nil
-	}
-	if !started {
-		return nil, fmt.Errorf("%w: channel %s: the plugin host was not started", ErrUnavailable, channel)
-	}
-	p, err := in.plugin(ctx, nil)
-	if err != nil {
-		return nil, err
 	}
 	results, err := p.Channel().Recall(ctx, batch)
 	if errors.Is(err, sdk.ErrRecallUnsupported) {
@@ -63,4 +50,28 @@ func (h *Host) Recall(ctx context.Context, channel string, batch []heraldtype.Re
 		return nil, fmt.Errorf("%w: channel %s: no recall result for %d of %d messages", ErrBadResponse, channel, len(want), len(batch))
 	}
 	return out, nil
+}
+
+// pluginFor is channel's instance and its running plugin, for a call
+// outside Send (recall, card updates) of n items; with n 0 it checks only
+// that the channel exists, and p is nil.
+func (h *Host) pluginFor(ctx context.Context, channel string, n int) (in *instance, p *Plugin, err error) {
+	h.mu.Lock()
+	closed, started := h.closed, h.started
+	h.mu.Unlock()
+	if closed {
+		return nil, nil, ErrClosed
+	}
+	in, ok := h.instances[channel]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: %q", ErrUnknownChannel, channel)
+	}
+	if n == 0 {
+		return in, nil, nil
+	}
+	if !started {
+		return nil, nil, fmt.Errorf("%w: channel %s: the plugin host was not started", ErrUnavailable, channel)
+	}
+	p, err = in.plugin(ctx, nil)
+	return in, p, err
 }

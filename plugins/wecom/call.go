@@ -21,6 +21,7 @@ const (
 	pathSend     = "/cgi-bin/message/send"
 	pathWebhook  = "/cgi-bin/webhook/send"
 	pathRecall   = "/cgi-bin/message/recall"
+	pathCard     = "/cgi-bin/message/update_template_card"
 )
 
 // maxReply bounds a reply body; WeCom's are a few hundred bytes.

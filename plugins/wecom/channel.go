@@ -242,6 +242,9 @@ func (st *state) sendOne(ctx context.Context, m sdk.Message) sdk.Result {
 	if err == nil && !robot {
 		err = checkRecipient(m.Recipient)
 	}
+	if err == nil && !robot {
+		err = stampTaskID(p, m.ID)
+	}
 	if err != nil {
 		return sdk.Result{ID: m.ID, Status: sdk.StatusPermanent, Error: err.Error()}
 	}

@@ -178,6 +178,16 @@ func (s *Server) SendCardClick(ctx context.Context, c CardClick) (CallbackResult
 	if c.ResponseCode == "" {
 		c.ResponseCode = fmt.Sprintf("RC%08d", s.seq)
 	}
+	for _, m := range s.rec.msgs { // the app that sent the card, unless told
+		if c.AgentID == 0 && m.TaskID == c.TaskID && m.CorpID == c.CorpID && m.UserID == strings.ToLower(c.UserID) {
+			c.AgentID = m.AgentID
+		}
+	}
+	var a *app
+	if co := s.corps[c.CorpID]; co != nil {
+		a = co.apps[c.AgentID]
+	}
+	s.codes[c.ResponseCode] = &cardCode{at: now, app: a}
 	s.mu.Unlock()
 	xml := fmt.Sprintf("<xml><ToUserName><![CDATA[%s]]></ToUserName><FromUserName><![CDATA[%s]]></FromUserName><CreateTime>%d</CreateTime>"+
 		"<MsgType><![CDATA[event]]></MsgType><Event><![CDATA[template_card_event]]></Event><EventKey><![CDATA[%s]]></EventKey>"+
@@ -369,6 +379,7 @@ func (s *Server) callbackAdmin(mux *http.ServeMux) {
 			send(w, res, err)
 		}
 	})
+	mux.HandleFunc("POST /cards/click", s.cardClickForm)
 	mux.HandleFunc("POST /callbacks/contact", func(w http.ResponseWriter, r *http.Request) {
 		var c ContactChange
 		if readAdmin(w, r, &c) {

@@ -18,6 +18,10 @@ type memberMessages struct {
 type pageMsg struct {
 	Msg
 	Text string // the content as the member reads it, or the decoded body
+	// Buttons are an interactive card's, clickable until it is replaced;
+	// UpdatedText is the replacement card, decoded.
+	Buttons     []cardButton
+	UpdatedText string
 }
 
 // groupMessages groups ms by member, newest message first, and members
@@ -37,7 +41,14 @@ func groupMessages(ms []Msg) []memberMessages {
 			by[who] = g
 			order = append(order, g)
 		}
-		g.Messages = append(g.Messages, pageMsg{Msg: m, Text: readable(m)})
+		pm := pageMsg{Msg: m, Text: readable(m)}
+		if m.TaskID != "" && m.Updated == nil {
+			pm.Buttons = buttonsOf(m.Body)
+		}
+		if m.Updated != nil {
+			pm.UpdatedText = indented(m.Updated)
+		}
+		g.Messages = append(g.Messages, pm)
 	}
 	slices.SortStableFunc(order, func(a, b *memberMessages) int { return b.Messages[0].Time.Compare(a.Messages[0].Time) })
 	out := make([]memberMessages, len(order))
@@ -54,16 +65,21 @@ func readable(m Msg) string {
 	if m.Content != "" && (m.MsgType == "text" || m.MsgType == "markdown") {
 		return m.Content
 	}
+	return indented(m.Body)
+}
+
+// indented is JSON indented, with Chinese left as it is (no \u escapes).
+func indented(raw []byte) string {
 	var v any
-	if json.Unmarshal(m.Body, &v) != nil {
-		return string(m.Body)
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if enc.Encode(v) != nil {
-		return string(m.Body)
+		return string(raw)
 	}
 	return b.String()
 }
@@ -79,12 +95,13 @@ header{background:#17233b;color:#e9eef8;padding:10px 20px}header a{color:#9fc0ff
 main{max-width:1100px;margin:0 auto;padding:14px}section{background:#fff;border:1px solid #e3e7ee;border-radius:8px;margin:0 0 14px;padding:10px 14px}
 h2{font-size:16px;margin:4px 0 8px}.m{border-top:1px solid #eef1f5;padding:6px 0}.meta{color:#6b7588;font-size:12px}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:4px 0 0;font-family:inherit;font-size:14px}.tag{background:#eef1f6;border-radius:9px;padding:0 7px;font-size:12px}
-.bad{background:#fdecec;color:#c62828}
+.bad{background:#fdecec;color:#c62828}form.btn{display:inline-block;margin:6px 6px 0 0}form.btn button{padding:4px 12px}
+pre.upd{background:#eef7ee;border-radius:6px;padding:4px 8px}
 </style></head><body>
 <header><b>fake WeCom</b> · {{.Total}} messages to {{len .Members}} members, newest first · times {{.Zone}} · <a href="?format=json">JSON</a></header>
 <main>{{if not .Members}}<section>No messages received yet.</section>{{end}}
 {{range .Members}}<section data-member="{{.Who}}"><h2>{{.Who}} <span class="tag">{{len .Messages}}</span></h2>
-{{range .Messages}}<div class="m"><div class="meta">{{stamp .Time}} · {{.MsgType}}{{if .MsgID}} · {{.MsgID}}{{end}}{{if .Truncated}} · <span class="tag bad">truncated</span>{{end}}{{if .Recalled}} · <span class="tag bad">recalled</span>{{end}}</div><pre>{{.Text}}</pre></div>
+{{range .Messages}}<div class="m"><div class="meta">{{stamp .Time}} · {{.MsgType}}{{if .MsgID}} · {{.MsgID}}{{end}}{{if .Truncated}} · <span class="tag bad">truncated</span>{{end}}{{if .Recalled}} · <span class="tag bad">recalled</span>{{end}}</div><pre>{{.Text}}</pre>{{$m := .}}{{range .Buttons}}<form method="post" action="/cards/click" class="btn"><input type="hidden" name="corp_id" value="{{$m.CorpID}}"><input type="hidden" name="userid" value="{{$m.UserID}}"><input type="hidden" name="task_id" value="{{$m.TaskID}}"><input type="hidden" name="key" value="{{.Key}}"><button type="submit" data-key="{{.Key}}">{{.Text}}</button></form>{{end}}{{if .UpdatedText}}<div class="meta">card updated {{stamp .UpdatedAt}}</div><pre class="upd">{{.UpdatedText}}</pre>{{end}}</div>
 {{end}}</section>{{end}}</main></body></html>
 `))
 
@@ -106,6 +123,6 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
 	_, _ = w.Write(page.Bytes()) // a client gone away is not our error
 }

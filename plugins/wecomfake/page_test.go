@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	stdhtml "html"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -44,4 +45,32 @@ func TestMessagesPage(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &ms))
 	require.Len(t, ms, 4)
 	require.Equal(t, "alice", ms[0]["userid"], "JSON keeps the order received")
+}
+
+// An interactive card shows its buttons (a form per button, posting the
+// click back) until update_template_card replaces it, once per
+// response_code; the page then shows the replacement.
+func TestMessagesPageCardButtons(t *testing.T) {
+	t.Parallel()
+	b := setup(t, twoCorps())
+	tok := b.token(t)
+	r := b.send(t, tok, `{"touser":"alice","msgtype":"template_card","agentid":1000002,"template_card":{"card_type":"button_interaction","task_id":"d1",`+
+		`"main_title":{"title":"客户跟进提醒"},"button_list":[{"text":"已跟进","key":"done"},{"text":"稍后","key":"later"}]}}`)
+	require.Zero(t, r.errcode())
+	code := r.str("response_code")
+	require.NotEmpty(t, code)
+
+	_, page := b.adminDo(t, http.MethodGet, "/messages", "")
+	html := stdhtml.UnescapeString(string(page))
+	require.Contains(t, html, `<button type="submit" data-key="done">已跟进</button>`)
+	require.Contains(t, html, `name="task_id" value="d1"`)
+
+	upd := `{"userids":["alice"],"agentid":1000002,"response_code":"` + code + `","template_card":{"card_type":"button_interaction","task_id":"d1","sub_title_text":"✅ 李娜 已跟进"}}`
+	require.Zero(t, b.do(t, http.MethodPost, "/cgi-bin/message/update_template_card", url.Values{"access_token": {tok}}, upd).errcode())
+	require.Equal(t, 40058, b.do(t, http.MethodPost, "/cgi-bin/message/update_template_card", url.Values{"access_token": {tok}}, upd).errcode(), "once")
+	_, page = b.adminDo(t, http.MethodGet, "/messages", "")
+	html = stdhtml.UnescapeString(string(page))
+	require.Contains(t, html, "card updated")
+	require.Contains(t, html, "✅ 李娜 已跟进")
+	require.NotContains(t, html, `data-key="done"`, "no buttons once replaced")
 }

@@ -44,6 +44,11 @@ type Msg struct {
 	Truncated bool      `json:"truncated,omitempty"`
 	Recalled  bool      `json:"recalled,omitempty"`
 	Body      []byte    `json:"body"` // the request body as sent
+	// TaskID is an interactive card's task_id; Updated its replacement
+	// (the template_card object update_template_card sent), UpdatedAt when.
+	TaskID    string    `json:"task_id,omitempty"`
+	Updated   []byte    `json:"updated,omitempty"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
 
 // Drop is a message the API accepted that a member did not get.

@@ -182,8 +182,13 @@ func (s *Server) send(q url.Values, body []byte, ip string) reply {
 	} else {
 		out.MsgID = s.newMsgID()
 	}
+	taskID := ""
 	if msgType == "template_card" {
 		out.ResponseCode = "rc_" + out.MsgID
+		s.codes[out.ResponseCode] = &cardCode{at: now, app: a}
+		if ct, id := cardOf(fields[msgType]); interactive[ct] {
+			taskID = id
+		}
 	}
 	s.sent[out.MsgID] = &sentMsg{app: a, at: now}
 
@@ -203,7 +208,7 @@ func (s *Server) send(q url.Values, body []byte, ip string) reply {
 			continue
 		}
 		s.windows[key] = append(times, now)
-		s.rec.addMsg(Msg{Time: now, CorpID: a.corp.id, AgentID: a.agentID, UserID: u, MsgID: out.MsgID, MsgType: msgType, Content: content, Truncated: truncated, Body: bytes.Clone(body)})
+		s.rec.addMsg(Msg{Time: now, CorpID: a.corp.id, AgentID: a.agentID, UserID: u, MsgID: out.MsgID, MsgType: msgType, Content: content, Truncated: truncated, TaskID: taskID, Body: bytes.Clone(body)})
 	}
 	return reply{body: out}
 }

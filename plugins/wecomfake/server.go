@@ -18,6 +18,7 @@ const (
 	PathGetToken = "/cgi-bin/gettoken"
 	PathSend     = "/cgi-bin/message/send"
 	PathRecall   = "/cgi-bin/message/recall"
+	PathCard     = "/cgi-bin/message/update_template_card"
 	PathWebhook  = "/cgi-bin/webhook/send"
 )
 
@@ -38,6 +39,7 @@ type Server struct {
 	dups     map[string]dupEntry
 	windows  map[string][]time.Time // per app and member: delivery times in the last hour
 	sent     map[string]*sentMsg    // by msgid, for recall
+	codes    map[string]*cardCode   // response codes for update_template_card (card.go)
 	faults   []*faultState
 	rng      *rand.Rand
 	seq      uint64
@@ -117,6 +119,7 @@ func New(cfg Config) *Server {
 		dups:     map[string]dupEntry{},
 		windows:  map[string][]time.Time{},
 		sent:     map[string]*sentMsg{},
+		codes:    map[string]*cardCode{},
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		rec:      newRecords(cfg.MaxRecords),
 	}
@@ -211,7 +214,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		body = nil
 	}
 	ip := clientIP(r)
-	known := r.URL.Path == PathGetToken || r.URL.Path == PathSend || r.URL.Path == PathRecall || r.URL.Path == PathWebhook ||
+	known := r.URL.Path == PathGetToken || r.URL.Path == PathSend || r.URL.Path == PathRecall || r.URL.Path == PathCard || r.URL.Path == PathWebhook ||
 		r.URL.Path == PathKfSyncMsg || contactsPaths[r.URL.Path]
 
 	s.mu.Lock()
@@ -252,6 +255,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			rep = s.send(r.URL.Query(), body, ip)
 		case PathRecall:
 			rep = s.recall(r.URL.Query(), body, ip)
+		case PathCard:
+			rep = s.updateCard(r.URL.Query(), body, ip)
 		case PathWebhook:
 			rep = s.webhook(r.URL.Query(), body)
 		case PathKfSyncMsg:

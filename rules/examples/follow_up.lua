@@ -6,6 +6,8 @@
 --                            "note": "确认报价", "overdue": false}}
 --
 -- With "overdue": true the reminder also goes to the owner's manager.
+-- With "followup": "8812" the owner's card's 已跟进 cancels every pending
+-- task keyed "follow-8812-…" (see on_action).
 --
 -- Digest: reminders to one person whose times fall in the same 10-minute
 -- window (windows aligned on the clock: 09:00–09:10, 09:10–09:20, …) go as
@@ -96,9 +98,57 @@ return rule {
       return { msgtype = "text", text = { content = text.render(tpl,
         { who = who, customer = d.customer, note = note }) } }
     end
-    return { msgtype = "text", text = { content = text.render(
-      "{{name}}，请跟进客户「{{customer}}」：{{note}}",
-      { name = to.name or to.userid, customer = d.customer, note = note }) } }
+    -- The owner's reminder is a card with buttons; a click comes back to
+    -- on_action below.
+    return { msgtype = "template_card", template_card = {
+      card_type = "button_interaction",
+      main_title = { title = "客户跟进提醒", desc = d.customer },
+      sub_title_text = text.render("{{name}}，请跟进客户「{{customer}}」：{{note}}",
+        { name = to.name or to.userid, customer = d.customer, note = note }),
+      button_list = {
+        { text = "已跟进", style = 1, key = "done" },
+        { text = "1小时后再提醒", style = 2, key = "later" },
+      },
+    } }
+  end,
+
+  -- A click on the owner's card; action is {key, userid, at, event,
+  -- delivery}. 已跟进 stops this follow-up's reminders: every pending task
+  -- of it (keys "follow-ID-…", ID being data.followup: the CRM's own
+  -- reminders and those 1小时后再提醒 queued) is cancelled. The card is then
+  -- replaced to say who handled it and when. Like on_event it runs at
+  -- least once: the task key comes from the delivery, never the clock.
+  on_action = function(run, to, action)
+    local d = run.data
+    local who = (people.get(action.userid) or {}).name or action.userid
+    local when = string.sub(action.at, 6, 10) .. " " .. string.sub(action.at, 12, 16)
+    local prefix = d.followup and ("follow-" .. d.followup .. "-") or nil
+    local said
+    if action.key == "done" then
+      if prefix then
+        for _, t in ipairs(task.pending(prefix)) do
+          task.cancel(t.key)
+        end
+      end
+      said = text.render("✅ {{who}} 已于 {{when}} 跟进", { who = who, when = when })
+    elseif action.key == "later" then
+      local ok, err = task.submit {
+        key   = (prefix or "follow-") .. "again-" .. action.delivery,
+        rule  = "follow_up",
+        after = "1h", -- from the reminder's time
+        data  = d,
+      }
+      if not ok then error(err) end
+      said = text.render("⏰ {{who}} 选择 1 小时后再提醒（{{when}}）", { who = who, when = when })
+    else
+      return nil -- the replaced card's own button: nothing more to do
+    end
+    return { msgtype = "template_card", template_card = {
+      card_type = "button_interaction",
+      main_title = { title = "客户跟进提醒", desc = d.customer },
+      sub_title_text = said,
+      button_list = { { text = "已处理", style = 2, key = "handled" } },
+    } }
   end,
 
   -- d is the failed delivery: {id, recipient, state, attempts, error}.

@@ -195,6 +195,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		{ID: lina, Seq: c.Claimed[0].Seq, Status: heraldtype.StatusSent}}})
 	require.NoError(t, chromedp.Do(b.ctx, poll(`!!document.querySelector('#person .card.delivery[data-delivery="`+lina+`"][data-state="sent"]')`)))
 
+	// She clicked her card's button: who clicked what, and the card's
+	// replacement, show on her delivery.
+	clicked := d.NextAt.Add(time.Minute)
+	require.Equal(t, true, f.apply(t, engine.CmdClickCard, engine.ClickCard{ID: lina, Click: engine.CardClick{Event: "wecom:card:1", Key: "done", UserID: "lina",
+		At: clicked, Update: json.RawMessage(`{"msgtype":"template_card","template_card":{"card_type":"button_interaction"}}`)}, Now: clicked}))
+	require.Equal(t, 1, f.apply(t, engine.CmdRecordCardUpdates, engine.RecordCardUpdates{Results: []engine.CardUpdateOutcome{
+		{ID: lina, Event: "wecom:card:1", Status: heraldtype.StatusSent}}, Now: clicked.Add(time.Second)}))
+	require.NoError(t, chromedp.Do(b.ctx, poll(`(document.querySelector('#person .card.delivery[data-delivery="`+lina+`"] .clicks li[data-key="done"]') || {textContent: ""}).textContent.includes("lina 点击了「done」")`)))
+	require.Contains(t, b.text(t, `#person .card.delivery[data-delivery="`+lina+`"] .clicks`), "卡片已更新")
+
 	// Alerts are worded in Chinese from their typed causes.
 	require.Contains(t, b.text(t, "#alerts"), "投递失败")
 	require.Contains(t, b.text(t, "#alerts"), "发给 李娜 (lina) 的消息")

@@ -229,6 +229,19 @@ function failureList(d) {
       f.code ? h("code", null, "[" + f.code + "]") : "", " ", f.error || ""))));
 }
 
+// clickList: who clicked what on the delivery's card, and whether the card
+// was replaced after it (on_action's answer).
+function clickList(d) {
+  const ks = d.clicks || [];
+  if (!ks.length) return "";
+  const state = { pending: ["card pending", "info"], updated: ["card updated", "ok"], failed: ["card failed", "bad"] };
+  return h("div", { class: "clicks" }, h("h4", null, t("clicks")), h("ol", null, ks.map((k) => {
+    const st = state[k.update_state];
+    return h("li", { "data-key": k.key, "data-userid": k.userid }, when(k.at), " ", t("click text", { who: k.userid, key: k.key }),
+      st ? [" ", badge(t(st[0]), st[1])] : "", k.error ? [" ", h("span", { class: "muted" }, k.error)] : "");
+  })));
+}
+
 function deliveryDetail(d) {
   const kv = [
     [t("id"), h("code", null, d.id)], [t("run"), h("code", null, d.run_key)], [t("slot"), when(d.slot)],
@@ -237,7 +250,7 @@ function deliveryDetail(d) {
     [t("claim"), d.state === "claimed" && d.claim ? [t("claim text", { leader: d.claim.leader, term: d.claim.term }), when(d.claim.expires_at)] : "—"],
   ];
   if (d.recall) kv.push([t("recall"), d.state === "recalled" ? [t("recalled by", { by: d.recall.by }), when(d.recall.at)] : d.recall.done ? d.recall.error || "—" : t("pending")]);
-  return [h("dl", { class: "kv" }, kv.map(([k, ...v]) => [h("dt", null, k), h("dd", null, v)])), d.state === "sent" ? recallButton(d) : "", failureList(d),
+  return [h("dl", { class: "kv" }, kv.map(([k, ...v]) => [h("dt", null, k), h("dd", null, v)])), d.state === "sent" ? recallButton(d) : "", failureList(d), clickList(d),
     h("h4", null, t("content")), h("pre", { class: "content" }, messageText(d.payload))];
 }
 
@@ -270,7 +283,7 @@ function renderPerson() {
         h("dt", null, t("not before")), h("dd", null, when(d.not_before)),
         h("dt", null, d.state === "sent" ? t("sent at") : t("ended")), h("dd", null, when(d.state === "sent" ? d.sent_at : d.ended_at)),
         h("dt", null, t("attempts")), h("dd", null, String(d.attempts ?? 0))),
-      failureList(d),
+      failureList(d), clickList(d),
       h("h4", null, t("content")), h("pre", { class: "content" }, messageText(d.payload))))));
 }
 

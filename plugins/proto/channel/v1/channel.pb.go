@@ -950,6 +950,124 @@ func (x *RecallResponse) GetResults() []*RecallResult {
 	return nil
 }
 
+// CardUpdate is one card to replace (sdk.CardUpdate).
+type CardUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The delivery id of the card; the result names it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Who clicked: the card is replaced for them.
+	Recipient string `protobuf:"bytes,2,opt,name=recipient,proto3" json:"recipient,omitempty"`
+	// The click's response_code (valid 72 h, once).
+	ResponseCode string `protobuf:"bytes,3,opt,name=response_code,json=responseCode,proto3" json:"response_code,omitempty"`
+	// The replacement: a message body {"msgtype": "template_card",
+	// "template_card": {…}} as a rule's message returns one.
+	Payload       []byte `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CardUpdate) Reset() {
+	*x = CardUpdate{}
+	mi := &file_channel_v1_channel_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CardUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CardUpdate) ProtoMessage() {}
+
+func (x *CardUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_channel_v1_channel_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CardUpdate.ProtoReflect.Descriptor instead.
+func (*CardUpdate) Descriptor() ([]byte, []int) {
+	return file_channel_v1_channel_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CardUpdate) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CardUpdate) GetRecipient() string {
+	if x != nil {
+		return x.Recipient
+	}
+	return ""
+}
+
+func (x *CardUpdate) GetResponseCode() string {
+	if x != nil {
+		return x.ResponseCode
+	}
+	return ""
+}
+
+func (x *CardUpdate) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+type UpdateCardsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         []*CardUpdate          `protobuf:"bytes,1,rep,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateCardsRequest) Reset() {
+	*x = UpdateCardsRequest{}
+	mi := &file_channel_v1_channel_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateCardsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateCardsRequest) ProtoMessage() {}
+
+func (x *UpdateCardsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_channel_v1_channel_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateCardsRequest.ProtoReflect.Descriptor instead.
+func (*UpdateCardsRequest) Descriptor() ([]byte, []int) {
+	return file_channel_v1_channel_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *UpdateCardsRequest) GetBatch() []*CardUpdate {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 var File_channel_v1_channel_proto protoreflect.FileDescriptor
 
 const file_channel_v1_channel_proto_rawDesc = "" +
@@ -1005,7 +1123,15 @@ const file_channel_v1_channel_proto_rawDesc = "" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"K\n" +
 	"\x0eRecallResponse\x129\n" +
-	"\aresults\x18\x01 \x03(\v2\x1f.herald.channel.v1.RecallResultR\aresults*\x89\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.herald.channel.v1.RecallResultR\aresults\"y\n" +
+	"\n" +
+	"CardUpdate\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
+	"\trecipient\x18\x02 \x01(\tR\trecipient\x12#\n" +
+	"\rresponse_code\x18\x03 \x01(\tR\fresponseCode\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\"I\n" +
+	"\x12UpdateCardsRequest\x123\n" +
+	"\x05batch\x18\x01 \x03(\v2\x1d.herald.channel.v1.CardUpdateR\x05batch*\x89\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSTATUS_SENT\x10\x01\x12\x14\n" +
@@ -1017,13 +1143,14 @@ const file_channel_v1_channel_proto_rawDesc = "" +
 	"\x19RECALL_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16RECALL_STATUS_RECALLED\x10\x01\x12 \n" +
 	"\x1cRECALL_STATUS_NOT_RECALLABLE\x10\x02\x12\x1b\n" +
-	"\x17RECALL_STATUS_RETRYABLE\x10\x032\x91\x03\n" +
+	"\x17RECALL_STATUS_RETRYABLE\x10\x032\xe8\x03\n" +
 	"\aChannel\x12G\n" +
 	"\x04Info\x12\x1e.herald.channel.v1.InfoRequest\x1a\x1f.herald.channel.v1.InfoResponse\x12V\n" +
 	"\tConfigure\x12#.herald.channel.v1.ConfigureRequest\x1a$.herald.channel.v1.ConfigureResponse\x12G\n" +
 	"\x04Send\x12\x1e.herald.channel.v1.SendRequest\x1a\x1f.herald.channel.v1.SendResponse\x12M\n" +
 	"\x06Health\x12 .herald.channel.v1.HealthRequest\x1a!.herald.channel.v1.HealthResponse\x12M\n" +
-	"\x06Recall\x12 .herald.channel.v1.RecallRequest\x1a!.herald.channel.v1.RecallResponseB?Z=github.com/heraldhq/herald/plugins/proto/channel/v1;channelv1b\x06proto3"
+	"\x06Recall\x12 .herald.channel.v1.RecallRequest\x1a!.herald.channel.v1.RecallResponse\x12U\n" +
+	"\vUpdateCards\x12%.herald.channel.v1.UpdateCardsRequest\x1a\x1f.herald.channel.v1.SendResponseB?Z=github.com/heraldhq/herald/plugins/proto/channel/v1;channelv1b\x06proto3"
 
 var (
 	file_channel_v1_channel_proto_rawDescOnce sync.Once
@@ -1038,25 +1165,27 @@ func file_channel_v1_channel_proto_rawDescGZIP() []byte {
 }
 
 var file_channel_v1_channel_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_channel_v1_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_channel_v1_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_channel_v1_channel_proto_goTypes = []any{
-	(Status)(0),               // 0: herald.channel.v1.Status
-	(RecallStatus)(0),         // 1: herald.channel.v1.RecallStatus
-	(*InfoRequest)(nil),       // 2: herald.channel.v1.InfoRequest
-	(*InfoResponse)(nil),      // 3: herald.channel.v1.InfoResponse
-	(*Limit)(nil),             // 4: herald.channel.v1.Limit
-	(*ConfigureRequest)(nil),  // 5: herald.channel.v1.ConfigureRequest
-	(*ConfigureResponse)(nil), // 6: herald.channel.v1.ConfigureResponse
-	(*Message)(nil),           // 7: herald.channel.v1.Message
-	(*SendRequest)(nil),       // 8: herald.channel.v1.SendRequest
-	(*Result)(nil),            // 9: herald.channel.v1.Result
-	(*SendResponse)(nil),      // 10: herald.channel.v1.SendResponse
-	(*HealthRequest)(nil),     // 11: herald.channel.v1.HealthRequest
-	(*HealthResponse)(nil),    // 12: herald.channel.v1.HealthResponse
-	(*RecallMessage)(nil),     // 13: herald.channel.v1.RecallMessage
-	(*RecallRequest)(nil),     // 14: herald.channel.v1.RecallRequest
-	(*RecallResult)(nil),      // 15: herald.channel.v1.RecallResult
-	(*RecallResponse)(nil),    // 16: herald.channel.v1.RecallResponse
+	(Status)(0),                // 0: herald.channel.v1.Status
+	(RecallStatus)(0),          // 1: herald.channel.v1.RecallStatus
+	(*InfoRequest)(nil),        // 2: herald.channel.v1.InfoRequest
+	(*InfoResponse)(nil),       // 3: herald.channel.v1.InfoResponse
+	(*Limit)(nil),              // 4: herald.channel.v1.Limit
+	(*ConfigureRequest)(nil),   // 5: herald.channel.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),  // 6: herald.channel.v1.ConfigureResponse
+	(*Message)(nil),            // 7: herald.channel.v1.Message
+	(*SendRequest)(nil),        // 8: herald.channel.v1.SendRequest
+	(*Result)(nil),             // 9: herald.channel.v1.Result
+	(*SendResponse)(nil),       // 10: herald.channel.v1.SendResponse
+	(*HealthRequest)(nil),      // 11: herald.channel.v1.HealthRequest
+	(*HealthResponse)(nil),     // 12: herald.channel.v1.HealthResponse
+	(*RecallMessage)(nil),      // 13: herald.channel.v1.RecallMessage
+	(*RecallRequest)(nil),      // 14: herald.channel.v1.RecallRequest
+	(*RecallResult)(nil),       // 15: herald.channel.v1.RecallResult
+	(*RecallResponse)(nil),     // 16: herald.channel.v1.RecallResponse
+	(*CardUpdate)(nil),         // 17: herald.channel.v1.CardUpdate
+	(*UpdateCardsRequest)(nil), // 18: herald.channel.v1.UpdateCardsRequest
 }
 var file_channel_v1_channel_proto_depIdxs = []int32{
 	4,  // 0: herald.channel.v1.InfoResponse.limits:type_name -> herald.channel.v1.Limit
@@ -1066,21 +1195,24 @@ var file_channel_v1_channel_proto_depIdxs = []int32{
 	13, // 4: herald.channel.v1.RecallRequest.batch:type_name -> herald.channel.v1.RecallMessage
 	1,  // 5: herald.channel.v1.RecallResult.status:type_name -> herald.channel.v1.RecallStatus
 	15, // 6: herald.channel.v1.RecallResponse.results:type_name -> herald.channel.v1.RecallResult
-	2,  // 7: herald.channel.v1.Channel.Info:input_type -> herald.channel.v1.InfoRequest
-	5,  // 8: herald.channel.v1.Channel.Configure:input_type -> herald.channel.v1.ConfigureRequest
-	8,  // 9: herald.channel.v1.Channel.Send:input_type -> herald.channel.v1.SendRequest
-	11, // 10: herald.channel.v1.Channel.Health:input_type -> herald.channel.v1.HealthRequest
-	14, // 11: herald.channel.v1.Channel.Recall:input_type -> herald.channel.v1.RecallRequest
-	3,  // 12: herald.channel.v1.Channel.Info:output_type -> herald.channel.v1.InfoResponse
-	6,  // 13: herald.channel.v1.Channel.Configure:output_type -> herald.channel.v1.ConfigureResponse
-	10, // 14: herald.channel.v1.Channel.Send:output_type -> herald.channel.v1.SendResponse
-	12, // 15: herald.channel.v1.Channel.Health:output_type -> herald.channel.v1.HealthResponse
-	16, // 16: herald.channel.v1.Channel.Recall:output_type -> herald.channel.v1.RecallResponse
-	12, // [12:17] is the sub-list for method output_type
-	7,  // [7:12] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	17, // 7: herald.channel.v1.UpdateCardsRequest.batch:type_name -> herald.channel.v1.CardUpdate
+	2,  // 8: herald.channel.v1.Channel.Info:input_type -> herald.channel.v1.InfoRequest
+	5,  // 9: herald.channel.v1.Channel.Configure:input_type -> herald.channel.v1.ConfigureRequest
+	8,  // 10: herald.channel.v1.Channel.Send:input_type -> herald.channel.v1.SendRequest
+	11, // 11: herald.channel.v1.Channel.Health:input_type -> herald.channel.v1.HealthRequest
+	14, // 12: herald.channel.v1.Channel.Recall:input_type -> herald.channel.v1.RecallRequest
+	18, // 13: herald.channel.v1.Channel.UpdateCards:input_type -> herald.channel.v1.UpdateCardsRequest
+	3,  // 14: herald.channel.v1.Channel.Info:output_type -> herald.channel.v1.InfoResponse
+	6,  // 15: herald.channel.v1.Channel.Configure:output_type -> herald.channel.v1.ConfigureResponse
+	10, // 16: herald.channel.v1.Channel.Send:output_type -> herald.channel.v1.SendResponse
+	12, // 17: herald.channel.v1.Channel.Health:output_type -> herald.channel.v1.HealthResponse
+	16, // 18: herald.channel.v1.Channel.Recall:output_type -> herald.channel.v1.RecallResponse
+	10, // 19: herald.channel.v1.Channel.UpdateCards:output_type -> herald.channel.v1.SendResponse
+	14, // [14:20] is the sub-list for method output_type
+	8,  // [8:14] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_channel_v1_channel_proto_init() }
@@ -1094,7 +1226,7 @@ func file_channel_v1_channel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_channel_v1_channel_proto_rawDesc), len(file_channel_v1_channel_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,11 +26,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Channel_Info_FullMethodName      = "/herald.channel.v1.Channel/Info"
-	Channel_Configure_FullMethodName = "/herald.channel.v1.Channel/Configure"
-	Channel_Send_FullMethodName      = "/herald.channel.v1.Channel/Send"
-	Channel_Health_FullMethodName    = "/herald.channel.v1.Channel/Health"
-	Channel_Recall_FullMethodName    = "/herald.channel.v1.Channel/Recall"
+	Channel_Info_FullMethodName        = "/herald.channel.v1.Channel/Info"
+	Channel_Configure_FullMethodName   = "/herald.channel.v1.Channel/Configure"
+	Channel_Send_FullMethodName        = "/herald.channel.v1.Channel/Send"
+	Channel_Health_FullMethodName      = "/herald.channel.v1.Channel/Health"
+	Channel_Recall_FullMethodName      = "/herald.channel.v1.Channel/Recall"
+	Channel_UpdateCards_FullMethodName = "/herald.channel.v1.Channel/UpdateCards"
 )
 
 // ChannelClient is the client API for Channel service.
@@ -56,6 +57,11 @@ type ChannelClient interface {
 	// (every plugin built before it) answers Unimplemented, which the host
 	// reads as "none of this channel's messages can be recalled".
 	Recall(ctx context.Context, in *RecallRequest, opts ...grpc.CallOption) (*RecallResponse, error)
+	// UpdateCards replaces interactive template cards after a click
+	// (WeCom's message/update_template_card with the click's response_code),
+	// judging each on its own with a Result (sent: updated). Optional, as
+	// Recall: Unimplemented reads as "this channel cannot update cards".
+	UpdateCards(ctx context.Context, in *UpdateCardsRequest, opts ...grpc.CallOption) (*SendResponse, error)
 }
 
 type channelClient struct {
@@ -116,6 +122,16 @@ func (c *channelClient) Recall(ctx context.Context, in *RecallRequest, opts ...g
 	return out, nil
 }
 
+func (c *channelClient) UpdateCards(ctx context.Context, in *UpdateCardsRequest, opts ...grpc.CallOption) (*SendResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SendResponse)
+	err := c.cc.Invoke(ctx, Channel_UpdateCards_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ChannelServer is the server API for Channel service.
 // All implementations must embed UnimplementedChannelServer
 // for forward compatibility.
@@ -139,6 +155,11 @@ type ChannelServer interface {
 	// (every plugin built before it) answers Unimplemented, which the host
 	// reads as "none of this channel's messages can be recalled".
 	Recall(context.Context, *RecallRequest) (*RecallResponse, error)
+	// UpdateCards replaces interactive template cards after a click
+	// (WeCom's message/update_template_card with the click's response_code),
+	// judging each on its own with a Result (sent: updated). Optional, as
+	// Recall: Unimplemented reads as "this channel cannot update cards".
+	UpdateCards(context.Context, *UpdateCardsRequest) (*SendResponse, error)
 	mustEmbedUnimplementedChannelServer()
 }
 
@@ -163,6 +184,9 @@ func (UnimplementedChannelServer) Health(context.Context, *HealthRequest) (*Heal
 }
 func (UnimplementedChannelServer) Recall(context.Context, *RecallRequest) (*RecallResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Recall not implemented")
+}
+func (UnimplementedChannelServer) UpdateCards(context.Context, *UpdateCardsRequest) (*SendResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateCards not implemented")
 }
 func (UnimplementedChannelServer) mustEmbedUnimplementedChannelServer() {}
 func (UnimplementedChannelServer) testEmbeddedByValue()                 {}
@@ -275,6 +299,24 @@ func _Channel_Recall_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Channel_UpdateCards_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateCardsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChannelServer).UpdateCards(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Channel_UpdateCards_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChannelServer).UpdateCards(ctx, req.(*UpdateCardsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Channel_ServiceDesc is the grpc.ServiceDesc for Channel service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -301,6 +343,10 @@ var Channel_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Recall",
 			Handler:    _Channel_Recall_Handler,
+		},
+		{
+			MethodName: "UpdateCards",
+			Handler:    _Channel_UpdateCards_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
