@@ -28,6 +28,7 @@ import (
 //	POST   /callbacks            {"corp_id":"","url":"http://…/v1/wecom/callback/CH","token":"…","aes_key":"…"}: where callbacks go
 //	POST   /kf/message           {"open_kfid":"wk1","external_userid":"c1","origin":3,"text":"…"} (origin 5 + servicer_userid: a reply) → kf_msg_or_event
 //	POST   /callbacks/card       {"userid":"u1","task_id":"t1","event_key":"done"} → template_card_event
+//	POST   /cards/click          a form (userid, task_id, key, corp_id): a card's button on GET /messages → template_card_event
 //	POST   /callbacks/contact    {"userid":"u1","external_userid":"c1"} → change_external_contact
 //	POST   /callbacks/release    send the held callbacks, newest first (out of order)
 //	                             each callback above takes "twice", "hold", "bad_signature" (faults)

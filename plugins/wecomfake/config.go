@@ -1,5 +1,6 @@
 // Package wecomfake is a fake WeCom (企业微信) server for tests and demos. It
-// answers gettoken, message/send, message/recall and webhook/send the way
+// answers gettoken, message/send, message/recall,
+// message/update_template_card and webhook/send the way
 // the real API does (see the project's WECOM.md), checks requests in the
 // real order, enforces the silent per-member limits, and records every
 // request and every message each member received, so that a test can assert
