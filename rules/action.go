@@ -34,7 +34,7 @@ func (s *Set) OnAction(ctx context.Context, rule string, run engine.RunContext, 
 		return ""
 	}}
 	var card json.RawMessage
-	err := s.withSandbox(ctx, v, func(sb *sandbox) error {
+	err := s.withSandbox(ctx, v, rule, func(sb *sandbox) error {
 		defer func() { sb.run = nil }()
 		rt, runTbl, err := sb.begin(ctx, c, run, s.cfg.CallTimeout)
 		if err != nil {

@@ -258,7 +258,7 @@ func (s *Set) compileRule(f string, sf *scanned, v *version) builtRule {
 		err = &RuleError{File: f, Msg: sf.err.Error()}
 	} else {
 		var got *compiled // written by the call; read only once it returned
-		err = s.withSandbox(context.Background(), v, func(sb *sandbox) error {
+		err = s.withSandbox(context.Background(), v, f, func(sb *sandbox) error {
 			var err error
 			got, err = compileFile(context.Background(), sb, f, sf.data, s.cfg.CallTimeout)
 			return err

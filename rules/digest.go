@@ -30,7 +30,7 @@ func (s *Set) Digest(ctx context.Context, rule, recipient string, items []engine
 		return nil, nil
 	}
 	var out json.RawMessage
-	err := s.withSandbox(ctx, v, func(sb *sandbox) error {
+	err := s.withSandbox(ctx, v, c.rule.Name, func(sb *sandbox) error {
 		defer func() { sb.run = nil }()
 		first := items[0]
 		rt, _, err := sb.begin(ctx, c, engine.RunContext{Rule: rule, Key: first.RunKey, Slot: first.Slot, Zone: first.Zone}, s.cfg.CallTimeout)

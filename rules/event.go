@@ -31,7 +31,7 @@ func (s *Set) OnEvent(ctx context.Context, rule string, ev engine.EventContext, 
 		}
 		return ""
 	}}
-	return s.withSandbox(ctx, v, func(sb *sandbox) error {
+	return s.withSandbox(ctx, v, c.rule.Name, func(sb *sandbox) error {
 		defer func() { sb.run = nil }()
 		// The event's time is the "slot" that after counts from.
 		rt, _, err := sb.begin(ctx, c, engine.RunContext{Rule: rule, Key: "event:" + ev.ID, Slot: ev.At}, s.cfg.CallTimeout)

@@ -29,7 +29,7 @@ func (s *Set) Plan(ctx context.Context, rule string, run engine.RunContext) ([]e
 		return nil, err
 	}
 	var out []engine.Planned
-	err = s.withSandbox(ctx, v, func(sb *sandbox) error {
+	err = s.withSandbox(ctx, v, rule, func(sb *sandbox) error {
 		sb.nextPeople = people
 		defer func() { sb.nextPeople = nil }()
 		msgs, err := sb.plan(ctx, c, run, s.cfg.CallTimeout)
@@ -42,9 +42,26 @@ func (s *Set) Plan(ctx context.Context, rule string, run engine.RunContext) ([]e
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.atLimit(ctx, err)
 	}
 	return out, nil
+}
+
+// atLimit is err as an *engine.LimitError when the call was stopped at one
+// of the set's limits: the run was too big for them, and the planner's
+// alert says which and what to change. Stopped by its caller's context
+// (the planner's own time limit), it is left as it is: the caller names
+// its limit.
+func (s *Set) atLimit(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, ErrMemory):
+		// The node setting cmd/herald reads into MemoryLimit.
+		return &engine.LimitError{Limit: "rule memory limit", Value: FormatSize(s.cfg.MemoryLimit), Setting: "rule_memory_limit", Err: err}
+	case errors.Is(err, ErrTimeout) && ctx.Err() == nil:
+		// No node setting raises CallTimeout.
+		return &engine.LimitError{Limit: "rule time limit", Value: s.cfg.CallTimeout.String(), Err: err}
+	}
+	return err
 }
 
 // OnFailed runs the rule's on_failed(run, delivery) hook, where delivery
@@ -68,7 +85,7 @@ func (s *Set) OnFailed(ctx context.Context, rule string, run engine.RunContext, 
 		}
 		return ""
 	}}
-	return s.withSandbox(ctx, v, func(sb *sandbox) error {
+	return s.withSandbox(ctx, v, rule, func(sb *sandbox) error {
 		defer func() { sb.run = nil }()
 		rt, runTbl, err := sb.begin(ctx, c, run, s.cfg.CallTimeout)
 		if err != nil {
@@ -94,9 +111,10 @@ func (s *Set) stuckGrace() time.Duration { return max(s.cfg.CallTimeout, 500*tim
 // withSandbox runs f with a pooled state of v on its own goroutine. Lua
 // code is interrupted at its deadline by the state's context; the
 // watchdog here covers the rest (a pattern match that backtracks for
-// minutes): the caller gets an error, and the state is abandoned, never
-// returned to the pool.
-func (s *Set) withSandbox(ctx context.Context, v *version, f func(*sandbox) error) error {
+// minutes, people.where over a million people): the caller gets an
+// error, and the state is abandoned, never returned to the pool. who
+// names the rule (or the file, at load) for the log and the error.
+func (s *Set) withSandbox(ctx context.Context, v *version, who string, f func(*sandbox) error) error {
 	sb := v.pool.get()
 	done := make(chan error, 1)
 	go func() {
@@ -119,8 +137,9 @@ func (s *Set) withSandbox(ctx context.Context, v *version, f func(*sandbox) erro
 		case now := <-timer.C:
 			dl := sb.deadline.Load()
 			if dl != 0 && now.UnixNano() > dl+int64(grace) {
-				s.cfg.Logger.Error("rules: rule call stuck past its time limit; state abandoned")
-				return fmt.Errorf("%w: a rule call is stuck in a library function past its time limit", ErrTimeout)
+				s.cfg.Logger.Error("rules: a rule call is stuck in a library function past the rule time limit; its state is abandoned",
+					"rule", who, "limit", s.cfg.CallTimeout)
+				return fmt.Errorf("%w: a call of rule %s is stuck in a library function past the rule time limit of %s", ErrTimeout, who, s.cfg.CallTimeout)
 			}
 			wait := grace
 			if dl != 0 {

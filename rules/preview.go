@@ -181,7 +181,7 @@ func (s *Set) Preview(ctx context.Context, name string, at time.Time, data json.
 func (s *Set) previewRun(ctx context.Context, v *version, c *compiled, runKey string, slot time.Time, zone string, data json.RawMessage) ([]PreviewDelivery, error) {
 	r := c.rule
 	var msgs []message
-	err := s.withSandbox(ctx, v, func(sb *sandbox) error {
+	err := s.withSandbox(ctx, v, c.rule.Name, func(sb *sandbox) error {
 		var err error
 		msgs, err = sb.plan(ctx, c, engine.RunContext{Rule: r.Name, Key: runKey, Slot: slot, Zone: zone, Data: data}, s.cfg.CallTimeout)
 		return err

@@ -102,6 +102,7 @@ func (p *planner) plan(ctx context.Context, run *engine.Run) error {
 		planned, perr = p.l.cfg.Rules.Plan(pctx, rule.Name, rc)
 	}
 	evaluate := time.Since(evalStart)
+	planTimedOut := pctx.Err() != nil
 	cancel()
 	if ctx.Err() != nil {
 		return ctx.Err() // leadership lost: the next leader plans it again
@@ -110,7 +111,7 @@ func (p *planner) plan(ctx context.Context, run *engine.Run) error {
 		return perr // the scheduler tries again in a moment
 	}
 	if perr != nil {
-		return p.finishPlan(ctx, run, perr.Error())
+		return p.finishPlan(ctx, run, p.planFailure(run, perr, planTimedOut))
 	}
 	all, doomed := p.deliveries(run, rule, planned)
 	replStart := time.Now()
@@ -141,6 +142,25 @@ func (p *planner) plan(ctx context.Context, run *engine.Run) error {
 			Evaluate: evaluate, Replicate: time.Since(replStart)})
 	}
 	return err
+}
+
+// planFailure is what a run whose rule failed to plan records as its
+// error (and its rule-error alert says): for a run stopped at a limit of
+// the node (the rule's, or PlanTimeout when the whole plan outran it),
+// the limit, that nothing was sent, and what to change. Logged here too,
+// naming the rule: Apply cannot log.
+func (p *planner) planFailure(run *engine.Run, perr error, planTimedOut bool) string {
+	var le *engine.LimitError
+	if !errors.As(perr, &le) && planTimedOut {
+		le = &engine.LimitError{Limit: "plan time limit", Value: p.l.cfg.PlanTimeout.String(), Err: perr}
+	}
+	if le == nil {
+		p.l.log.Warn("rule failed to plan its run; nothing was sent", "rule", run.Rule, "run", run.Key, "err", perr)
+		return perr.Error()
+	}
+	p.l.log.Error("rule stopped at a limit while planning its run; nothing was sent", "rule", run.Rule, "run", run.Key,
+		"limit", le.Limit, "value", le.Value, "err", le.Err)
+	return fmt.Sprintf("planning %s; nothing was sent: %s", le.Error(), le.Remedy())
 }
 
 // finishPlan marks run planned, or failed with the rule's error (ruleErr

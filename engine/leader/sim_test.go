@@ -31,9 +31,12 @@ import (
 
 // simRules is a RuleSource whose rules plan with Go functions.
 type simRules struct {
-	mu       sync.Mutex
-	rules    []engine.Rule
-	plan     map[string]func(engine.RunContext) []engine.Planned
+	mu    sync.Mutex
+	rules []engine.Rule
+	plan  map[string]func(engine.RunContext) []engine.Planned
+	// fail, when it has the rule, is what its Plan answers instead: an
+	// error, or nil to go on to plan. It gets the planner's context.
+	fail     map[string]func(context.Context) error
 	onFailed []engine.FailedDelivery
 }
 
@@ -45,10 +48,15 @@ func (r *simRules) Rules() []engine.Rule {
 
 func (r *simRules) Hash() string { return "sim" }
 
-func (r *simRules) Plan(_ context.Context, rule string, run engine.RunContext) ([]engine.Planned, error) {
+func (r *simRules) Plan(ctx context.Context, rule string, run engine.RunContext) ([]engine.Planned, error) {
 	r.mu.Lock()
-	f := r.plan[rule]
+	f, fail := r.plan[rule], r.fail[rule]
 	r.mu.Unlock()
+	if fail != nil {
+		if err := fail(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if f == nil {
 		return nil, fmt.Errorf("no plan for %s", rule)
 	}
@@ -169,7 +177,7 @@ func newSim(t *testing.T, start time.Time, rules ...engine.Rule) *sim {
 	s := &sim{
 		t: t, ctx: t.Context(), clock: clock,
 		log:    &localLog{fsm: engine.NewFSM(), term: 0, leader: true},
-		rules:  &simRules{rules: rules, plan: map[string]func(engine.RunContext) []engine.Planned{}},
+		rules:  &simRules{rules: rules, plan: map[string]func(engine.RunContext) []engine.Planned{}, fail: map[string]func(context.Context) error{}},
 		sender: &simSender{clock: clock},
 	}
 	cals := calendar.NewRegistry()
