@@ -101,23 +101,34 @@ func (n *Node) leaderApplied(ctx context.Context, leader string) (uint64, error)
 	}
 	p.mu.Unlock()
 	v, err, _ := p.flight.Do(leader, func() (any, error) {
-		addr := n.memberHTTP(leader)
-		if addr == "" {
-			return uint64(0), errors.New("the leader's member record is not applied here yet")
-		}
-		ctx, cancel := context.WithTimeout(ctx, readyAskTimeout)
-		defer cancel()
-		st, err := n.clientFor(addr).Status(ctx)
+		applied, err := n.askLeaderApplied(ctx, leader)
 		if err != nil {
-			return uint64(0), errors.New("the leader did not answer in time")
+			return uint64(0), err
 		}
 		p.mu.Lock()
-		p.leader, p.applied, p.at = leader, st.AppliedIndex, time.Now()
+		p.leader, p.applied, p.at = leader, applied, time.Now()
 		p.mu.Unlock()
-		return st.AppliedIndex, nil
+		return applied, nil
 	})
 	if err != nil {
 		return 0, err
 	}
 	return v.(uint64), nil
+}
+
+// askLeaderApplied asks leader for its applied index now (GET
+// /v1/cluster/status, with this node's token). The errors name no
+// address: Ready's answer is public.
+func (n *Node) askLeaderApplied(ctx context.Context, leader string) (uint64, error) {
+	addr := n.memberHTTP(leader)
+	if addr == "" {
+		return 0, errors.New("the leader's member record is not applied here yet")
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyAskTimeout)
+	defer cancel()
+	st, err := n.clientFor(addr).Status(ctx)
+	if err != nil {
+		return 0, errors.New("the leader did not answer in time")
+	}
+	return st.AppliedIndex, nil
 }
