@@ -107,8 +107,16 @@ func TestEnquiryTimeoutThroughWecomCallbacks(t *testing.T) {
 	// A bad signature: 403, nothing recorded. (Not a kf message: WeCom
 	// keeps those whatever happens to the callback, and the next
 	// kf/sync_msg would fetch it.)
-	bad, err := fake.SendContactChange(ctx, wecomfake.ContactChange{UserID: "liuyang", ExternalUserID: "wmX99", CallbackFaults: wecomfake.CallbackFaults{BadSignature: true}})
-	require.NoError(t, err)
+	// The follower forwards the POST and the leader checks it: a forward
+	// that finds no leader (a busy machine, an election) is a 503, which
+	// WeCom would retry; the signature's verdict is the 403 after it.
+	var bad wecomfake.CallbackResult
+	eventually(t, 20*time.Second, "a bad signature refused", func() bool {
+		var err error
+		bad, err = fake.SendContactChange(ctx, wecomfake.ContactChange{UserID: "liuyang", ExternalUserID: "wmX99", CallbackFaults: wecomfake.CallbackFaults{BadSignature: true}})
+		require.NoError(t, err)
+		return len(bad.Statuses) != 1 || bad.Statuses[0] != http.StatusServiceUnavailable
+	})
 	require.Equal(t, []int{http.StatusForbidden}, bad.Statuses)
 
 	// wmA01 writes, writes again, and is answered: no alert, ever.
