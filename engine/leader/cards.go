@@ -44,6 +44,12 @@ func (e *eventLoop) cardClick(ctx context.Context, ev *engine.Event) error {
 		l.log.Info("card click for no delivery this cluster holds; only on_event hooks see it", "event", ev.ID, "task_id", c.TaskID)
 		return nil
 	}
+	if ev.Source != "wecom:"+d.Channel {
+		// Another app's callback, or one posted to /v1/events: only the
+		// channel that sent the card speaks for a click on it.
+		l.log.Warn("card click not from the delivery's channel; only on_event hooks see it", "event", ev.ID, "source", ev.Source, "delivery", d.ID, "channel", d.Channel)
+		return nil
+	}
 	for _, k := range d.Clicks {
 		if k.Event == ev.ID {
 			return nil // recorded by an earlier pass that could not mark it handled

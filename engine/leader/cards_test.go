@@ -81,7 +81,7 @@ func TestCardClickRunsOnActionAndUpdatesTheCard(t *testing.T) {
 
 	data := json.RawMessage(`{"FromUserName":"alice","EventKey":"done","TaskId":"` + id + `","CardType":"button_interaction","ResponseCode":"RC1"}`)
 	for range 2 { // WeCom's retry: the same event id
-		s.apply(engine.CmdRecordEvent, engine.RecordEvent{NewEvent: engine.NewEvent{ID: "wecom:w:card:alice:1", Type: engine.EventWecomCard, Source: "wecom:w", Data: data}, Now: s.clock.Now()})
+		s.apply(engine.CmdRecordEvent, engine.RecordEvent{NewEvent: engine.NewEvent{ID: "wecom:w:card:alice:1", Type: engine.EventWecomCard, Source: "wecom:wecom", Data: data}, Now: s.clock.Now()})
 	}
 	e := newEventLoop(s.l)
 	for range 5 {
@@ -105,6 +105,14 @@ func TestCardClickRunsOnActionAndUpdatesTheCard(t *testing.T) {
 	require.Equal(t, "RC1", cs.updates[0].ResponseCode)
 	require.Equal(t, "alice", cs.updates[0].Recipient)
 	require.Contains(t, string(cs.updates[0].Payload), "done by alice")
+
+	// A click from another channel (or posted to /v1/events) on this
+	// card reaches no on_action.
+	s.apply(engine.CmdRecordEvent, engine.RecordEvent{NewEvent: engine.NewEvent{ID: "api:forged", Type: engine.EventWecomCard, Source: "api", Data: data}, Now: s.clock.Now()})
+	e.runOnce(s.ctx)
+	require.Len(t, rules.calls, 1)
+	d, _ = s.log.fsm.Delivery(id)
+	require.Len(t, d.Clicks, 1)
 
 	// A click on a card of no delivery here reaches no on_action.
 	s.apply(engine.CmdRecordEvent, engine.RecordEvent{NewEvent: engine.NewEvent{ID: "wecom:w:card:x", Type: engine.EventWecomCard, Source: "wecom:w",
