@@ -25,11 +25,13 @@ const (
 	e2eEnquiryWait    = 8 * time.Second
 )
 
-// setupWecomE2E: three real agents whose wecom_sales channel talks to a
-// fake WeCom in this process, which calls the cluster back (at n1, a
-// follower after the first kill: forwarded to the leader). The example
-// enquiry_timeout rule runs with WAIT shortened to e2eEnquiryWait.
-func setupWecomE2E(t *testing.T) (*e2eCluster, *wecomfake.Server) {
+// setupWecomE2E: three real agents whose wecom_sales channel (an app)
+// talks to a fake WeCom in this process, which calls the cluster back (at
+// n1, a follower after the first kill: forwarded to the leader), and whose
+// wecom_ops channel is the fake's group robot (as herald dev has them).
+// The example enquiry_timeout rule runs with WAIT shortened to
+// e2eEnquiryWait. extra is appended to the config (e.g. a tokens: list).
+func setupWecomE2E(t *testing.T, extra ...string) (*e2eCluster, *wecomfake.Server) {
 	c := setupE2E(t)
 	corp := wecomfake.DemoCorp()
 	corp.Members = append(corp.Members, wecomfake.MemberConfig{UserID: "liuyang", Departments: []int{2}})
@@ -59,7 +61,12 @@ func setupWecomE2E(t *testing.T) (*e2eCluster, *wecomfake.Server) {
     secret: ${E2E_WECOM_SECRET}
     callback_token: ${E2E_CB_TOKEN}
     callback_aes_key: ${E2E_CB_AES_KEY}
-`, srv.URL, wecomfake.DemoCorpID, wecomfake.DemoAgentID)
+  wecom_ops:
+    plugin: wecom
+    base_url: %s
+    robot_key: %s
+`, srv.URL, wecomfake.DemoCorpID, wecomfake.DemoAgentID, srv.URL, wecomfake.DemoRobotKey)
+	cfg += strings.Join(extra, "")
 	require.NoError(t, os.WriteFile(c.config, []byte(cfg), 0o644))
 	return c, fake
 }
