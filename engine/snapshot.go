@@ -455,6 +455,19 @@ func (s *state) v1() stateV1 {
 	}
 }
 
+// keyedBy checks that each record of m is stored under its own id.
+func keyedBy[V any](what string, m map[string]*V, id func(*V) string) error {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		switch v := m[k]; {
+		case v == nil:
+			return fmt.Errorf("%s %q is null", what, k)
+		case id(v) != k:
+			return fmt.Errorf("%s stored under %q names itself %q", what, k, id(v))
+		}
+	}
+	return nil
+}
+
 func readVersion1(r io.Reader, st *state) error {
 	var v stateV1
 	if err := json.NewDecoder(r).Decode(&v); err != nil {
@@ -462,6 +475,15 @@ func readVersion1(r io.Reader, st *state) error {
 	}
 	if v.Runs == nil || v.Deliveries == nil || v.Cursors == nil || v.Members == nil || v.Alerts == nil || v.Missed == nil {
 		return errors.New("a section is missing")
+	}
+	// A version-2 snapshot keys each record by its own id; a version-1
+	// one by the JSON object's key, which Herald always wrote as that id.
+	// One that differs (or a null record) is not a snapshot Herald wrote:
+	// taken as it is, it came out of the next snapshot keyed otherwise.
+	if err := errors.Join(keyedBy("run", v.Runs, func(r *Run) string { return r.Key }),
+		keyedBy("delivery", v.Deliveries, func(d *Delivery) string { return d.ID }),
+		keyedBy("task", v.Tasks, func(t *Task) string { return t.Key })); err != nil {
+		return err
 	}
 	st.Runs.fromMap(v.Runs)
 	st.Deliveries.fromMap(v.Deliveries)
