@@ -94,7 +94,7 @@ func newDeliveriesCmd() *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&rule, "rule", "", "only this rule's deliveries")
-	list.Flags().StringVar(&state, "state", "", "only pending, claimed, sent, failed, expired or cancelled")
+	list.Flags().StringVar(&state, "state", "", "only pending, claimed, sent, failed, expired, cancelled or recalled")
 	list.Flags().StringVar(&run, "run", "", "only this run's deliveries (run key)")
 	list.Flags().StringVar(&recipient, "recipient", "", "only this person's deliveries (userid, or name from the people file) of --date")
 	list.Flags().StringVar(&date, "date", "", "only deliveries of runs whose slot falls on this date (YYYY-MM-DD in --tz); with --recipient, default today in --tz")

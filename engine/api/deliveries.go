@@ -97,7 +97,7 @@ func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if state != "" && !validState(state) {
-		writeFieldError(w, &FieldError{"state", "want pending, claimed, sent, failed, expired or cancelled"})
+		writeFieldError(w, &FieldError{"state", "want pending, claimed, sent, failed, expired, cancelled or recalled"})
 		return
 	}
 	if date != "" {
