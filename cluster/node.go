@@ -247,6 +247,11 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 	return n, nil
 }
 
+// handlerDrainTimeout bounds the wait at shutdown for raft's connection
+// handlers: an RPC in flight answers ErrTransportShutdown at once, so they
+// return within a store write.
+const handlerDrainTimeout = 5 * time.Second
+
 // closeResources releases what New opened, in reverse order.
 func (n *Node) closeResources() {
 	if n.raft == nil && n.stream != nil {
@@ -256,6 +261,14 @@ func (n *Node) closeResources() {
 		n.cfg.RaftListener.Close()
 	}
 	n.leadership.stop()
+	if n.stream != nil {
+		// raft.Shutdown closed the stream (or the line above did); its
+		// connection handlers may still be writing to the store.
+		n.stream.Close()
+		if !n.stream.awaitHandlers(handlerDrainTimeout) {
+			n.log.Warn("raft connection handlers still running at shutdown; closing the store under them", "waited", handlerDrainTimeout)
+		}
+	}
 	if n.store != nil {
 		n.store.Close()
 	}

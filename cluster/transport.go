@@ -62,6 +62,14 @@ type streamLayer struct {
 	conns  map[*trackedConn]struct{}
 	closed bool
 
+	// served counts the accepted connections handed to raft whose handler
+	// has not returned yet (raft's handler closes its connection as it
+	// returns). Raft's Shutdown does not wait for these handlers, and one
+	// that read a heartbeat just before it can still write the current term
+	// to the store afterwards: the node waits for them (awaitHandlers)
+	// before closing the store, or raft panics on "database not open".
+	served sync.WaitGroup
+
 	// check, once set (TLS only), admits or refuses the peer of every
 	// inbound connection after its handshake (raftpeers.go).
 	check atomic.Pointer[peerCheck]
@@ -77,18 +85,36 @@ type peerCheck struct {
 // trackedConn removes itself from its stream layer when closed.
 type trackedConn struct {
 	net.Conn
-	s    *streamLayer
-	once sync.Once
-	peer atomic.Pointer[x509.Certificate] // an accepted TLS peer's certificate
+	s      *streamLayer
+	once   sync.Once
+	peer   atomic.Pointer[x509.Certificate] // an accepted TLS peer's certificate
+	handed atomic.Bool                      // given to raft by Accept: its handler closes it
 }
 
+// Close is what raft calls (an accepted connection's handler as it returns,
+// a dialed one when it is dropped from the pool) and what greet calls
+// before a connection is handed over.
 func (c *trackedConn) Close() error {
 	c.once.Do(func() {
 		c.s.mu.Lock()
 		delete(c.s.conns, c)
 		c.s.mu.Unlock()
+		if c.handed.Load() {
+			c.s.served.Done()
+		}
 	})
 	return c.Conn.Close()
+}
+
+// abort closes the connection under raft: a handed connection's handler
+// then fails its read and returns, closing it (Close) as it goes, which is
+// what awaitHandlers waits for.
+func (c *trackedConn) abort() {
+	if c.handed.Load() {
+		c.Conn.Close()
+		return
+	}
+	c.Close()
 }
 
 func (s *streamLayer) track(c net.Conn) (net.Conn, error) {
@@ -119,6 +145,10 @@ const maxPending = 64
 func (s *streamLayer) Accept() (net.Conn, error) {
 	select {
 	case r := <-s.handshaken:
+		if tc, ok := r.conn.(*trackedConn); ok {
+			s.served.Add(1)
+			tc.handed.Store(true)
+		}
 		return r.conn, r.err
 	case <-s.done:
 		return nil, net.ErrClosed
@@ -232,7 +262,11 @@ func (s *streamLayer) admit(peer *x509.Certificate, c net.Conn) bool {
 	}
 	if err := pc.admit(peer); err != nil {
 		pc.refused(peer, c.RemoteAddr().String(), err)
-		c.Close()
+		if tc, ok := c.(*trackedConn); ok {
+			tc.abort()
+		} else {
+			c.Close()
+		}
 		return false
 	}
 	return true
@@ -266,10 +300,29 @@ func (s *streamLayer) Close() error {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		c.Close()
+		c.abort()
 	}
 	s.wg.Wait()
 	return err
+}
+
+// awaitHandlers waits, up to timeout, until raft's handler of every
+// connection Accept handed over has returned (the stream must be closed
+// first, so that each fails its read). It reports whether they all did.
+func (s *streamLayer) awaitHandlers(timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		s.served.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)

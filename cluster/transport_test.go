@@ -156,3 +156,42 @@ func TestRaftCapsSilentConnections(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "no slot came free after a silent connection closed")
 	}
 }
+
+// Raft's Shutdown does not wait for its connection handlers, and one that
+// read a heartbeat just before can still write the term to the store: CI
+// saw raft panic on "failed to save current term: database not open". The
+// stream layer closes handed connections under their handlers and waits
+// for each handler's own close before the node closes the store.
+func TestStreamWaitsForRaftHandlersAfterClose(t *testing.T) {
+	t.Parallel()
+	st, err := listen("127.0.0.1:0", nil, nil, time.Minute)
+	require.NoError(t, err)
+	peer, err := net.Dial("tcp", st.Listener.Addr().String())
+	require.NoError(t, err)
+	defer peer.Close()
+	_, err = peer.Write([]byte{0})
+	require.NoError(t, err)
+	conn, err := st.Accept()
+	require.NoError(t, err)
+
+	// The handler: reads until its connection fails, then is still busy
+	// (a heartbeat in flight) until released, and closes as raft's does.
+	release := make(chan struct{})
+	readFailed := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, conn)
+		close(readFailed)
+		<-release
+		conn.Close()
+	}()
+
+	require.NoError(t, st.Close())
+	select {
+	case <-readFailed:
+	case <-time.After(waitTimeout):
+		t.Fatal("closing the stream left the handler blocked in its read")
+	}
+	require.False(t, st.awaitHandlers(50*time.Millisecond), "reported the handlers done while one was still running")
+	close(release)
+	require.True(t, st.awaitHandlers(waitTimeout), "the handler closed its connection, yet the wait went on")
+}
