@@ -174,7 +174,8 @@ func personHas(p *Person, field string, want map[string]bool) bool {
 	case fieldTimezone:
 		have = []string{p.Timezone}
 	default:
-		switch v := p.Extra[field].(type) {
+		v, _ := p.Extra(field)
+		switch v := v.(type) {
 		case nil:
 		case []any:
 			for _, x := range v {

@@ -63,15 +63,34 @@ type Person struct {
 	Departments []string
 	// Tags are the person's tags (WeCom tags, or a people file's tags
 	// column): people.in_tag and people.where { tag = … } read them.
-	Tags  []string
-	Extra map[string]any // other columns: strings, numbers, bools, lists; nil when there are none
+	Tags []string
 	// Quiet is the person's own quiet hours (the quiet_hours column,
 	// "22:00-08:00" or "off"); nil: the rule's.
 	Quiet *engine.QuietHours
 
-	solar     monthDay
-	lunar     lunarDay
-	extraKeys []string // Extra's keys, sorted: tables are built in this order, so pairs() is the same on every leader
+	solar monthDay
+	lunar lunarDay
+	// extras are the other columns (strings, numbers, bools, lists), sorted
+	// by name: tables are built in this order, so pairs() is the same on
+	// every leader. A slice, not a map: a map of one column cost a person
+	// about 300 bytes, on every node.
+	extras []extraField
+}
+
+// extraField is one of a person's other columns.
+type extraField struct {
+	key   string
+	value any
+}
+
+// Extra is the person's column k other than the directory's own fields
+// (a string, float64, bool or list), and whether it has one.
+func (p *Person) Extra(k string) (any, bool) {
+	i, ok := slices.BinarySearchFunc(p.extras, k, func(x extraField, k string) int { return strings.Compare(x.key, k) })
+	if !ok {
+		return nil, false
+	}
+	return p.extras[i].value, true
 }
 
 type monthDay struct{ month, day int }
@@ -120,10 +139,6 @@ func (e *lineError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e
 
 // parsePeople reads a people file by its extension.
 func parsePeople(name string, data []byte) (*Directory, error) {
-	var (
-		rows []personRow
-		err  error
-	)
 	data = bytes.TrimPrefix(data, utf8BOM)
 	if line, ok := notUTF8(data); ok {
 		return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: line, Msg: errNotUTF8})
@@ -134,45 +149,52 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 		return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: 1,
 			Msg: "the file is empty (a directory with nobody in it is [] or a CSV header)"})
 	}
+	d := &Directory{File: name, byID: map[string]*Person{}, extra: map[string]bool{}}
+	type seen struct {
+		line int
+		id   string
+	}
+	first := map[string]seen{} // by folded userid
+	var lines []int            // each person's line, for the manager check
+	in := newInterner()
+	// Each row becomes a person as it is read, so a large file never holds
+	// every row's field map at once beside the people made of them.
+	each := func(r personRow) error {
+		p, err := newPerson(r.fields, in)
+		if err != nil {
+			return &lineError{Line: r.line, Msg: err.Error()}
+		}
+		if prev, dup := first[foldID(p.UserID)]; dup {
+			return &lineError{Line: r.line,
+				Msg: fmt.Sprintf("userid %q is already used on line %d (as %q; WeCom userids ignore case)", p.UserID, prev.line, prev.id)}
+		}
+		first[foldID(p.UserID)] = seen{r.line, p.UserID}
+		d.byID[foldID(p.UserID)] = p
+		d.people = append(d.people, p)
+		lines = append(lines, r.line)
+		for _, x := range p.extras {
+			d.extra[x.key] = true
+		}
+		return nil
+	}
+	var err error
 	switch path.Ext(name) {
 	case ".csv":
-		rows, err = peopleCSV(data)
+		err = peopleCSV(data, each)
 	case ".json":
-		rows, err = peopleJSON(data)
+		err = peopleJSON(data, each)
 	case ".yaml", ".yml":
-		rows, err = peopleYAML(data)
+		err = peopleYAML(data, each)
 	default:
 		err = fmt.Errorf("unknown people file type %q", path.Ext(name))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPeople, err)
 	}
-	d := &Directory{File: name, byID: make(map[string]*Person, len(rows)), extra: map[string]bool{}}
-	type seen struct {
-		line int
-		id   string
-	}
-	first := make(map[string]seen, len(rows)) // by folded userid
-	for _, r := range rows {
-		p, err := newPerson(r.fields)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: r.line, Msg: err.Error()})
-		}
-		if prev, dup := first[foldID(p.UserID)]; dup {
-			return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: r.line,
-				Msg: fmt.Sprintf("userid %q is already used on line %d (as %q; WeCom userids ignore case)", p.UserID, prev.line, prev.id)})
-		}
-		first[foldID(p.UserID)] = seen{r.line, p.UserID}
-		d.byID[foldID(p.UserID)] = p
-		d.people = append(d.people, p)
-		for k := range p.Extra {
-			d.extra[k] = true
-		}
-	}
 	for i, p := range d.people {
 		if p.Manager != "" {
 			if _, ok := d.Get(p.Manager); !ok {
-				return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: rows[i].line,
+				return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: lines[i],
 					Msg: fmt.Sprintf("manager %q of %q is not in the directory", p.Manager, p.UserID)})
 			}
 		}
@@ -209,30 +231,29 @@ type personRow struct {
 	fields map[string]any
 }
 
-func peopleCSV(data []byte) ([]personRow, error) {
+func peopleCSV(data []byte, each func(personRow) error) error {
 	r := csv.NewReader(bytes.NewReader(data))
 	r.TrimLeadingSpace = true
 	header, err := r.Read()
 	if err != nil {
-		return nil, fmt.Errorf("header: %w", err)
+		return fmt.Errorf("header: %w", err)
 	}
 	for i := range header {
 		header[i] = strings.TrimSpace(header[i])
 		if header[i] != "" && slices.Contains(header[:i], header[i]) {
-			return nil, &lineError{Line: 1, Msg: fmt.Sprintf("header has the column %q twice", header[i])}
+			return &lineError{Line: 1, Msg: fmt.Sprintf("header has the column %q twice", header[i])}
 		}
 	}
 	if !slices.Contains(header, fieldUserID) {
-		return nil, &lineError{Line: 1, Msg: "header has no userid column"}
+		return &lineError{Line: 1, Msg: "header has no userid column"}
 	}
-	var rows []personRow
 	for {
 		rec, err := r.Read()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		line, _ := r.FieldPos(0)
 		fields := make(map[string]any, len(rec))
@@ -253,22 +274,22 @@ func peopleCSV(data []byte) ([]personRow, error) {
 			}
 			fields[header[i]] = v
 		}
-		rows = append(rows, personRow{line: line, fields: fields})
+		if err := each(personRow{line: line, fields: fields}); err != nil {
+			return err
+		}
 	}
-	return rows, nil
 }
 
-func peopleJSON(data []byte) ([]personRow, error) {
+func peopleJSON(data []byte, each func(personRow) error) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return nil, &lineError{Line: 1, Msg: "want a JSON array of people"}
+		return &lineError{Line: 1, Msg: "want a JSON array of people"}
 	}
-	var rows []personRow
 	for dec.More() {
 		off := int(dec.InputOffset())
 		for off < len(data) && bytes.IndexByte([]byte(" \t\r\n,"), data[off]) >= 0 {
@@ -277,20 +298,22 @@ func peopleJSON(data []byte) ([]personRow, error) {
 		line := 1 + bytes.Count(data[:off], []byte("\n"))
 		var fields map[string]any
 		if err := dec.Decode(&fields); err != nil {
-			return nil, &lineError{Line: line, Msg: err.Error()}
+			return &lineError{Line: line, Msg: err.Error()}
 		}
-		rows = append(rows, personRow{line: line, fields: fields})
+		if err := each(personRow{line: line, fields: fields}); err != nil {
+			return err
+		}
 	}
-	return rows, nil
+	return nil
 }
 
-func peopleYAML(data []byte) ([]personRow, error) {
+func peopleYAML(data []byte, each func(personRow) error) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, err
+		return err
 	}
 	if len(doc.Content) == 0 {
-		return nil, nil
+		return nil
 	}
 	seq := doc.Content[0]
 	if seq.Kind == yaml.MappingNode { // also accept {people: [...]}
@@ -302,25 +325,26 @@ func peopleYAML(data []byte) ([]personRow, error) {
 		}
 	}
 	if seq.Kind != yaml.SequenceNode {
-		return nil, &lineError{Line: seq.Line, Msg: "want a list of people"}
+		return &lineError{Line: seq.Line, Msg: "want a list of people"}
 	}
-	rows := make([]personRow, 0, len(seq.Content))
 	for _, n := range seq.Content {
 		if n.Kind != yaml.MappingNode {
-			return nil, &lineError{Line: n.Line, Msg: "want a mapping with userid, name, …"}
+			return &lineError{Line: n.Line, Msg: "want a mapping with userid, name, …"}
 		}
 		fields := map[string]any{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			val, err := yamlValue(v)
 			if err != nil {
-				return nil, &lineError{Line: v.Line, Msg: fmt.Sprintf("%s: %v", k.Value, err)}
+				return &lineError{Line: v.Line, Msg: fmt.Sprintf("%s: %v", k.Value, err)}
 			}
 			fields[k.Value] = val
 		}
-		rows = append(rows, personRow{line: n.Line, fields: fields})
+		if err := each(personRow{line: n.Line, fields: fields}); err != nil {
+			return err
+		}
 	}
-	return rows, nil
+	return nil
 }
 
 // yamlNumber is a YAML number with the text it was written as: a
@@ -369,7 +393,7 @@ func yamlValue(n *yaml.Node) (any, error) {
 }
 
 // newPerson checks and normalises one entry.
-func newPerson(f map[string]any) (*Person, error) {
+func newPerson(f map[string]any, in *interner) (*Person, error) {
 	str := func(k string) (string, error) {
 		switch v := f[k].(type) {
 		case nil:
@@ -414,6 +438,7 @@ func newPerson(f map[string]any) (*Person, error) {
 	if p.Department != "" && !slices.Contains(p.Departments, p.Department) {
 		p.Departments = append([]string{p.Department}, p.Departments...)
 	}
+	p.Roles, p.Departments, p.Tags = in.list(p.Roles), in.list(p.Departments), in.list(p.Tags)
 	if p.Birthday != "" {
 		if p.solar, err = parseSolarBirthday(p.Birthday); err != nil {
 			return nil, err
@@ -451,13 +476,9 @@ func newPerson(f map[string]any) (*Person, error) {
 		if tooDeep(v, 1) {
 			return nil, fmt.Errorf("%s: lists nested more than %d deep", k, maxDepth-1)
 		}
-		if p.Extra == nil {
-			p.Extra = map[string]any{}
-		}
-		p.Extra[k] = v
-		p.extraKeys = append(p.extraKeys, k)
+		p.extras = append(p.extras, extraField{key: k, value: in.value(v)})
 	}
-	slices.Sort(p.extraKeys)
+	slices.SortFunc(p.extras, func(a, b extraField) int { return strings.Compare(a.key, b.key) })
 	return p, nil
 }
 

@@ -46,7 +46,8 @@ func TestPeopleFormats(t *testing.T) {
 			require.Equal(t, "boss", ann.Manager)
 			require.Equal(t, "1992-02-29", ann.Birthday)
 			require.Equal(t, lunarDay{month: 4, day: 10, leap: true}, ann.lunar)
-			require.Equal(t, "east", ann.Extra["region"])
+			region, _ := ann.Extra("region")
+	require.Equal(t, "east", region)
 		})
 	}
 }
@@ -108,7 +109,7 @@ func date(t *testing.T, s string) calendar.Date {
 func TestBirthdayPolicy(t *testing.T) {
 	t.Parallel()
 	person := func(solar, lunar string) *Person {
-		p, err := newPerson(map[string]any{"userid": "p", "birthday": solar, "lunar_birthday": lunar})
+		p, err := newPerson(map[string]any{"userid": "p", "birthday": solar, "lunar_birthday": lunar}, newInterner())
 		require.NoError(t, err)
 		return p
 	}
@@ -208,7 +209,8 @@ func TestPeopleYAMLNumbersAsWritten(t *testing.T) {
 	p, _ := d.Get("00123")
 	require.Equal(t, "0x1F", p.Name)
 	require.Equal(t, "12345678901234567890", p.Manager)
-	require.Equal(t, 3.0, p.Extra["level"], "other columns stay numbers rules can compute with")
+	level, _ := p.Extra("level")
+	require.Equal(t, 3.0, level, "other columns stay numbers rules can compute with")
 }
 
 // TestNotUTF8Refused: Excel on a Chinese Windows saves CSV as GBK. The
@@ -223,4 +225,27 @@ func TestNotUTF8Refused(t *testing.T) {
 	require.Contains(t, errs[0].Message, "UTF-8")
 	_, err := parsePeople("people.json", []byte(`[{"userid": "zhangwei", "name": "`+gbk+`"}]`))
 	require.ErrorContains(t, err, "UTF-8")
+}
+
+// People of one file who hold the same lists share them, and a list
+// shared so cannot be written through by an append; other columns are
+// found by name, absent ones answer false.
+func TestPeopleShareListsSafely(t *testing.T) {
+	d, err := parsePeople("people.csv", []byte("userid,roles,region\na,sales;lead,east\nb,sales;lead,east\nc,support,\n"))
+	require.NoError(t, err)
+	a, _ := d.Get("a")
+	b, _ := d.Get("b")
+	c, _ := d.Get("c")
+	require.Equal(t, []string{"sales", "lead"}, b.Roles)
+	require.Same(t, &a.Roles[0], &b.Roles[0], "equal role lists are one list")
+	grown := append(a.Roles, "x")
+	require.Equal(t, []string{"sales", "lead", "x"}, grown)
+	require.Equal(t, []string{"sales", "lead"}, b.Roles, "an append wrote into a shared list")
+	region, ok := b.Extra("region")
+	require.True(t, ok)
+	require.Equal(t, "east", region)
+	_, ok = c.Extra("region")
+	require.False(t, ok, "an empty cell is no column")
+	_, ok = a.Extra("level")
+	require.False(t, ok)
 }

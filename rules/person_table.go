@@ -127,7 +127,7 @@ func (sb *sandbox) fillPerson(t *lua.LTable, p *Person) {
 		// and copied key by key: a run fills one per recipient. Copying
 		// an LTable is safe: it holds only references, and full is not
 		// used again.
-		size := 1 + 3 + len(p.extraKeys) + 1
+		size := 1 + 3 + len(p.extras) + 1
 		for _, kv := range fields {
 			if kv.v != "" {
 				size++
@@ -157,8 +157,8 @@ func (sb *sandbox) fillPerson(t *lua.LTable, p *Person) {
 		}
 		set(l.k, lt)
 	}
-	for _, k := range p.extraKeys {
-		set(k, sb.fromGo(p.Extra[k], 1))
+	for _, x := range p.extras {
+		set(x.key, sb.fromGo(x.value, 1))
 	}
 }
 
