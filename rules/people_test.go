@@ -47,7 +47,7 @@ func TestPeopleFormats(t *testing.T) {
 			require.Equal(t, "1992-02-29", ann.Birthday)
 			require.Equal(t, lunarDay{month: 4, day: 10, leap: true}, ann.lunar)
 			region, _ := ann.Extra("region")
-	require.Equal(t, "east", region)
+			require.Equal(t, "east", region)
 		})
 	}
 }
