@@ -11,10 +11,14 @@ import (
 
 // Size limits for the files a scan reads.
 const (
-	maxRuleFile  = 1 << 20  // one .lua file
-	maxDataFile  = 64 << 20 // the people file or a calendar
-	maxScanDepth = 8
-	maxScanFiles = 10_000
+	maxRuleFile = 1 << 20  // one .lua file
+	maxDataFile = 64 << 20 // a calendar
+	// maxPeopleFile: a million people with every documented column is
+	// about 75 MiB (herald bench people), and a file is read and parsed
+	// row by row (people.go), never held twice as field maps.
+	maxPeopleFile = 256 << 20
+	maxScanDepth  = 8
+	maxScanFiles  = 10_000
 )
 
 // calendarDir is where company calendar files live, in the rules
@@ -164,8 +168,11 @@ func within(realDir, abs string) (string, bool) {
 
 func readScanned(root *os.Root, rel, kind string, size int64) *scanned {
 	limit := int64(maxDataFile)
-	if kind == KindRule {
+	switch kind {
+	case KindRule:
 		limit = maxRuleFile
+	case KindPeople:
+		limit = maxPeopleFile
 	}
 	f := &scanned{kind: kind}
 	if size > limit {

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,4 +86,28 @@ func TestSyntaxErrorQuotesAShortToken(t *testing.T) {
 	require.Contains(t, st[0].Error, "syntax error")
 	require.NotContains(t, st[0].Error, "19000")
 	require.LessOrEqual(t, len(st[0].Error), 80, st[0].Error)
+}
+
+// A people file may be large enough for a million people with every
+// documented column (about 75 MiB), a calendar is still capped at 64 MiB,
+// and a file over its cap is refused by its size, unread.
+func TestPeopleFileCapIsItsOwn(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{"r.lua": simpleRule("r", `return { "ann" }`), "calendars/.keep": ""})
+	grow := func(name string, size int64) {
+		f, err := os.Create(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(size)) // sparse: nothing is written
+		require.NoError(t, f.Close())
+	}
+	grow("people.csv", maxPeopleFile+1)
+	grow(filepath.Join("calendars", "c.yaml"), maxDataFile+1)
+	s := load(t, dir)
+	got := map[string]string{}
+	for _, st := range s.Status() {
+		got[st.File] = st.Error
+	}
+	require.Contains(t, got["people.csv"], fmt.Sprintf("over the %d byte limit", maxPeopleFile))
+	require.Contains(t, got["calendars/c.yaml"], fmt.Sprintf("over the %d byte limit", maxDataFile))
+	require.Greater(t, maxPeopleFile, 75<<20, "a million people of nine columns must fit")
 }
