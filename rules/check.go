@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/heraldhq/herald/engine/calendar"
 )
@@ -30,14 +31,14 @@ func Check(dir string) []CheckError { return CheckChannels(dir, nil) }
 // CheckChannels is Check that also refuses a rule whose channel is not one
 // of channels (the instances of a node's config); nil checks no channel.
 func CheckChannels(dir string, channels []string) []CheckError {
-	return CheckNode(dir, channels, 0)
+	return CheckNode(dir, channels, 0, 0)
 }
 
-// CheckNode is CheckChannels under a node's rule memory limit (0: the
-// default), so that a file the node would refuse for its memory is
-// refused here too.
-func CheckNode(dir string, channels []string, memoryLimit uint64) []CheckError {
-	s, err := Load(Config{Dir: dir, Channels: channels, MemoryLimit: memoryLimit, Calendars: calendar.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PoolSize: 1})
+// CheckNode is CheckChannels under a node's rule memory limit and rule
+// time limit (0: each one's default), so that a file the node would
+// refuse for its memory or its time is refused here too.
+func CheckNode(dir string, channels []string, memoryLimit uint64, callTimeout time.Duration) []CheckError {
+	s, err := Load(Config{Dir: dir, Channels: channels, MemoryLimit: memoryLimit, CallTimeout: callTimeout, Calendars: calendar.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PoolSize: 1})
 	if err != nil {
 		return []CheckError{{File: dir, Message: err.Error()}}
 	}

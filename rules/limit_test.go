@@ -26,7 +26,8 @@ func TestPlanPastTheTimeLimitIsALimitError(t *testing.T) {
 	_, err := plan(t, s, "loop", "")
 	var le *engine.LimitError
 	require.ErrorAs(t, err, &le)
-	require.Equal(t, engine.LimitError{Limit: "rule time limit", Value: "50ms", Err: le.Err}, *le)
+	require.Equal(t, engine.LimitError{Limit: "rule time limit", Value: "50ms", Setting: "rule_timeout", Err: le.Err}, *le)
+	require.Contains(t, le.Remedy(), "raise rule_timeout")
 	require.ErrorIs(t, err, ErrTimeout)
 	require.Contains(t, le.Err.Error(), "loop.lua:")
 }

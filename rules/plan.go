@@ -58,8 +58,8 @@ func (s *Set) atLimit(ctx context.Context, err error) error {
 		// The node setting cmd/herald reads into MemoryLimit.
 		return &engine.LimitError{Limit: "rule memory limit", Value: FormatSize(s.cfg.MemoryLimit), Setting: "rule_memory_limit", Err: err}
 	case errors.Is(err, ErrTimeout) && ctx.Err() == nil:
-		// No node setting raises CallTimeout.
-		return &engine.LimitError{Limit: "rule time limit", Value: s.cfg.CallTimeout.String(), Err: err}
+		// The node setting cmd/herald reads into CallTimeout.
+		return &engine.LimitError{Limit: "rule time limit", Value: s.cfg.CallTimeout.String(), Setting: "rule_timeout", Err: err}
 	}
 	return err
 }

@@ -51,6 +51,14 @@ type nodeConfig struct {
 	// rule call runs ("128MiB" by default; KiB, MiB or GiB): past it the
 	// call is stopped, and a file whose top level does it is refused.
 	RuleMemoryLimit string `yaml:"rule_memory_limit"`
+	// RuleTimeout bounds each call of a rule function (the file's top
+	// level, recipients, message for one person, a hook): a duration,
+	// default 2s (rules.DefaultCallTimeout). PlanTimeout bounds a whole
+	// run's plan, every call and its replication (default 1m,
+	// leader.PlanTimeoutDefault); it is at least RuleTimeout. A run past
+	// either fails, names the limit and sends nothing.
+	RuleTimeout string `yaml:"rule_timeout"`
+	PlanTimeout string `yaml:"plan_timeout"`
 	// PprofAddr, when set, serves Go's profiles (/debug/pprof/) there, on a
 	// listener of its own: for `herald bench --profile` and diagnosis.
 	// It must be a loopback address (profiles show the process's insides,
@@ -157,6 +165,8 @@ func (c *nodeConfig) keys() []configKey {
 		{"ledger_retention", "ledger-retention", "refuse a pruned run's slot this long (default 2160h: 90 days; longer than retention and every rule's catchup)", &c.LedgerRetention, nil},
 		{"raft_timeouts", "raft-timeouts", "Raft failure detection: lan (default), wan, or heartbeat=D,election=D,lease=D", &c.RaftTimeouts, nil},
 		{"rule_memory_limit", "rule-memory-limit", "stop a rule call that grows the node's memory by more than this (default 128MiB; KiB, MiB or GiB, at least 16MiB)", &c.RuleMemoryLimit, nil},
+		{"rule_timeout", "rule-timeout", "stop a rule call (top level, recipients, one person's message, a hook) that runs longer than this (default 2s, 100ms to 1m)", &c.RuleTimeout, nil},
+		{"plan_timeout", "plan-timeout", "fail a run whose whole plan (every rule call and replicating its deliveries) takes longer than this (default 1m, 1s to 1h, at least rule_timeout)", &c.PlanTimeout, nil},
 		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty; loopback only unless pprof_allow_remote", &c.PprofAddr, nil},
 		{"pprof_allow_remote", "pprof-allow-remote", "let pprof_addr be an address other machines can reach (profiles have no auth)", nil, &c.PprofAllowRemote},
 	}
@@ -218,13 +228,13 @@ func (c *nodeConfig) channelNames() []string {
 }
 
 // configForCheck reads a node's config file for what `herald rules check
-// --config` checks against: its channel names and its rule memory limit.
-func configForCheck(path string) (channels []string, memoryLimit string, err error) {
+// --config` checks against: its channel names and its rule limits.
+func configForCheck(path string) (*nodeConfig, error) {
 	var c nodeConfig
 	if err := c.readFile(path); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return c.channelNames(), c.RuleMemoryLimit, nil
+	return &c, nil
 }
 
 // load fills c from the file, the environment and the flags, in that order.
@@ -307,6 +317,9 @@ func (c *nodeConfig) validate() error {
 	}
 	if _, err := parseRuleMemoryLimit(c.RuleMemoryLimit); err != nil {
 		return fmt.Errorf("config: rule_memory_limit %q: %w", c.RuleMemoryLimit, err)
+	}
+	if _, _, err := c.timeouts(); err != nil {
+		return err
 	}
 	if _, _, err := c.retentions(); err != nil {
 		return err
@@ -515,6 +528,51 @@ func parsePlanAhead(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 || d > leader.MaxPlanAhead {
 		return 0, fmt.Errorf("want a duration from 0s to %s, such as 1m", leader.MaxPlanAhead)
+	}
+	return d, nil
+}
+
+// The ranges of rule_timeout and plan_timeout. Below 100ms an ordinary
+// rule over a few thousand people is stopped; past a minute one call holds
+// the rule's sandbox, and past an hour a 9:00 run would plan after 10:00.
+const (
+	minRuleTimeout = 100 * time.Millisecond
+	maxRuleTimeout = time.Minute
+	minPlanTimeout = time.Second
+	maxPlanTimeout = time.Hour
+)
+
+// timeouts reads rule_timeout and plan_timeout ("" is each one's
+// default): the plan's limit holds every call of it, so it is no shorter
+// than one call's.
+func (c *nodeConfig) timeouts() (rule, plan time.Duration, err error) {
+	rule, err = parseRuleTimeout(c.RuleTimeout)
+	if err != nil {
+		return 0, 0, fmt.Errorf("config: rule_timeout %q: %w", c.RuleTimeout, err)
+	}
+	plan, err = parseDurationIn(c.PlanTimeout, leader.PlanTimeoutDefault, minPlanTimeout, maxPlanTimeout)
+	if err != nil {
+		return 0, 0, fmt.Errorf("config: plan_timeout %q: %w", c.PlanTimeout, err)
+	}
+	if plan < rule {
+		return 0, 0, fmt.Errorf("config: plan_timeout %s is shorter than rule_timeout %s: a run's plan holds every rule call of it", plan, rule)
+	}
+	return rule, plan, nil
+}
+
+// parseRuleTimeout reads rule_timeout: "" is rules' DefaultCallTimeout.
+func parseRuleTimeout(s string) (time.Duration, error) {
+	return parseDurationIn(s, rules.DefaultCallTimeout, minRuleTimeout, maxRuleTimeout)
+}
+
+// parseDurationIn reads a duration from lo to hi; "" is def.
+func parseDurationIn(s string, def, lo, hi time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < lo || d > hi {
+		return 0, fmt.Errorf("want a duration from %s to %s, such as %s", lo, hi, def)
 	}
 	return d, nil
 }

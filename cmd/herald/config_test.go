@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/engine/api"
+	"github.com/heraldhq/herald/engine/leader"
+	"github.com/heraldhq/herald/rules"
 )
 
 func TestRaftTimeouts(t *testing.T) {
@@ -239,6 +241,34 @@ func TestRuleMemoryLimitConfig(t *testing.T) {
 	}
 	c := nodeConfig{NodeID: "n1", DataDir: "d", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", RuleMemoryLimit: "8MiB"}
 	require.ErrorContains(t, c.validate(), `rule_memory_limit "8MiB"`)
+}
+
+// rule_timeout and plan_timeout: defaults, ranges, and a plan's limit no
+// shorter than one call's.
+func TestRuleAndPlanTimeoutConfig(t *testing.T) {
+	base := nodeConfig{NodeID: "n1", DataDir: "d", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}
+	rule, plan, err := base.timeouts()
+	require.NoError(t, err)
+	require.Equal(t, rules.DefaultCallTimeout, rule)
+	require.Equal(t, leader.PlanTimeoutDefault, plan)
+	c := base
+	c.RuleTimeout, c.PlanTimeout = "30s", "10m"
+	rule, plan, err = c.timeouts()
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, rule)
+	require.Equal(t, 10*time.Minute, plan)
+	for _, bad := range []struct{ rule, plan, want string }{
+		{"50ms", "", `rule_timeout "50ms": want a duration from 100ms to 1m0s`},
+		{"2m", "", `rule_timeout "2m": want a duration from 100ms to 1m0s`},
+		{"soon", "", `rule_timeout "soon"`},
+		{"", "500ms", `plan_timeout "500ms": want a duration from 1s to 1h0m0s`},
+		{"", "2h", `plan_timeout "2h"`},
+		{"30s", "10s", "plan_timeout 10s is shorter than rule_timeout 30s"},
+	} {
+		c := base
+		c.RuleTimeout, c.PlanTimeout = bad.rule, bad.plan
+		require.ErrorContains(t, c.validate(), bad.want, bad)
+	}
 }
 
 // pprof has no auth: an address other machines can reach stops the node

@@ -50,7 +50,7 @@ func checkDeployRules(t *testing.T, dir string, cfg nodeConfig) {
 	t.Helper()
 	limit, err := parseRuleMemoryLimit(cfg.RuleMemoryLimit)
 	require.NoError(t, err)
-	require.Empty(t, rules.CheckNode(dir, cfg.channelNames(), limit))
+	require.Empty(t, rules.CheckNode(dir, cfg.channelNames(), limit, 0))
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.NotEmpty(t, entries)

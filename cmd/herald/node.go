@@ -243,9 +243,10 @@ func (n *node) loadRules(reg prometheus.Registerer, cals *calendar.Registry) err
 	// A rule whose catchup is not shorter than ledger_retention is refused
 	// the same way on a reload; at start it refuses the node: this
 	// ledger_retention is too short for these rules.
-	_, ledger, _ := n.cfg.retentions() // validated by load
+	_, ledger, _ := n.cfg.retentions()    // validated by load
+	ruleTimeout, _, _ := n.cfg.timeouts() // validated by load
 	n.rules, err = rules.Load(rules.Config{Dir: n.cfg.Rules, Logger: n.log, Registerer: reg, Calendars: cals, Channels: n.cfg.channelNames(),
-		MemoryLimit: memoryLimit, MaxCatchup: ledger})
+		MemoryLimit: memoryLimit, CallTimeout: ruleTimeout, MaxCatchup: ledger})
 	if err != nil {
 		return fmt.Errorf("rules: %w", err)
 	}
@@ -375,6 +376,7 @@ func (n *node) newLeaderRun(reg prometheus.Registerer, schedules func(engine.Rul
 	auditRetention, _ := parseAuditRetention(cfg.AuditRetention) // validated by load
 	maxClockSkew, _ := parseMaxClockSkew(cfg.MaxClockSkew)       // validated by load
 	retention, ledger, _ := cfg.retentions()                     // validated by load
+	_, planTimeout, _ := cfg.timeouts()                          // validated by load
 	planSeconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herald_plan_seconds",
 		Help:    "Time this node, as leader, took to plan a run: phase evaluate (the rule) or replicate (its deliveries through Raft).",
@@ -386,7 +388,7 @@ func (n *node) newLeaderRun(reg prometheus.Registerer, schedules func(engine.Rul
 		ScheduleFunc: schedules, Logger: n.log,
 		SchedulerConfig: leader.SchedulerConfig{RulesChanged: n.rules.Changed()},
 		PlannerConfig: leader.PlannerConfig{
-			PlanAhead: planAhead,
+			PlanAhead: planAhead, PlanTimeout: planTimeout,
 			PlanObserver: func(t leader.PlanTiming) {
 				planSeconds.WithLabelValues("evaluate").Observe(t.Evaluate.Seconds())
 				planSeconds.WithLabelValues("replicate").Observe(t.Replicate.Seconds())

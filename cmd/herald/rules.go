@@ -72,7 +72,7 @@ fire, pause and resume act on a running cluster (--addr).`,
 }
 
 func newRulesCheckCmd(dirArg func([]string) string) *cobra.Command {
-	var config, memoryLimit string
+	var config, memoryLimit, timeout string
 	cmd := &cobra.Command{
 		Use:   "check [DIR] [--config node.yaml]",
 		Short: "Load every rule file, the people file and calendars; print errors as file:line: message",
@@ -80,8 +80,9 @@ func newRulesCheckCmd(dirArg func([]string) string) *cobra.Command {
 With --config, a rule whose channel is not one of that node config's channels
 is an error too (a node refuses such a rule and keeps its last good version).
 A file whose top level grows memory past the rule memory limit (the node's
-rule_memory_limit with --config, --rule-memory-limit, default 128MiB) is an
-error, as on a node.
+rule_memory_limit with --config, --rule-memory-limit, default 128MiB) or
+runs past the rule time limit (rule_timeout, --rule-timeout, default 2s) is
+an error, as on a node.
 Exit status 0 when every file is good, 1 otherwise.`,
 		Example: "  herald rules check ./rules --config /etc/herald/node.yaml",
 		Args:    cobra.MaximumNArgs(1),
@@ -89,22 +90,27 @@ Exit status 0 when every file is good, 1 otherwise.`,
 			dir := dirArg(args)
 			var channels []string
 			if config != "" {
-				var (
-					err   error
-					fromC string
-				)
-				if channels, fromC, err = configForCheck(config); err != nil {
+				c, err := configForCheck(config)
+				if err != nil {
 					return err
 				}
+				channels = c.channelNames()
 				if !cmd.Flags().Changed("rule-memory-limit") {
-					memoryLimit = fromC
+					memoryLimit = c.RuleMemoryLimit
+				}
+				if !cmd.Flags().Changed("rule-timeout") {
+					timeout = c.RuleTimeout
 				}
 			}
 			limit, err := parseRuleMemoryLimit(memoryLimit)
 			if err != nil {
 				return fmt.Errorf("--rule-memory-limit %q: %w", memoryLimit, err)
 			}
-			errs := rules.CheckNode(dir, channels, limit)
+			callTimeout, err := parseRuleTimeout(timeout)
+			if err != nil {
+				return fmt.Errorf("--rule-timeout %q: %w", timeout, err)
+			}
+			errs := rules.CheckNode(dir, channels, limit, callTimeout)
 			out := cmd.OutOrStdout()
 			for _, e := range errs {
 				fmt.Fprintln(out, e.String())
@@ -116,7 +122,8 @@ Exit status 0 when every file is good, 1 otherwise.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&config, "config", "", "a node's YAML config: also check that every rule's channel is one of its channels, under its rule_memory_limit")
+	cmd.Flags().StringVar(&config, "config", "", "a node's YAML config: also check that every rule's channel is one of its channels, under its rule_memory_limit and rule_timeout")
+	cmd.Flags().StringVar(&timeout, "rule-timeout", "", "the rule time limit to check under, as the node key rule_timeout (default: the config's, else 2s)")
 	cmd.Flags().StringVar(&memoryLimit, "rule-memory-limit", "", "the rule memory limit to check under, as the node key rule_memory_limit (default: the config's, else 128MiB)")
 	return cmd
 }

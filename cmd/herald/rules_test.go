@@ -123,3 +123,26 @@ func TestRulesCheckMemoryLimit(t *testing.T) {
 	_, err = runHerald(t, "rules", "check", dir, "--rule-memory-limit", "lots")
 	require.ErrorContains(t, err, `--rule-memory-limit "lots": want a size of at least 16MiB`)
 }
+
+// TestRulesCheckTimeLimit: check refuses a file whose top level runs past
+// the rule time limit, the flag's or the node's (--config), the flag over
+// the config, as a node with that rule_timeout would.
+func TestRulesCheckTimeLimit(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "spin.lua"), []byte("while true do end\n"), 0o644))
+	out, err := runHerald(t, "rules", "check", dir, "--rule-timeout", "100ms")
+	require.Error(t, err, out)
+	require.Regexp(t, `spin\.lua:1: stopped after 100ms`, out)
+
+	cfg := filepath.Join(t.TempDir(), "node.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("rule_timeout: 150ms\n"), 0o644))
+	out, err = runHerald(t, "rules", "check", dir, "--config", cfg)
+	require.Error(t, err, out)
+	require.Contains(t, out, "stopped after 150ms")
+	out, err = runHerald(t, "rules", "check", dir, "--config", cfg, "--rule-timeout", "100ms")
+	require.Error(t, err, out)
+	require.Contains(t, out, "stopped after 100ms")
+
+	_, err = runHerald(t, "rules", "check", dir, "--rule-timeout", "2h")
+	require.ErrorContains(t, err, `--rule-timeout "2h": want a duration from 100ms to 1m0s`)
+}

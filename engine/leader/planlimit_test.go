@@ -67,9 +67,9 @@ func TestRunStoppedAtARuleLimitNamesIt(t *testing.T) {
 		want []string
 	}{
 		"time": {
-			&engine.LimitError{Limit: "rule time limit", Value: "50ms",
+			&engine.LimitError{Limit: "rule time limit", Value: "50ms", Setting: "rule_timeout",
 				Err: errors.New("big.lua:3: stopped after 50ms: a rule function may run at most that long")},
-			[]string{"planning stopped at the rule time limit of 50ms (big.lua:3: stopped after 50ms", "nothing was sent: make the rule cheaper"},
+			[]string{"planning stopped at the rule time limit of 50ms (big.lua:3: stopped after 50ms", "nothing was sent: raise rule_timeout or make the rule cheaper"},
 		},
 		"memory": {
 			&engine.LimitError{Limit: "rule memory limit", Value: "32MiB", Setting: "rule_memory_limit",
@@ -110,7 +110,7 @@ func TestRunPastThePlanTimeLimitNamesIt(t *testing.T) {
 		return fmt.Errorf("big.lua:9: stopped: %w", context.Cause(ctx)) // as the rules word it
 	}, func(c *Config) { c.PlanTimeout = 20 * time.Millisecond })
 	require.Equal(t, engine.RunFailed, run.State)
-	require.Contains(t, run.Error, "planning stopped at the plan time limit of 20ms (big.lua:9: stopped: context deadline exceeded); nothing was sent: make the rule cheaper")
+	require.Contains(t, run.Error, "planning stopped at the plan time limit of 20ms (big.lua:9: stopped: context deadline exceeded); nothing was sent: raise plan_timeout or make the rule cheaper")
 	require.Len(t, alerts, 1)
 	require.Contains(t, alerts[0].Message, "rule big failed to plan "+run.Key+": planning stopped at the plan time limit of 20ms")
 	require.Contains(t, logs, `limit="plan time limit" value=20ms`)

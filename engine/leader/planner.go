@@ -152,7 +152,7 @@ func (p *planner) plan(ctx context.Context, run *engine.Run) error {
 func (p *planner) planFailure(run *engine.Run, perr error, planTimedOut bool) string {
 	var le *engine.LimitError
 	if !errors.As(perr, &le) && planTimedOut {
-		le = &engine.LimitError{Limit: "plan time limit", Value: p.l.cfg.PlanTimeout.String(), Err: perr}
+		le = &engine.LimitError{Limit: "plan time limit", Value: p.l.cfg.PlanTimeout.String(), Setting: "plan_timeout", Err: perr}
 	}
 	if le == nil {
 		p.l.log.Warn("rule failed to plan its run; nothing was sent", "rule", run.Rule, "run", run.Key, "err", perr)
