@@ -59,16 +59,19 @@ func TestPeopleErrors(t *testing.T) {
 		line          int
 		want          string
 	}{
-		"no_userid":   {"people.csv", "userid,name\nann,Ann\n,Nobody\n", 3, "userid is missing"},
-		"dup":         {"people.csv", "userid,name\nann,Ann\nann,Ann2\n", 3, "already used"},
-		"manager":     {"people.csv", "userid,manager\nann,ghost\n", 2, `manager "ghost"`},
-		"bad_bday":    {"people.csv", "userid,birthday\nann,1991-02-29\n", 2, "birthday"},
-		"bad_lunar":   {"people.csv", "userid,lunar_birthday\nann,13-01\n", 2, "lunar_birthday"},
-		"reserved":    {"people.csv", "userid,missed\nann,x\n", 2, "reserved"},
-		"bad_zone":    {"people.csv", "userid,timezone\nann,Mars/Olympus\n", 2, "timezone"},
-		"json_line":   {"people.json", "[\n  {\"userid\": \"a\"},\n  {\"name\": \"b\"}\n]", 3, "userid is missing"},
-		"yaml_line":   {"people.yaml", "- userid: a\n- name: b\n", 2, "userid is missing"},
-		"csv_no_head": {"people.csv", "name\nann\n", 1, "no userid column"},
+		"no_userid": {"people.csv", "userid,name\nann,Ann\n,Nobody\n", 3, "userid is missing"},
+		"dup":       {"people.csv", "userid,name\nann,Ann\nann,Ann2\n", 3, "already used"},
+		"manager":   {"people.csv", "userid,manager\nann,ghost\n", 2, `manager "ghost"`},
+		"bad_bday":  {"people.csv", "userid,birthday\nann,1991-02-29\n", 2, "birthday"},
+		"bad_lunar": {"people.csv", "userid,lunar_birthday\nann,13-01\n", 2, "lunar_birthday"},
+		"reserved":  {"people.csv", "userid,missed\nann,x\n", 2, "reserved"},
+		"bad_zone":  {"people.csv", "userid,timezone\nann,Mars/Olympus\n", 2, "timezone"},
+		"json_line": {"people.json", "[\n  {\"userid\": \"a\"},\n  {\"name\": \"b\"}\n]", 3, "userid is missing"},
+		// Lines counted on from entry to entry (multi-line entries, blank
+		// lines): the fourth entry starts on line 9.
+		"json_later_line": {"people.json", "[\n  {\"userid\": \"a\",\n   \"name\": \"A\"},\n\n  {\"userid\": \"b\"},\n  {\"userid\": \"c\",\n\n   \"name\": \"C\"},\n  {\"userid\": \"a\"}\n]", 9, "already used on line 2"},
+		"yaml_line":       {"people.yaml", "- userid: a\n- name: b\n", 2, "userid is missing"},
+		"csv_no_head":     {"people.csv", "name\nann\n", 1, "no userid column"},
 		// Two timezone columns: the second silently won.
 		"csv_dup_head": {"people.csv", "userid,timezone,name,timezone\nann,Asia/Shanghai,Ann,Europe/Berlin\n", 1, `column "timezone" twice`},
 		// A file cut to nothing (an editor that truncates, then writes) is
