@@ -209,3 +209,47 @@ func BenchmarkParsePeopleJSON(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPeopleLiveMemory parses 100,000 people with every documented
+// column (the shapes of herald bench people) and reports the live heap
+// they hold once parsed: what every node keeps for its people file.
+func BenchmarkPeopleLiveMemory(b *testing.B) {
+	var buf bytes.Buffer
+	buf.WriteString("userid,name,department,roles,manager,birthday,lunar_birthday,timezone,region\n")
+	depts := []string{"sales", "support", "engineering", "finance"}
+	zones := []string{"Asia/Shanghai", "Asia/Shanghai", "Asia/Tokyo", "Europe/Berlin"}
+	regions := []string{"north", "east", "south", "west"}
+	const n = 100_000
+	for i := range n {
+		roles, manager := "sales", fmt.Sprintf("u%06d", i-i%10)
+		if i%10 == 0 {
+			roles, manager = "sales;manager", ""
+		}
+		lunar := ""
+		if i%5 == 0 {
+			lunar = fmt.Sprintf("%02d-%02d", i%12+1, i%29+1)
+		}
+		fmt.Fprintf(&buf, "u%06d,Person %d,%s,%s,%s,19%02d-%02d-%02d,%s,%s,%s\n", i, i, depts[i%len(depts)], roles, manager,
+			60+i%40, i%12+1, i%28+1, lunar, zones[i%len(zones)], regions[i%len(regions)])
+	}
+	data := buf.Bytes()
+	var live uint64
+	for b.Loop() {
+		runtime.GC()
+		before := heapLive()
+		d, err := parsePeople("people.csv", data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		live = heapLive() - before
+		runtime.KeepAlive(d)
+	}
+	b.ReportMetric(float64(live)/n, "live-B/person")
+}
+
+func heapLive() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64()
+}

@@ -426,6 +426,12 @@ func newPerson(f map[string]any, in *interner) (*Person, error) {
 	if p.UserID == "" {
 		return nil, errors.New("userid is missing")
 	}
+	// Copies, not slices of the row the reader read (see interner): each
+	// person's own, or shared with those who hold the same.
+	p.UserID, p.Name = strings.Clone(p.UserID), strings.Clone(p.Name)
+	for _, t := range []*string{&p.Department, &p.Manager, &p.Birthday, &p.LunarBirthday, &p.Timezone} {
+		*t = in.text(*t)
+	}
 	for _, l := range []struct {
 		key string
 		dst *[]string
@@ -478,7 +484,7 @@ func newPerson(f map[string]any, in *interner) (*Person, error) {
 		if tooDeep(v, 1) {
 			return nil, fmt.Errorf("%s: lists nested more than %d deep", k, maxDepth-1)
 		}
-		p.extras = append(p.extras, extraField{key: k, value: in.value(v)})
+		p.extras = append(p.extras, extraField{key: in.text(k), value: in.value(v)})
 	}
 	slices.SortFunc(p.extras, func(a, b extraField) int { return strings.Compare(a.key, b.key) })
 	return p, nil
