@@ -234,22 +234,19 @@ func BenchmarkPeopleLiveMemory(b *testing.B) {
 	}
 	data := buf.Bytes()
 	var live uint64
+	var m memSample // the memory watch's reader: value(1) is the live heap
 	for b.Loop() {
 		runtime.GC()
-		before := heapLive()
+		m.read()
+		before := m.value(1)
 		d, err := parsePeople("people.csv", data)
 		if err != nil {
 			b.Fatal(err)
 		}
 		runtime.GC()
-		live = heapLive() - before
+		m.read()
+		live = m.value(1) - before
 		runtime.KeepAlive(d)
 	}
 	b.ReportMetric(float64(live)/n, "live-B/person")
-}
-
-func heapLive() uint64 {
-	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	rtmetrics.Read(s)
-	return s[0].Value.Uint64()
 }

@@ -64,7 +64,7 @@ func (in *interner) value(v any) any {
 	if prev, ok := in.values[s]; ok {
 		return prev
 	}
-	s = strings.Clone(s)
+	s = in.text(s) // a copy, shared with the person fields of that text
 	v = s
 	in.values[s] = v
 	return v
