@@ -152,7 +152,7 @@ func New(cfg Config, sm StateMachine) (*Node, error) {
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.client = cfg.HTTPClient
 	if n.client == nil {
-		n.ownTr = http.DefaultTransport.(*http.Transport).Clone()
+		n.ownTr = PeerTransport()
 		n.client = &http.Client{Transport: n.ownTr, Timeout: 30 * time.Second}
 	}
 

@@ -195,7 +195,7 @@ func warnExposure(cfg nodeConfig, log *slog.Logger) {
 func newNode(cfg nodeConfig, log *slog.Logger, certs *cluster.CertStore, cancel context.CancelFunc) *node {
 	// Node-to-node HTTP (join, forwarding, status fan-out) trusts, with
 	// TLS, only servers whose certificate the cluster's CA signed.
-	peerTr := http.DefaultTransport.(*http.Transport).Clone()
+	peerTr := cluster.PeerTransport()
 	n := &node{cfg: cfg, log: log, fsm: newFSM(log), cancel: cancel, peerHTTP: &http.Client{Transport: peerTr, Timeout: 30 * time.Second},
 		dirRefresh: make(chan struct{}, 1), tokens: api.NewTokenSet(cfg.apiTokens)}
 	n.reload.start(&n.cfg)

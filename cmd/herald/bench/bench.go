@@ -28,7 +28,7 @@ type benchOpts struct {
 	keep     bool
 	logLevel string
 	timeout  time.Duration
-	profile  string // burst: write the leader's CPU and allocation profiles here
+	profile  string // burst, tasks: write the leader's and a follower's CPU and allocation profiles here
 	people   string // burst: this people file instead of the generated one
 }
 

@@ -309,8 +309,10 @@ func benchStatus(ctx context.Context, addr string) (api.Status, error) {
 	return st, c.Do(ctx, http.MethodGet, "/v1/status", nil, &st)
 }
 
-// benchHTTP is the bench's HTTP client: short timeouts, loopback.
-var benchHTTP = &http.Client{Timeout: 10 * time.Second}
+// benchHTTP is the bench's HTTP client: short timeouts, loopback, and
+// the idle connections of a member's own peer transport, so that
+// --concurrency clients measure the cluster, not a TCP dial a request.
+var benchHTTP = &http.Client{Timeout: 10 * time.Second, Transport: cluster.PeerTransport()}
 
 // sleepCtx waits d or until ctx ends (false).
 func sleepCtx(ctx context.Context, d time.Duration) bool {

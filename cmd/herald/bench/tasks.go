@@ -40,7 +40,7 @@ type tasksResult struct {
 }
 
 func newBenchTasksCmd(o *benchOpts) *cobra.Command {
-	var n, concurrency int
+	var n, concurrency, profileSeconds int
 	var due time.Duration
 	cmd := &cobra.Command{
 		Use:   "tasks",
@@ -65,7 +65,7 @@ cluster (it restores over the state and wipes a node): no --addr.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 			defer cancel()
-			res, err := runTasks(ctx, o, n, concurrency, due)
+			res, err := runTasks(ctx, o, n, concurrency, due, profileSeconds)
 			if err != nil {
 				return err
 			}
@@ -88,6 +88,8 @@ cluster (it restores over the state and wipes a node): no --addr.`,
 	cmd.Flags().IntVar(&n, "n", 100000, "pending API tasks to fill the cluster with")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 64, "submissions in flight at once")
 	cmd.Flags().DurationVar(&due, "due", 30*24*time.Hour, "the tasks are due this long after the fill starts")
+	cmd.Flags().StringVar(&o.profile, "profile", "", "write the CPU profiles (from the fill's start, --profile-seconds long) and allocation profiles (after the fill) of the leader (cpu.pprof, allocs.pprof) and of the follower the tasks go through (follower-cpu.pprof, follower-allocs.pprof) into this directory")
+	cmd.Flags().IntVar(&profileSeconds, "profile-seconds", 30, "length of the CPU profile")
 	return cmd
 }
 
@@ -142,7 +144,7 @@ func fillTasks(ctx context.Context, addr, rule string, n, concurrency int, due t
 	return res, nil
 }
 
-func runTasks(ctx context.Context, o *benchOpts, n, concurrency int, due time.Duration) (*tasksResult, error) {
+func runTasks(ctx context.Context, o *benchOpts, n, concurrency int, due time.Duration, profileSeconds int) (*tasksResult, error) {
 	env, err := o.setup(ctx, 0, nil)
 	if err != nil {
 		return nil, err
@@ -175,9 +177,20 @@ func runTasks(ctx context.Context, o *benchOpts, n, concurrency int, due time.Du
 	res := &tasksResult{Kind: "tasks", Tasks: n, Concurrency: concurrency, Via: via.id, Wiped: via.id}
 	rss := map[string]uint64{}
 
+	var prof *profiler
+	if o.profile != "" {
+		if prof, err = startProfile(ctx, o.profile, leader.pprof, via.pprof, profileSeconds); err != nil {
+			return nil, err
+		}
+	}
 	fill, err := fillTasks(ctx, via.http, benchTasksRule, n, concurrency, dueAt)
 	if err != nil {
 		return nil, err
+	}
+	if prof != nil {
+		if err := prof.finish(ctx); err != nil {
+			return nil, fmt.Errorf("bench: profile: %w", err)
+		}
 	}
 	res.FillS = fill.took.Seconds()
 	res.SubmitsPerSecond = float64(n) / fill.took.Seconds()
