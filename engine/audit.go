@@ -8,9 +8,11 @@ import (
 // The audit trail: who changed what through the API. Records are
 // replicated like everything else, so every node answers GET /v1/audit the
 // same, and a leader's crash loses none that were committed. The API
-// proposes one RecordAudit after each write it accepted (engine/api
-// audit.go says why it is a command of its own, not part of the write's).
-// The commands are CmdRecordAudit and CmdPruneAudit (command.go).
+// proposes a record after each write it accepted (engine/api audit.go
+// says why it is a command of its own, not part of the write's): the
+// records of writes answered together go in one RecordAudits, or one
+// RecordAudit each while a member applies FSM version 4. The commands are
+// CmdRecordAudit, CmdRecordAudits and CmdPruneAudit (command.go).
 
 // Defaults of the audit trail.
 const (
@@ -73,6 +75,14 @@ type RecordAudit struct {
 // both body versions.
 func (c *RecordAudit) downgrade(to uint8) bool { return to >= 2 || !c.Unchanged }
 
+// RecordAudits stores records in their order, as that many RecordAudit
+// would (FSM version 5): one entry for the writes a busy leader answered
+// together, instead of one each, which was half the entries of a stream
+// of task submissions.
+type RecordAudits struct {
+	Records []RecordAudit `json:"records"`
+}
+
 // PruneAudit drops the records older than Before (the leader's now minus
 // the audit retention).
 type PruneAudit struct {
@@ -129,6 +139,17 @@ func (a applier) recordAudit(c RecordAudit) any {
 		au.remember(r)
 	}
 	return r.Seq
+}
+
+// recordAudits answers, per record and in order, what recordAudit would:
+// its Seq, or the error that refused it (a refused record does not stop
+// the others).
+func (a applier) recordAudits(c RecordAudits) any {
+	out := make([]any, len(c.Records))
+	for i, r := range c.Records {
+		out[i] = a.recordAudit(r)
+	}
+	return out
 }
 
 func (a applier) pruneAudit(c PruneAudit) any {

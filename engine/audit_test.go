@@ -148,3 +148,57 @@ func TestAuditCap(t *testing.T) {
 	require.Equal(t, uint64(4), oldest[len(oldest)-1].Seq, "the three oldest were dropped")
 	require.Equal(t, uint64(3), roundTrip(t, b.fsm).Audit(AuditQuery{Limit: 1}).Capped, "the count survives a snapshot")
 }
+
+// RecordAudits stores its records as that many RecordAudit in a row
+// would: the same numbers, folds and state; a refused record is answered
+// with its error and does not stop the ones after it.
+func TestRecordAuditsIsRecordAuditInARow(t *testing.T) {
+	t.Parallel()
+	recs := []RecordAudit{
+		auditAt(t0, "ci", "task.submit", "k1"),
+		unchangedAt(t0.Add(time.Second), "ci", "task.submit", "k1"),
+		{At: t0, Actor: "ci"}, // no action: refused
+		auditAt(t0.Add(2*time.Second), "ops", "rule.pause", "daily"),
+		unchangedAt(t0.Add(3*time.Second), "ci", "task.submit", "k1"),
+	}
+	one, batch := setupFSM(t), setupFSM(t)
+	var want []any
+	for _, r := range recs {
+		want = append(want, one.apply(CmdRecordAudit, r))
+	}
+	got := batch.apply(CmdRecordAudits, RecordAudits{Records: recs}).([]any)
+	require.Len(t, got, len(recs))
+	for i := range recs {
+		if err, ok := want[i].(error); ok {
+			require.EqualError(t, got[i].(error), err.Error(), "record %d", i)
+			continue
+		}
+		require.Equal(t, want[i], got[i], "record %d", i)
+	}
+	require.Equal(t, one.fsm.Audit(AuditQuery{Limit: 10}), batch.fsm.Audit(AuditQuery{Limit: 10}))
+	state := func(f *FSM) []byte {
+		snap, err := f.Snapshot()
+		require.NoError(t, err)
+		var out bytes.Buffer
+		require.NoError(t, snap.(*fsmSnapshot).Persist(&out))
+		_, body, _ := bytes.Cut(out.Bytes(), []byte("\n")) // the header counts the entries applied
+		return body
+	}
+	require.Equal(t, state(one.fsm), state(batch.fsm), "the same state")
+}
+
+// Admit holds RecordAudits while a member applies FSM version 4: it has
+// no older body, and the API records one write an entry until then.
+func TestAdmitRecordAuditsWaitsForEveryMember(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	b.apply(CmdUpsertMember, Member{ID: "n1", FSMVersion: FSMVersion})
+	b.apply(CmdUpsertMember, Member{ID: "n2", FSMVersion: 4})
+	cmd, err := Encode(CmdRecordAudits, RecordAudits{Records: []RecordAudit{auditAt(t0, "ci", "task.submit", "k")}})
+	require.NoError(t, err)
+	_, err = b.fsm.Admit(cmd)
+	require.ErrorIs(t, err, ErrMembersBehind)
+	b.apply(CmdUpsertMember, Member{ID: "n2", FSMVersion: FSMAuditBatches})
+	_, err = b.fsm.Admit(cmd)
+	require.NoError(t, err)
+}

@@ -81,6 +81,9 @@ const (
 	CmdDecideRun         CommandType = 74
 	CmdClickCard         CommandType = 75 // card.go
 	CmdRecordCardUpdates CommandType = 76
+
+	// 81–100: FSM version 5. 81 audit records in batches (audit.go).
+	CmdRecordAudits CommandType = 81
 )
 
 // commandSpecs is the command table: the log format (name, body versions)
@@ -139,6 +142,8 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdDecideRun:         {name: "DecideRun", since: []uint16{4}, apply: applyJSON(applier.decideRun)},
 	CmdClickCard:         {name: "ClickCard", since: []uint16{4}, apply: applyJSON(applier.clickCard)},
 	CmdRecordCardUpdates: {name: "RecordCardUpdates", since: []uint16{4}, apply: applyJSON(applier.recordCardUpdates)},
+
+	CmdRecordAudits: {name: "RecordAudits", since: []uint16{5}, apply: applyJSON(applier.recordAudits)},
 }
 
 // Member is a cluster member as the replicated state records it: Raft knows

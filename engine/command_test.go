@@ -63,6 +63,7 @@ var pinnedCommands = []struct {
 	{"CmdDecideRun", CmdDecideRun, 74},
 	{"CmdClickCard", CmdClickCard, 75},
 	{"CmdRecordCardUpdates", CmdRecordCardUpdates, 76},
+	{"CmdRecordAudits", CmdRecordAudits, 81},
 }
 
 func TestCommandNumbers(t *testing.T) {

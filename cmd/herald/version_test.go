@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -20,7 +21,7 @@ func TestVersionCommand(t *testing.T) {
 	out, err := runHerald(t, "version")
 	require.NoError(t, err)
 	require.Equal(t, "herald "+want.String+"\n", out)
-	require.Contains(t, out, "FSM version 4")
+	require.Contains(t, out, fmt.Sprintf("FSM version %d", engine.FSMVersion))
 	require.Contains(t, out, runtime.Version())
 
 	out, err = runHerald(t, "version", "--json")
