@@ -198,7 +198,7 @@ func TestAdmitRecordAuditsWaitsForEveryMember(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.fsm.Admit(cmd)
 	require.ErrorIs(t, err, ErrMembersBehind)
-	b.apply(CmdUpsertMember, Member{ID: "n2", FSMVersion: FSMAuditBatches})
+	b.apply(CmdUpsertMember, Member{ID: "n2", FSMVersion: FSMGroupedWrites})
 	_, err = b.fsm.Admit(cmd)
 	require.NoError(t, err)
 }

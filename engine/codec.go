@@ -34,9 +34,10 @@ import (
 //     Admit holds each of them while a member applies version 3. Also
 //     RecordAudit's body version 2 (unchanged: folded, audit_fold.go);
 //     Admit writes it as version 1 unless it is set.
-//   - 5: RecordAudits, many audit records in one entry (81–100 in
-//     command.go). Admit holds it while a member applies version 4, and
-//     the API then records one write an entry, as before.
+//   - 5: RecordAudits and SubmitTasks, the audit records and the task
+//     submissions that arrive together in one entry (81–100 in
+//     command.go). Admit holds them while a member applies version 4, and
+//     the API then proposes one an entry, as before.
 const FSMVersion uint16 = 5
 
 // FSMVersion4 is FSM version 4 by name, for what it added that the API
@@ -47,9 +48,10 @@ const FSMVersion4 uint16 = 4
 // into the audit trail (the snapshot section audit_folds).
 const FSMAuditFolds uint16 = 4
 
-// FSMAuditBatches is the FSM version that first applied RecordAudits:
-// the API batches its audit records once every member applies it.
-const FSMAuditBatches uint16 = 5
+// FSMGroupedWrites is the FSM version that first applied RecordAudits and
+// SubmitTasks: the API groups audit records and task submissions once
+// every member applies it.
+const FSMGroupedWrites uint16 = 5
 
 // FSMClocks is the FSM version that first applied ObserveClocks: the
 // leader observes clocks once every member applies it.

@@ -82,8 +82,10 @@ const (
 	CmdClickCard         CommandType = 75 // card.go
 	CmdRecordCardUpdates CommandType = 76
 
-	// 81–100: FSM version 5. 81 audit records in batches (audit.go).
+	// 81–100: FSM version 5: writes that arrive together in one entry,
+	// audit records (audit.go) and task submissions (task.go).
 	CmdRecordAudits CommandType = 81
+	CmdSubmitTasks  CommandType = 82
 )
 
 // commandSpecs is the command table: the log format (name, body versions)
@@ -144,6 +146,7 @@ var commandSpecs = map[CommandType]commandSpec{
 	CmdRecordCardUpdates: {name: "RecordCardUpdates", since: []uint16{4}, apply: applyJSON(applier.recordCardUpdates)},
 
 	CmdRecordAudits: {name: "RecordAudits", since: []uint16{5}, apply: applyJSON(applier.recordAudits)},
+	CmdSubmitTasks:  {name: "SubmitTasks", since: []uint16{5}, apply: applyJSON(applier.submitTasks)},
 }
 
 // Member is a cluster member as the replicated state records it: Raft knows

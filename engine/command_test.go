@@ -64,6 +64,7 @@ var pinnedCommands = []struct {
 	{"CmdClickCard", CmdClickCard, 75},
 	{"CmdRecordCardUpdates", CmdRecordCardUpdates, 76},
 	{"CmdRecordAudits", CmdRecordAudits, 81},
+	{"CmdSubmitTasks", CmdSubmitTasks, 82},
 }
 
 func TestCommandNumbers(t *testing.T) {

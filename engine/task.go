@@ -89,6 +89,13 @@ type SubmitTask struct {
 	Now   time.Time       `json:"now"`
 }
 
+// SubmitTasks submits tasks in their order, as that many SubmitTask
+// would (FSM version 5): one entry for the submissions a busy leader
+// took together.
+type SubmitTasks struct {
+	Tasks []SubmitTask `json:"tasks"`
+}
+
 // SubmitResult is what Apply returns for CmdSubmitTask.
 type SubmitResult struct {
 	Task    *Task
@@ -199,6 +206,17 @@ func (a applier) submitTask(c SubmitTask) any {
 	a.st.putTask(t)
 	a.signalTasks()
 	return SubmitResult{Task: t, Created: true}
+}
+
+// submitTasks answers, per task and in order, what submitTask would: a
+// SubmitResult, or the error that refused it (a refused task does not
+// stop the others).
+func (a applier) submitTasks(c SubmitTasks) any {
+	out := make([]any, len(c.Tasks))
+	for i, t := range c.Tasks {
+		out[i] = a.submitTask(t)
+	}
+	return out
 }
 
 func (a applier) cancelTask(c CancelTask) any {

@@ -248,3 +248,43 @@ func TestSubmitRefusesATaskKeyWhoseRunExists(t *testing.T) {
 	err, _ := b.apply(CmdSubmitTask, SubmitTask{Key: "k", Rule: "r", DueAt: t0, Now: t0}).(error)
 	require.ErrorIs(t, err, ErrTaskKeyUsed)
 }
+
+// SubmitTasks submits as that many SubmitTask in a row would: the same
+// answers (created, the same again, a conflict, a refusal) and the same
+// state; Admit holds it while a member applies FSM version 4.
+func TestSubmitTasksIsSubmitTaskInARow(t *testing.T) {
+	t.Parallel()
+	due := t0.Add(time.Hour)
+	subs := []SubmitTask{
+		{Key: "a", Rule: "r", DueAt: due, Data: []byte(`{"n":1}`), Now: t0},
+		{Key: "b", Rule: "r", DueAt: due, Now: t0},
+		{Key: "a", Rule: "r", DueAt: due, Data: []byte(`{"n":1}`), Now: t0}, // the same again
+		{Key: "b", Rule: "r", DueAt: due.Add(time.Minute), Now: t0},         // a conflict
+		{Key: "", Rule: "r", DueAt: due, Now: t0},                           // refused
+		{Key: "c", Rule: "r", DueAt: due, Now: t0},
+	}
+	one, many := setupFSM(t), setupFSM(t)
+	var want []any
+	for _, s := range subs {
+		want = append(want, one.apply(CmdSubmitTask, s))
+	}
+	got := many.apply(CmdSubmitTasks, SubmitTasks{Tasks: subs}).([]any)
+	require.Len(t, got, len(subs))
+	for i := range subs {
+		if err, ok := want[i].(error); ok {
+			require.EqualError(t, got[i].(error), err.Error(), "task %d", i)
+			continue
+		}
+		w, g := want[i].(SubmitResult), got[i].(SubmitResult)
+		require.Equal(t, w.Created, g.Created, "task %d", i)
+		require.Equal(t, *w.Task, *g.Task, "task %d", i)
+	}
+	require.Equal(t, one.fsm.PendingTasks("", 10), many.fsm.PendingTasks("", 10))
+
+	many.apply(CmdUpsertMember, Member{ID: "n1", FSMVersion: FSMVersion})
+	many.apply(CmdUpsertMember, Member{ID: "n2", FSMVersion: FSMGroupedWrites - 1})
+	cmd, err := Encode(CmdSubmitTasks, SubmitTasks{Tasks: subs[:1]})
+	require.NoError(t, err)
+	_, err = many.fsm.Admit(cmd)
+	require.ErrorIs(t, err, ErrMembersBehind)
+}

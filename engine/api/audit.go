@@ -146,15 +146,15 @@ var clusterActions = map[string]string{
 // auditor records accepted writes.
 type auditor struct {
 	s        *server
-	batch    *auditBatch
+	records  *groupCommit[engine.RecordAudit]
 	failures prometheus.Counter
 	refused  *prometheus.CounterVec
 }
 
 func newAuditor(s *server, reg *prometheus.Registry) *auditor {
 	a := &auditor{
-		s:     s,
-		batch: &auditBatch{s: s},
+		s:       s,
+		records: newAuditGroup(s),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "herald_audit_failures_total",
 			Help: "Writes accepted whose audit record could not be replicated (each is logged).",
@@ -238,7 +238,7 @@ func (a *auditor) middleware(next http.Handler) http.Handler {
 		// context may end with the client.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 		defer cancel()
-		if err := a.batch.record(ctx, rec); err != nil {
+		if _, err := a.records.do(ctx, rec); err != nil {
 			a.failures.Inc()
 			a.s.cfg.Logger.Error("audit record not replicated; the write itself succeeded",
 				"actor", rec.Actor, "remote", rec.Remote, "action", rec.Action, "target", rec.Target, "status", rec.Status, "err", err)

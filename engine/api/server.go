@@ -206,6 +206,7 @@ type People interface {
 // New returns the API handler.
 func New(cfg Config) http.Handler {
 	s := &server{cfg: cfg}
+	s.tasks = newTaskGroup(s)
 	if s.cfg.Logger == nil {
 		s.cfg.Logger = slog.Default()
 	}
@@ -309,7 +310,12 @@ func New(cfg Config) http.Handler {
 	return audit.countRefused(csrf.Handler(h))
 }
 
-type server struct{ cfg Config }
+type server struct {
+	cfg Config
+	// tasks groups the task submissions that arrive together into one
+	// entry (group_commit.go).
+	tasks *groupCommit[engine.SubmitTask]
+}
 
 // allowed lists the methods that mux serves on r's path (other than the
 // catch-all "/").

@@ -152,7 +152,7 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setTarget(r, c.Key)
-	res, err := s.apply(r.Context(), engine.CmdSubmitTask, c)
+	res, err := s.tasks.do(r.Context(), c)
 	var conflict *engine.TaskConflictError
 	switch {
 	case errors.As(err, &conflict):

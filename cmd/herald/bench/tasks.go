@@ -27,16 +27,20 @@ type tasksResult struct {
 	FillS       float64 `json:"fill_s"`
 	// SubmitsPerSecond is over the whole fill; LastTenthPerSecond over its
 	// last tenth, when the cluster already holds nine tenths.
-	SubmitsPerSecond   float64            `json:"submits_per_second"`
-	LastTenthPerSecond float64            `json:"last_tenth_per_second"`
-	Pending            float64            `json:"pending"` // herald_tasks_pending on the leader after the fill
-	SnapshotS          float64            `json:"snapshot_s"`
-	SnapshotBytes      int64              `json:"snapshot_bytes"`
-	RestoreS           float64            `json:"restore_s"`
-	PendingRestored    float64            `json:"pending_restored"` // herald_tasks_pending on the leader after the restore
-	Wiped              string             `json:"wiped"`
-	CatchUpS           float64            `json:"catch_up_s"`
-	PeakRSSMiB         map[string]float64 `json:"peak_rss_mib"`
+	SubmitsPerSecond   float64 `json:"submits_per_second"`
+	LastTenthPerSecond float64 `json:"last_tenth_per_second"`
+	// CPUMsPerSubmit is the CPU the three nodes spent over the fill
+	// (process_cpu_seconds_total), per submission: steadier than the
+	// rate on a machine shared with other work.
+	CPUMsPerSubmit  float64            `json:"cpu_ms_per_submit"`
+	Pending         float64            `json:"pending"` // herald_tasks_pending on the leader after the fill
+	SnapshotS       float64            `json:"snapshot_s"`
+	SnapshotBytes   int64              `json:"snapshot_bytes"`
+	RestoreS        float64            `json:"restore_s"`
+	PendingRestored float64            `json:"pending_restored"` // herald_tasks_pending on the leader after the restore
+	Wiped           string             `json:"wiped"`
+	CatchUpS        float64            `json:"catch_up_s"`
+	PeakRSSMiB      map[string]float64 `json:"peak_rss_mib"`
 }
 
 func newBenchTasksCmd(o *benchOpts) *cobra.Command {
@@ -76,6 +80,7 @@ cluster (it restores over the state and wipes a node): no --addr.`,
 				{"fill", fmt.Sprintf("%.2f s", res.FillS)},
 				{"submissions/s (all)", fmt.Sprintf("%.0f", res.SubmitsPerSecond)},
 				{"submissions/s (last tenth)", fmt.Sprintf("%.0f", res.LastTenthPerSecond)},
+				{"node CPU per submission", fmt.Sprintf("%.2f ms (three nodes together)", res.CPUMsPerSubmit)},
 				{"pending on the leader", fmt.Sprintf("%.0f", res.Pending)},
 				{"snapshot (backup)", fmt.Sprintf("%.2f s, %s", res.SnapshotS, fmtBytes(float64(res.SnapshotBytes)))},
 				{"restore", fmt.Sprintf("%.2f s (pending after: %.0f)", res.RestoreS, res.PendingRestored)},
@@ -183,10 +188,12 @@ func runTasks(ctx context.Context, o *benchOpts, n, concurrency int, due time.Du
 			return nil, err
 		}
 	}
+	cpu0 := sumMetric(ctx, env.addrs, "process_cpu_seconds_total")
 	fill, err := fillTasks(ctx, via.http, benchTasksRule, n, concurrency, dueAt)
 	if err != nil {
 		return nil, err
 	}
+	res.CPUMsPerSubmit = (sumMetric(ctx, env.addrs, "process_cpu_seconds_total") - cpu0) * 1000 / float64(n)
 	if prof != nil {
 		if err := prof.finish(ctx); err != nil {
 			return nil, fmt.Errorf("bench: profile: %w", err)
