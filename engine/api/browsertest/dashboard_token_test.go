@@ -46,10 +46,14 @@ func TestDashboardAsksForToken(t *testing.T) {
 	// First visit: the page asks, with the server's reason.
 	require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#token-dialog`))))
 	require.Contains(t, text("#token-reason"), "needs a token with role read")
-	enter("wrong-token-value-xyz")
-	// A wrong token gets a 401: asked again.
-	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#token-dialog`))))
-	require.Contains(t, text("#token-reason"), "unknown token")
+	// A wrong token gets a 401: asked again, with the reason. Not enter:
+	// the dialog may close and open again between two of WaitNotVisible's
+	// looks, so the wait is for the new reason instead.
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.SendKeys(chromedp.CSS(`#token-input`), "wrong-token-value-xyz"),
+		chromedp.Click(chromedp.CSS(`#token-submit`)),
+		chromedp.Poll[chromedp.Void](`document.getElementById("token-reason").textContent.includes("unknown token")`, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.WaitVisible(chromedp.CSS(`#token-dialog`))))
 	enter(readSecret)
 	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#deliveries tr[data-delivery]`))))
 	stored, err := chromedp.Run(bctx, chromedp.Evaluate[string](`sessionStorage.getItem("herald.token")`))
