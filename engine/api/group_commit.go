@@ -79,13 +79,8 @@ func (g *groupCommit[T]) do(ctx context.Context, item T) (any, error) {
 	for i, gw := range group {
 		items[i] = gw.item
 	}
-	outs := g.propose(ctx, items)
-	for i, gw := range group {
-		if i < len(outs) {
-			gw.done <- outs[i]
-		} else {
-			gw.done <- outcome{err: fmt.Errorf("group commit: %d outcomes for %d writes", len(outs), len(group))}
-		}
+	for i, o := range g.propose(ctx, items) { // one outcome a write: newGroup's and eachOutcome's
+		group[i].done <- o
 	}
 
 	g.mu.Lock()
