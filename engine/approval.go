@@ -121,7 +121,7 @@ func (s *state) moveRun(run string, change func()) {
 	for _, id := range ids {
 		d := s.Deliveries.At(id)
 		if at := s.dueAt(d); !at.IsZero() && !s.parked(d) {
-			s.dueTree(d.Priority).Delete(dueItem{at, id})
+			s.dueTree(d.Priority).Delete(newDue(at, id))
 		}
 	}
 	change()

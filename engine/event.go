@@ -147,9 +147,9 @@ func (e *eventState) clone() eventState {
 func (e *eventState) reindex() {
 	e.order, e.waiting, e.waitingBytes = btree.NewG(32, dueLess), btree.NewG(32, dueLess), 0
 	for id, ev := range e.byID {
-		e.order.ReplaceOrInsert(dueItem{ev.At, id})
+		e.order.ReplaceOrInsert(newDue(ev.At, id))
 		if !ev.Handled {
-			e.waiting.ReplaceOrInsert(dueItem{ev.At, id})
+			e.waiting.ReplaceOrInsert(newDue(ev.At, id))
 			e.waitingBytes += len(ev.Data)
 		}
 	}
@@ -160,17 +160,17 @@ func (e *eventState) put(ev *Event) {
 		e.remove(old)
 	}
 	e.byID[ev.ID] = ev
-	e.order.ReplaceOrInsert(dueItem{ev.At, ev.ID})
+	e.order.ReplaceOrInsert(newDue(ev.At, ev.ID))
 	if !ev.Handled {
-		e.waiting.ReplaceOrInsert(dueItem{ev.At, ev.ID})
+		e.waiting.ReplaceOrInsert(newDue(ev.At, ev.ID))
 		e.waitingBytes += len(ev.Data)
 	}
 }
 
 func (e *eventState) remove(ev *Event) {
 	delete(e.byID, ev.ID)
-	e.order.Delete(dueItem{ev.At, ev.ID})
-	if _, ok := e.waiting.Delete(dueItem{ev.At, ev.ID}); ok {
+	e.order.Delete(newDue(ev.At, ev.ID))
+	if _, ok := e.waiting.Delete(newDue(ev.At, ev.ID)); ok {
 		e.waitingBytes -= len(ev.Data)
 	}
 }
@@ -286,7 +286,7 @@ func (a applier) pruneEvents(c PruneEvents) any {
 	es := &a.st.Events
 	var gone []*Event
 	es.order.Ascend(func(it dueItem) bool {
-		if !it.at.Before(c.Before) {
+		if it.at >= newDue(c.Before, "").at {
 			return false
 		}
 		if e := es.byID[it.id]; e.Handled {

@@ -114,7 +114,7 @@ func (a applier) pauseRule(c PauseRule) any {
 	}
 	for _, d := range a.st.Deliveries.All() {
 		if d.Rule == c.Rule && d.State == StatePending {
-			a.st.dueTree(d.Priority).Delete(dueItem{a.st.dueAt(d), d.ID})
+			a.st.dueTree(d.Priority).Delete(newDue(a.st.dueAt(d), d.ID))
 		}
 	}
 	p := &Pause{Rule: c.Rule, By: c.By, At: c.Now, Reason: c.Reason, Note: c.Note}

@@ -77,7 +77,7 @@ func (a applier) prune(c Prune) any {
 			ended = t.CancelledAt
 		}
 		if _, running := a.st.Runs.Get(TaskRunKey(key)); t.State != TaskPending && !running && ended.Before(c.Before) {
-			a.st.taskIndex.Delete(dueItem{t.DueAt, key})
+			a.st.taskDone.Delete(newDue(t.DueAt, key))
 			a.st.Tasks.Delete(key)
 			res.Tasks++
 		}

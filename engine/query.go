@@ -138,7 +138,7 @@ func (f *FSM) Due(now time.Time, limit int) []*Delivery {
 		full := false
 		taken := map[string]bool{}
 		f.st.due[p].Ascend(func(it dueItem) bool {
-			if it.at.After(now) {
+			if it.after(now) {
 				return false
 			}
 			if len(out) >= limit {
@@ -156,7 +156,7 @@ func (f *FSM) Due(now time.Time, limit int) []*Delivery {
 		// recently due ones (another rule's slot that just came) are added
 		// too, so that a huge run cannot hide them until it has drained.
 		newest := 0
-		f.st.due[p].DescendLessOrEqual(dueItem{at: now, id: maxID}, func(it dueItem) bool {
+		f.st.due[p].DescendLessOrEqual(newDue(now, maxID), func(it dueItem) bool {
 			if taken[it.id] || newest >= limit/dueNewestShare {
 				return false
 			}
@@ -177,7 +177,7 @@ func (f *FSM) DueAt(at time.Time) []*Delivery {
 	defer f.mu.RUnlock()
 	var out []*Delivery
 	for p := heraldtype.PriorityHigh; p <= heraldtype.PriorityLow; p++ {
-		f.st.due[p].AscendRange(dueItem{at: at}, dueItem{at: at.Add(1)}, func(it dueItem) bool {
+		f.st.due[p].AscendRange(newDue(at, ""), newDue(at.Add(1), ""), func(it dueItem) bool {
 			out = append(out, f.st.Deliveries.At(it.id))
 			return true
 		})
@@ -202,9 +202,9 @@ func (f *FSM) NextDue(after time.Time) (time.Time, bool) {
 	var at time.Time
 	found := false
 	for p := heraldtype.PriorityHigh; p <= heraldtype.PriorityLow; p++ {
-		f.st.due[p].AscendGreaterOrEqual(dueItem{at: after.Add(1)}, func(it dueItem) bool {
-			if !found || it.at.Before(at) {
-				at, found = it.at, true
+		f.st.due[p].AscendGreaterOrEqual(newDue(after.Add(1), ""), func(it dueItem) bool {
+			if !found || it.time().Before(at) {
+				at, found = it.time(), true
 			}
 			return false
 		})

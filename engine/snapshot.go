@@ -107,13 +107,9 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 	enc := gob.NewEncoder(bw)
 	st := s.st
 	deliveries := slices.SortedFunc(st.Deliveries.Values(), func(a, b *Delivery) int { return cmp.Compare(a.ID, b.ID) })
-	// Tasks go in due order, read off their index: no sorting here, and
+	// Tasks go in due order, read off their indexes: no sorting here, and
 	// little in Restore.
-	tasks := make([]*Task, 0, st.Tasks.Len())
-	st.taskIndex.Ascend(func(it dueItem) bool {
-		tasks = append(tasks, st.Tasks.At(it.id))
-		return true
-	})
+	tasks := slices.AppendSeq(make([]*Task, 0, st.Tasks.Len()), st.tasksFrom(nil))
 	if len(tasks) != st.Tasks.Len() { // never; but never lose a task over it
 		tasks = slices.SortedFunc(st.Tasks.Values(), func(a, b *Task) int { return dueLessCmp(a.DueAt, a.Key, b.DueAt, b.Key) })
 	}

@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"iter"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -66,8 +69,10 @@ type state struct {
 	due [heraldtype.PriorityLow + 1]*btree.BTreeG[dueItem]
 	// byRun lists delivery ids per run. Derived as well.
 	byRun map[string][]string
-	// taskQueue holds pending tasks by due time; taskIndex all tasks.
-	taskQueue, taskIndex *btree.BTreeG[dueItem]
+	// taskQueue holds the pending tasks by due time, taskDone the others
+	// (fired, cancelled): each task is in one of the two, so that a
+	// million waiting tasks are not indexed twice. Derived.
+	taskQueue, taskDone *btree.BTreeG[dueItem]
 	// planning holds the keys of runs still planning.
 	planning map[string]bool
 	// heldRuns holds the keys of runs held for approval (approval.go);
@@ -86,16 +91,48 @@ type state struct {
 	payloads map[string]json.RawMessage
 }
 
+// dueItem is an entry of a due index: an instant, as Unix nanoseconds,
+// and an id. There is one for every pending delivery and every task: 24
+// bytes, where a time.Time would make 40.
 type dueItem struct {
-	at time.Time
+	at int64
 	id string
 }
 
+// newDue is the entry of id at t. An instant outside the nanoseconds'
+// range (before 1678, after 2262: no due time Herald takes) is held at
+// its end; it then sorts with the others there by id.
+func newDue(t time.Time, id string) dueItem {
+	switch {
+	case t.Before(dueMin):
+		return dueItem{math.MinInt64, id}
+	case t.After(dueMax):
+		return dueItem{math.MaxInt64, id}
+	}
+	return dueItem{t.UnixNano(), id}
+}
+
+var dueMin, dueMax = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
+
+// time is the entry's instant, in UTC.
+func (it dueItem) time() time.Time { return time.Unix(0, it.at).UTC() }
+
+// after says whether the entry is after t.
+func (it dueItem) after(t time.Time) bool { return it.at > newDue(t, "").at }
+
 func dueLess(a, b dueItem) bool {
-	if !a.at.Equal(b.at) {
-		return a.at.Before(b.at)
+	if a.at != b.at {
+		return a.at < b.at
 	}
 	return a.id < b.id
+}
+
+// dueCmp orders like dueLess, as a comparison.
+func dueCmp(a, b dueItem) int {
+	if c := cmp.Compare(a.at, b.at); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
 }
 
 // dueLessCmp orders like dueLess, as a comparison.
@@ -128,7 +165,7 @@ func (s *state) initIndexes() {
 	}
 	s.byRun = map[string][]string{}
 	s.taskQueue = btree.NewG(32, dueLess)
-	s.taskIndex = btree.NewG(32, dueLess)
+	s.taskDone = btree.NewG(32, dueLess)
 	s.planning = map[string]bool{}
 	s.heldRuns = map[string]bool{}
 	s.recalls = map[string]bool{}
@@ -167,7 +204,7 @@ func (s *state) reindex() {
 			if p < heraldtype.PriorityHigh || p > heraldtype.PriorityLow {
 				p = heraldtype.PriorityLow
 			}
-			due[p] = append(due[p], dueItem{at, id})
+			due[p] = append(due[p], newDue(at, id))
 		}
 		s.byRun[d.RunKey] = append(s.byRun[d.RunKey], id)
 	}
@@ -177,33 +214,22 @@ func (s *state) reindex() {
 			s.due[p].ReplaceOrInsert(it)
 		}
 	}
-	type taskItem struct {
-		dueItem
-		pending bool
-	}
-	tasks := make([]taskItem, 0, s.Tasks.Len())
+	// Sorted first: a b-tree fills faster in order.
+	var pending, done []dueItem
 	for k, t := range s.Tasks.All() {
-		tasks = append(tasks, taskItem{dueItem{t.DueAt, k}, t.State == TaskPending})
-	}
-	slices.SortFunc(tasks, func(a, b taskItem) int { return dueLessCmp(a.at, a.id, b.at, b.id) })
-	pending := 0
-	for _, it := range tasks {
-		s.taskIndex.ReplaceOrInsert(it.dueItem)
-		if it.pending {
-			pending++
+		if t.State == TaskPending {
+			pending = append(pending, newDue(t.DueAt, k))
+		} else {
+			done = append(done, newDue(t.DueAt, k))
 		}
 	}
-	// Most tasks wait, as a rule: the queue is the index, lazily copied,
-	// less the few that do not.
-	if pending >= len(tasks)/2 {
-		s.taskQueue = s.taskIndex.Clone()
-	}
-	for _, it := range tasks {
-		switch {
-		case pending >= len(tasks)/2 && !it.pending:
-			s.taskQueue.Delete(it.dueItem)
-		case pending < len(tasks)/2 && it.pending:
-			s.taskQueue.ReplaceOrInsert(it.dueItem)
+	for _, idx := range []struct {
+		tree  *btree.BTreeG[dueItem]
+		items []dueItem
+	}{{s.taskQueue, pending}, {s.taskDone, done}} {
+		sortDue(idx.items)
+		for _, it := range idx.items {
+			idx.tree.ReplaceOrInsert(it)
 		}
 	}
 	for k, r := range s.Runs.All() {
@@ -215,7 +241,7 @@ func (s *state) reindex() {
 }
 
 func sortDue(items []dueItem) {
-	slices.SortFunc(items, func(a, b dueItem) int { return dueLessCmp(a.at, a.id, b.at, b.id) })
+	slices.SortFunc(items, dueCmp)
 }
 
 // dueTree is the due index of priority p (unknown priorities go last).
@@ -230,7 +256,7 @@ func (s *state) dueTree(p heraldtype.Priority) *btree.BTreeG[dueItem] {
 func (s *state) putDelivery(d *Delivery) {
 	if old, ok := s.Deliveries.Get(d.ID); ok {
 		if at := s.dueAt(old); !at.IsZero() {
-			s.dueTree(old.Priority).Delete(dueItem{at, old.ID}) // a no-op for a parked one
+			s.dueTree(old.Priority).Delete(newDue(at, old.ID)) // a no-op for a parked one
 		}
 	} else {
 		s.byRun[d.RunKey] = append(s.byRun[d.RunKey], d.ID)
@@ -245,7 +271,7 @@ func (s *state) putDelivery(d *Delivery) {
 // nor wakes up for them until resume.
 func (s *state) indexDue(d *Delivery) {
 	if at := s.dueAt(d); !at.IsZero() && !s.parked(d) {
-		s.dueTree(d.Priority).ReplaceOrInsert(dueItem{at, d.ID})
+		s.dueTree(d.Priority).ReplaceOrInsert(newDue(at, d.ID))
 	}
 }
 
@@ -262,13 +288,71 @@ func (s *state) putRun(r *Run) {
 // putTask stores t, keeping the task indexes in step with it.
 func (s *state) putTask(t *Task) {
 	if old, ok := s.Tasks.Get(t.Key); ok {
-		s.taskQueue.Delete(dueItem{old.DueAt, old.Key})
-		s.taskIndex.Delete(dueItem{old.DueAt, old.Key})
+		s.taskTree(old).Delete(newDue(old.DueAt, old.Key))
 	}
 	s.Tasks.Set(t.Key, t)
-	s.taskIndex.ReplaceOrInsert(dueItem{t.DueAt, t.Key})
+	s.taskTree(t).ReplaceOrInsert(newDue(t.DueAt, t.Key))
+}
+
+// taskTree is the index t belongs in by its state.
+func (s *state) taskTree(t *Task) *btree.BTreeG[dueItem] {
 	if t.State == TaskPending {
-		s.taskQueue.ReplaceOrInsert(dueItem{t.DueAt, t.Key})
+		return s.taskQueue
+	}
+	return s.taskDone
+}
+
+// tasksFrom yields the tasks from start on (a due time, and a key after
+// which to go on; nil: from the first) by due time, then key: the two
+// task indexes merged.
+func (s *state) tasksFrom(start *dueItem) iter.Seq[*Task] {
+	return s.tasksOf(mergeDue(dueFrom(s.taskQueue, start), dueFrom(s.taskDone, start)))
+}
+
+// tasksOf yields the tasks of items.
+func (s *state) tasksOf(items iter.Seq[dueItem]) iter.Seq[*Task] {
+	return func(yield func(*Task) bool) {
+		for it := range items {
+			if !yield(s.Tasks.At(it.id)) {
+				return
+			}
+		}
+	}
+}
+
+// dueFrom yields tree's items from start on (nil: from the first).
+func dueFrom(tree *btree.BTreeG[dueItem], start *dueItem) iter.Seq[dueItem] {
+	return func(yield func(dueItem) bool) {
+		if start == nil {
+			tree.Ascend(yield)
+		} else {
+			tree.AscendGreaterOrEqual(*start, yield)
+		}
+	}
+}
+
+// mergeDue yields the items of a and b, each in order, in one order. b
+// is pulled, a pushed: b is to be the shorter.
+func mergeDue(a, b iter.Seq[dueItem]) iter.Seq[dueItem] {
+	return func(yield func(dueItem) bool) {
+		next, stop := iter.Pull(b)
+		defer stop()
+		y, ok := next()
+		for x := range a {
+			for ; ok && dueLess(y, x); y, ok = next() {
+				if !yield(y) {
+					return
+				}
+			}
+			if !yield(x) {
+				return
+			}
+		}
+		for ; ok; y, ok = next() {
+			if !yield(y) {
+				return
+			}
+		}
 	}
 }
 
@@ -307,8 +391,9 @@ func (s *state) clone() *state {
 		Clock:   s.Clock,
 		Events:  s.Events.clone(),
 		Removed: maps.Clone(s.Removed),
-		// Lazily copied on write; Persist writes the tasks in its order.
-		taskIndex: s.taskIndex.Clone(),
+		// Lazily copied on write; Persist writes the tasks in their order.
+		taskQueue: s.taskQueue.Clone(),
+		taskDone:  s.taskDone.Clone(),
 		usesV4:    s.usesV4,
 	}
 }

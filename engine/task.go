@@ -297,7 +297,7 @@ func (f *FSM) DueTasks(now time.Time, limit int) []*Task {
 	defer f.mu.RUnlock()
 	var out []*Task
 	f.st.taskQueue.Ascend(func(it dueItem) bool {
-		if it.at.After(now) || len(out) >= limit {
+		if it.after(now) || len(out) >= limit {
 			return false
 		}
 		out = append(out, f.st.Tasks.At(it.id))
@@ -311,7 +311,7 @@ func (f *FSM) NextTaskDue() (time.Time, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	it, ok := f.st.taskQueue.Min()
-	return it.at, ok
+	return it.time(), ok
 }
 
 // TaskFilter selects tasks for ListTasks. Zero fields match everything.
@@ -330,33 +330,35 @@ type TaskFilter struct {
 func (f *FSM) ListTasks(flt TaskFilter) ([]*Task, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	tree := f.st.taskIndex
-	if flt.State == TaskPending {
-		tree = f.st.taskQueue
+	var start *dueItem
+	switch {
+	case !flt.AfterDue.IsZero() || flt.AfterKey != "":
+		start = new(newDue(flt.AfterDue, flt.AfterKey+"\x00"))
+	case !flt.From.IsZero():
+		start = new(newDue(flt.From, ""))
+	}
+	tasks := f.st.tasksFrom(start)
+	switch flt.State {
+	case TaskPending:
+		tasks = f.st.tasksOf(dueFrom(f.st.taskQueue, start))
+	case TaskFired, TaskCancelled:
+		tasks = f.st.tasksOf(dueFrom(f.st.taskDone, start))
 	}
 	var out []*Task
 	more := false
-	start := dueItem{at: flt.From}
-	if !flt.AfterDue.IsZero() || flt.AfterKey != "" {
-		start = dueItem{at: flt.AfterDue, id: flt.AfterKey + "\x00"}
-	}
-	tree.AscendGreaterOrEqual(start, func(it dueItem) bool {
-		if !flt.To.IsZero() && !it.at.Before(flt.To) {
-			return false
+	for t := range tasks {
+		if !flt.To.IsZero() && !t.DueAt.Before(flt.To) {
+			break
 		}
-		if !flt.From.IsZero() && it.at.Before(flt.From) {
-			return true
-		}
-		t := f.st.Tasks.At(it.id)
-		if (flt.Rule != "" && t.Rule != flt.Rule) || (flt.State != 0 && t.State != flt.State) {
-			return true
+		if (!flt.From.IsZero() && t.DueAt.Before(flt.From)) ||
+			(flt.Rule != "" && t.Rule != flt.Rule) || (flt.State != 0 && t.State != flt.State) {
+			continue
 		}
 		if flt.Limit > 0 && len(out) >= flt.Limit {
 			more = true
-			return false
+			break
 		}
 		out = append(out, t)
-		return true
-	})
+	}
 	return out, more
 }

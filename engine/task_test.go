@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -287,4 +289,92 @@ func TestSubmitTasksIsSubmitTaskInARow(t *testing.T) {
 	require.NoError(t, err)
 	_, err = many.fsm.Admit(cmd)
 	require.ErrorIs(t, err, ErrMembersBehind)
+}
+
+// Pending tasks and the others are indexed apart; every listing reads
+// them as one order, by due time then key, as a sort of all tasks would.
+func TestListTasksMergesPendingAndEnded(t *testing.T) {
+	t.Parallel()
+	b := setupFSM(t)
+	const n = 120
+	for i := range n {
+		k := fmt.Sprintf("t%03d", (i*37)%n)
+		b.apply(CmdSubmitTask, SubmitTask{Key: k, Rule: []string{"r1", "r2"}[i%2], DueAt: t0.Add(time.Duration(i%7) * time.Minute), Now: t0})
+		switch i % 5 {
+		case 1:
+			b.apply(CmdCancelTask, CancelTask{Key: k, Now: t0})
+		case 3:
+			require.Nil(t, b.apply(CmdStartRun, StartRun{Key: TaskRunKey(k), Rule: "r", Slot: t0, TaskKey: k, Now: t0}))
+		}
+	}
+	check := func(f *FSM) {
+		t.Helper()
+		require.Equal(t, f.st.Tasks.Len(), f.st.taskQueue.Len()+f.st.taskDone.Len(), "each task in one index")
+		all := slices.SortedFunc(f.st.Tasks.Values(), func(a, b *Task) int { return dueLessCmp(a.DueAt, a.Key, b.DueAt, b.Key) })
+		for _, flt := range []TaskFilter{
+			{}, {State: TaskPending}, {State: TaskFired}, {State: TaskCancelled}, {Rule: "r2"},
+			{From: t0.Add(2 * time.Minute), To: t0.Add(5 * time.Minute)}, {State: TaskCancelled, From: t0.Add(3 * time.Minute)},
+		} {
+			var want []string
+			for _, tk := range all {
+				if (flt.State == 0 || tk.State == flt.State) && (flt.Rule == "" || tk.Rule == flt.Rule) &&
+					!tk.DueAt.Before(flt.From) && (flt.To.IsZero() || tk.DueAt.Before(flt.To)) {
+					want = append(want, tk.Key)
+				}
+			}
+			for _, limit := range []int{0, 1, 7, n} {
+				var got []string
+				page := flt
+				page.Limit = limit
+				for {
+					tasks, more := f.ListTasks(page)
+					for _, tk := range tasks {
+						got = append(got, tk.Key)
+					}
+					if !more {
+						break
+					}
+					require.Len(t, tasks, limit)
+					last := tasks[len(tasks)-1]
+					page.AfterDue, page.AfterKey = last.DueAt, last.Key
+				}
+				require.Equal(t, want, got, "filter %+v, pages of %d", flt, limit)
+			}
+		}
+	}
+	check(b.fsm)
+	check(roundTrip(t, b.fsm))
+}
+
+// The due indexes hold instants as Unix nanoseconds: the same order and
+// the same instants as time.Time within their range, and a task due past
+// it still indexed, listed and never due early.
+func TestDueItemKeepsOrderAndInstants(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 3, 9, 0, 0, 123, time.FixedZone("CST", 8*3600))
+	require.True(t, newDue(at, "x").time().Equal(at))
+	require.Equal(t, time.UTC, newDue(at, "x").time().Location())
+	require.True(t, dueLess(newDue(at, "b"), newDue(at.Add(1), "a")))
+	require.True(t, dueLess(newDue(at, "a"), newDue(at, "b")))
+	require.True(t, newDue(at.Add(1), "").after(at))
+	require.False(t, newDue(at, "").after(at))
+	far, farther := time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	require.True(t, dueLess(newDue(at, "z"), newDue(far, "a")))
+	require.True(t, newDue(farther, "").after(far.AddDate(-50, 0, 0)))
+
+	b := setupFSM(t)
+	b.apply(CmdSubmitTask, SubmitTask{Key: "far", Rule: "r", DueAt: far, Now: t0})
+	b.apply(CmdSubmitTask, SubmitTask{Key: "old", Rule: "r", DueAt: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), Now: t0})
+	b.apply(CmdSubmitTask, SubmitTask{Key: "now", Rule: "r", DueAt: t0, Now: t0})
+	keys := func(ts []*Task) (out []string) {
+		for _, tk := range ts {
+			out = append(out, tk.Key)
+		}
+		return out
+	}
+	listed, _ := b.fsm.ListTasks(TaskFilter{})
+	require.Equal(t, []string{"old", "now", "far"}, keys(listed))
+	require.Equal(t, []string{"old", "now"}, keys(b.fsm.DueTasks(t0, 10)))
+	require.Equal(t, []string{"old", "now"}, keys(b.fsm.DueTasks(far.AddDate(-100, 0, 0), 10)))
+	require.Equal(t, 3, b.fsm.st.taskQueue.Len())
 }
