@@ -285,8 +285,9 @@ func (a applier) pruneEvents(c PruneEvents) any {
 	}
 	es := &a.st.Events
 	var gone []*Event
+	before := newDue(c.Before, "")
 	es.order.Ascend(func(it dueItem) bool {
-		if it.at >= newDue(c.Before, "").at {
+		if !dueLess(it, before) {
 			return false
 		}
 		if e := es.byID[it.id]; e.Handled {

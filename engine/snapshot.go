@@ -111,7 +111,7 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 	// little in Restore.
 	tasks := slices.AppendSeq(make([]*Task, 0, st.Tasks.Len()), st.tasksFrom(nil))
 	if len(tasks) != st.Tasks.Len() { // never; but never lose a task over it
-		tasks = slices.SortedFunc(st.Tasks.Values(), func(a, b *Task) int { return dueLessCmp(a.DueAt, a.Key, b.DueAt, b.Key) })
+		tasks = slices.SortedFunc(st.Tasks.Values(), func(a, b *Task) int { return dueCmp(newDue(a.DueAt, a.Key), newDue(b.DueAt, b.Key)) })
 	}
 	daily := make([]dayEntry, 0, len(st.Daily))
 	for _, date := range slices.Sorted(maps.Keys(st.Daily)) {

@@ -120,14 +120,7 @@ func (it dueItem) time() time.Time { return time.Unix(0, it.at).UTC() }
 // after says whether the entry is after t.
 func (it dueItem) after(t time.Time) bool { return it.at > newDue(t, "").at }
 
-func dueLess(a, b dueItem) bool {
-	if a.at != b.at {
-		return a.at < b.at
-	}
-	return a.id < b.id
-}
-
-// dueCmp orders like dueLess, as a comparison.
+// dueCmp orders entries by instant, then id.
 func dueCmp(a, b dueItem) int {
 	if c := cmp.Compare(a.at, b.at); c != 0 {
 		return c
@@ -135,13 +128,7 @@ func dueCmp(a, b dueItem) int {
 	return strings.Compare(a.id, b.id)
 }
 
-// dueLessCmp orders like dueLess, as a comparison.
-func dueLessCmp(at time.Time, id string, bt time.Time, bid string) int {
-	if c := at.Compare(bt); c != 0 {
-		return c
-	}
-	return strings.Compare(id, bid)
-}
+func dueLess(a, b dueItem) bool { return dueCmp(a, b) < 0 }
 
 func newState() *state {
 	s := &state{
@@ -209,12 +196,8 @@ func (s *state) reindex() {
 		s.byRun[d.RunKey] = append(s.byRun[d.RunKey], id)
 	}
 	for p, items := range due {
-		sortDue(items)
-		for _, it := range items {
-			s.due[p].ReplaceOrInsert(it)
-		}
+		fillDue(s.due[p], items)
 	}
-	// Sorted first: a b-tree fills faster in order.
 	var pending, done []dueItem
 	for k, t := range s.Tasks.All() {
 		if t.State == TaskPending {
@@ -223,15 +206,8 @@ func (s *state) reindex() {
 			done = append(done, newDue(t.DueAt, k))
 		}
 	}
-	for _, idx := range []struct {
-		tree  *btree.BTreeG[dueItem]
-		items []dueItem
-	}{{s.taskQueue, pending}, {s.taskDone, done}} {
-		sortDue(idx.items)
-		for _, it := range idx.items {
-			idx.tree.ReplaceOrInsert(it)
-		}
-	}
+	fillDue(s.taskQueue, pending)
+	fillDue(s.taskDone, done)
 	for k, r := range s.Runs.All() {
 		if r.State == RunPlanning {
 			s.planning[k] = true
@@ -240,8 +216,13 @@ func (s *state) reindex() {
 	s.Events.reindex()
 }
 
-func sortDue(items []dueItem) {
+// fillDue puts items in tree, sorted first: a b-tree fills faster in
+// order.
+func fillDue(tree *btree.BTreeG[dueItem], items []dueItem) {
 	slices.SortFunc(items, dueCmp)
+	for _, it := range items {
+		tree.ReplaceOrInsert(it)
+	}
 }
 
 // dueTree is the due index of priority p (unknown priorities go last).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -310,7 +311,12 @@ func TestListTasksMergesPendingAndEnded(t *testing.T) {
 	check := func(f *FSM) {
 		t.Helper()
 		require.Equal(t, f.st.Tasks.Len(), f.st.taskQueue.Len()+f.st.taskDone.Len(), "each task in one index")
-		all := slices.SortedFunc(f.st.Tasks.Values(), func(a, b *Task) int { return dueLessCmp(a.DueAt, a.Key, b.DueAt, b.Key) })
+		all := slices.SortedFunc(f.st.Tasks.Values(), func(a, b *Task) int {
+			if c := a.DueAt.Compare(b.DueAt); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Key, b.Key)
+		})
 		for _, flt := range []TaskFilter{
 			{}, {State: TaskPending}, {State: TaskFired}, {State: TaskCancelled}, {Rule: "r2"},
 			{From: t0.Add(2 * time.Minute), To: t0.Add(5 * time.Minute)}, {State: TaskCancelled, From: t0.Add(3 * time.Minute)},
