@@ -116,9 +116,10 @@ func mergeDirectory(file *Directory, snap *DirectorySnapshot) *Directory {
 	for i := range snap.People {
 		fromSnap[foldID(snap.People[i].UserID)] = &snap.People[i]
 	}
+	in := newInterner()
 	for _, p := range file.people {
 		if sp, ok := fromSnap[foldID(p.UserID)]; ok {
-			p = fillFromSnapshot(p, sp)
+			p = fillFromSnapshot(p, sp, in)
 		}
 		out.people = append(out.people, p)
 		out.byID[foldID(p.UserID)] = p
@@ -128,11 +129,12 @@ func mergeDirectory(file *Directory, snap *DirectorySnapshot) *Directory {
 		if _, ok := out.byID[foldID(sp.UserID)]; ok {
 			continue // in the file, or twice in the snapshot
 		}
-		p := &Person{UserID: sp.UserID, Name: sp.Name, Manager: sp.Manager,
-			Departments: slices.Clone(sp.Departments), Tags: slices.Clone(sp.Tags)}
-		if len(p.Departments) > 0 {
-			p.Department = p.Departments[0]
+		f := &personFields{UserID: sp.UserID, Name: sp.Name, Manager: sp.Manager}
+		f.Departments, f.Tags = sp.Departments, sp.Tags
+		if len(f.Departments) > 0 {
+			f.Department = f.Departments[0]
 		}
+		p := in.person(f)
 		out.people = append(out.people, p)
 		out.byID[foldID(p.UserID)] = p
 	}
@@ -143,22 +145,22 @@ func mergeDirectory(file *Directory, snap *DirectorySnapshot) *Directory {
 
 // fillFromSnapshot returns a copy of the file's person with the fields it
 // leaves empty taken from the snapshot.
-func fillFromSnapshot(p *Person, sp *DirectoryPerson) *Person {
-	n := *p
+func fillFromSnapshot(p *Person, sp *DirectoryPerson, in *interner) *Person {
+	n := &personFields{UserID: p.UserID, Name: p.Name, Manager: p.Manager, profile: *p.profile, birthdays: *p.birthdays}
 	if n.Name == "" {
 		n.Name = sp.Name
 	}
 	if n.Department == "" && len(sp.Departments) > 0 {
 		n.Department = sp.Departments[0]
-		n.Departments = slices.Clone(sp.Departments)
+		n.Departments = sp.Departments
 	}
 	if len(n.Tags) == 0 {
-		n.Tags = slices.Clone(sp.Tags)
+		n.Tags = sp.Tags
 	}
 	if n.Manager == "" {
 		n.Manager = sp.Manager
 	}
-	return &n
+	return in.person(n)
 }
 
 // SetDirectory puts a directory snapshot (its canonical JSON, as

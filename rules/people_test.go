@@ -280,3 +280,55 @@ func TestPeopleKeepNoRow(t *testing.T) {
 	boss, _ := d.Get("boss-of-the-company")
 	require.Same(t, unsafe.StringData(boss.Timezone), unsafe.StringData(ann.Timezone), "a text many hold alike is shared")
 }
+
+// TestPeopleShareProfiles: people alike in every shared field hold one
+// profile and one birthdays record, and a person differing from the first
+// in any one of them (a field left out of the key would merge it) reads
+// its own. A person is 64 bytes: its userid, name, manager and two
+// pointers.
+func TestPeopleShareProfiles(t *testing.T) {
+	t.Parallel()
+	require.LessOrEqual(t, unsafe.Sizeof(Person{}), uintptr(64))
+	base := `{"userid": %q, "name": "N", "department": "sales", "departments": ["sales", "east"], "roles": ["sales"],
+  "tags": ["t1"], "timezone": "Asia/Shanghai", "quiet_hours": "22:00-08:00", "birthday": "1990-05-01",
+  "lunar_birthday": "04-10", "region": "east", "level": 1, "skills": ["go", "lua"]%s}`
+	variants := map[string]string{ // userid → what it changes
+		"department":  `, "department": "support"`,
+		"departments": `, "departments": ["sales", "west"]`,
+		"roles":       `, "roles": ["sales", "lead"]`,
+		"tags":        `, "tags": ["t2"]`,
+		"timezone":    `, "timezone": "Asia/Tokyo"`,
+		"quiet":       `, "quiet_hours": "21:00-08:00"`,
+		"birthday":    `, "birthday": "1990-05-02"`,
+		"lunar":       `, "lunar_birthday": "闰04-10"`,
+		"region":      `, "region": "west"`,
+		"level-text":  `, "level": "1"`,
+		"level-bool":  `, "level": true`,
+		"skills":      `, "skills": ["lua", "go"]`,
+		"extra":       `, "floor": 3`,
+	}
+	entries := []string{fmt.Sprintf(base, "first", ""), fmt.Sprintf(base, "twin", "")}
+	for id, change := range variants {
+		// JSON keeps the last of a repeated key: the change wins.
+		entries = append(entries, fmt.Sprintf(strings.Replace(base, "%s}", change+"%s}", 1), id, ""))
+	}
+	d, err := parsePeople("people.json", []byte("["+strings.Join(entries, ",\n")+"]"))
+	require.NoError(t, err)
+	first, _ := d.Get("first")
+	twin, _ := d.Get("twin")
+	require.Same(t, first.profile, twin.profile, "alike people share a profile")
+	require.Same(t, first.birthdays, twin.birthdays, "alike people share birthdays")
+	view := func(p *Person) string {
+		return fmt.Sprintf("%q %q %q %q %q %v %q %q %+v %+v %#v", p.Department, p.Departments, p.Roles, p.Tags,
+			p.Timezone, *p.Quiet, p.Birthday, p.LunarBirthday, p.solar, p.lunar, p.extras)
+	}
+	for id := range variants {
+		p, ok := d.Get(id)
+		require.True(t, ok, id)
+		require.NotEqual(t, view(first), view(p), "%s: a change of it reads as the first person's", id)
+	}
+	region, _ := first.Extra("region")
+	require.Equal(t, "east", region)
+	level, _ := first.Extra("level")
+	require.Equal(t, 1.0, level)
+}

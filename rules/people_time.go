@@ -16,7 +16,7 @@ const fieldQuietHours = "quiet_hours"
 
 // readQuiet reads the quiet_hours column, which stays an extra field as
 // written (rules see the text).
-func (p *Person) readQuiet(f map[string]any) error {
+func (p *personFields) readQuiet(f map[string]any) error {
 	v, ok := f[fieldQuietHours]
 	if !ok || v == nil {
 		return nil

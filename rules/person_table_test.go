@@ -108,7 +108,7 @@ func TestPersonStubsOverflow(t *testing.T) {
 	t.Parallel()
 	sb := newSandbox(&env{calendars: calendar.NewRegistry(), logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer sb.L.Close()
-	p := &Person{UserID: "ann", Name: "Ann"}
+	p := newInterner().person(&personFields{UserID: "ann", Name: "Ann"})
 	kept := sb.personTable(p)
 	dropped := weak.Make(sb.personTable(p))
 	for range maxStubs - 2 {
@@ -131,7 +131,7 @@ func TestPersonStubsOverflowHeld(t *testing.T) {
 	t.Parallel()
 	sb := newSandbox(&env{calendars: calendar.NewRegistry(), logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer sb.L.Close()
-	p := &Person{UserID: "ann", Name: "Ann"}
+	p := newInterner().person(&personFields{UserID: "ann", Name: "Ann"})
 	held := make([]*lua.LTable, 0, maxStubs+1)
 	for range maxStubs + 1 {
 		held = append(held, sb.personTable(p))
