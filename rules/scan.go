@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Size limits for the files a scan reads.
@@ -19,6 +20,23 @@ const (
 	maxPeopleFile = 256 << 20
 	maxScanDepth  = 8
 	maxScanFiles  = 10_000
+)
+
+// A rescan first stats the directory (scanDir without reading): when no
+// file's stamp (where it resolves, its inode, size, mode, modification
+// and change times) changed since the last read, and each had been still
+// for racyWindow before it, nothing is read. A rescan every 30 s read
+// and hashed the whole people file (77 MB at a million people, on every
+// node) to learn that it had not changed.
+const (
+	// racyWindow: a file changed this close to a stat may change again
+	// within its file system's timestamp granularity (a second or two on
+	// some) without a new stamp; it is read until it has been still longer.
+	racyWindow = 2 * time.Second
+	// fullReadInterval: a read at least this often whatever the stamps say,
+	// for a change no stamp shows (a network file system's cached
+	// attributes, a write through a mapping).
+	fullReadInterval = 10 * time.Minute
 )
 
 // calendarDir is where company calendar files live, in the rules
@@ -39,6 +57,15 @@ type scanned struct {
 type scanResult struct {
 	files map[string]*scanned
 	dirs  []string
+	// lastChange is the latest modification or change time of the files
+	// (a stamp pass's; see stillSince).
+	lastChange time.Time
+}
+
+// stillSince reports whether no file of a stamp pass changed within
+// window before at.
+func (r *scanResult) stillSince(at time.Time, window time.Duration) bool {
+	return r.lastChange.Add(window).Before(at)
 }
 
 // fingerprint identifies the scanned content; equal fingerprints need no
@@ -80,7 +107,10 @@ func kindOf(rel string) string {
 // path and its target, never read (issue 19: its content reached
 // /v1/status through a parse error). Files are read through an os.Root
 // of dir, so a link swapped after the check cannot lead out either.
-func scanDir(dir string) (*scanResult, error) {
+//
+// With read false it reads no file: each file's hash is its stamp
+// (fileStamp), for the cheap pass of a rescan.
+func scanDir(dir string, read bool) (*scanResult, error) {
 	res := &scanResult{files: map[string]*scanned{}}
 	realDir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -125,7 +155,8 @@ func scanDir(dir string) (*scanResult, error) {
 			if !fi.IsDir() && (kind == "" || !fi.Mode().IsRegular()) {
 				continue // not a file the rules use (or a device): never read
 			}
-			if target, ok := within(realDir, childAbs); !ok {
+			target, inside := within(realDir, childAbs)
+			if !inside {
 				if fi.IsDir() {
 					kind = KindRule // shown like a broken rule file
 				}
@@ -141,6 +172,14 @@ func scanDir(dir string) (*scanResult, error) {
 			}
 			if len(res.files) >= maxScanFiles {
 				return fmt.Errorf("more than %d rule files under %s", maxScanFiles, dir)
+			}
+			if !read {
+				stamp, changed := fileStamp(target, fi)
+				res.files[childRel] = &scanned{kind: kind, hash: stamp}
+				if changed.After(res.lastChange) {
+					res.lastChange = changed
+				}
+				continue
 			}
 			res.files[childRel] = readScanned(root, filepath.FromSlash(childRel), kind, fi.Size())
 		}

@@ -140,6 +140,13 @@ type Set struct {
 	watchDirs []string          // directories found by the last scan
 	dir       *DirectorySnapshot
 	dirHash   string
+	// stampFP is the stamp pass's fingerprint before the last read (see
+	// racyWindow), stampedAt when that pass began, readAt the last read.
+	stampFP   string
+	stampedAt time.Time
+	readAt    time.Time
+	racy      time.Duration // racyWindow; tests shorten it
+	reads     int           // directory reads, for tests
 	// recentDirs keeps the last few snapshots before dir, by hash
 	// (recentOrder oldest first), for runs started with them.
 	recentDirs  map[string]*DirectorySnapshot
@@ -162,6 +169,7 @@ func Load(cfg Config) (*Set, error) {
 		logged:  map[string]string{},
 
 		recentDirs: map[string]*DirectorySnapshot{},
+		racy:       racyWindow,
 	}
 	s.metrics = newMetrics(cfg.Registerer)
 	if _, err := s.reload(); err != nil {

@@ -337,3 +337,60 @@ func TestDuplicateNameKeepsRuleInForce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "alice", out[0].Recipient)
 }
+
+// TestRescanReadsOnlyWhatChanged: a rescan that finds every file's stamp
+// as it was, each still since before the last read, reads nothing (a
+// rescan every 30 s read a 77 MB people file on every node); a file
+// rewritten with its old size and modification time is read again (its
+// change time moved), and so is one changed within the racy window, and
+// everything once per fullReadInterval.
+func TestRescanReadsOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{"people.csv": "userid,roles\nann,sales\n",
+		"r.lua": simpleRule("r", `return people.where { role = "sales" }`)})
+	s := load(t, dir)
+	reads := func() int { s.reloadMu.Lock(); defer s.reloadMu.Unlock(); return s.reads }
+	require.Equal(t, 1, reads())
+
+	// Within the racy window (an hour here, so that a slow machine cannot
+	// let it pass): read again.
+	s.reloadMu.Lock()
+	s.racy = time.Hour
+	s.reloadMu.Unlock()
+	swapped, err := s.Reload()
+	require.NoError(t, err)
+	require.False(t, swapped)
+	require.Equal(t, 2, reads(), "a file changed within the racy window was not read again")
+
+	s.reloadMu.Lock()
+	s.racy = 0 // the files have been still long enough, without waiting
+	s.reloadMu.Unlock()
+	for range 3 {
+		swapped, err = s.Reload()
+		require.NoError(t, err)
+		require.False(t, swapped)
+	}
+	require.Equal(t, 2, reads(), "an unchanged directory was read")
+
+	// Same size, same modification time, other content (cp -p, rsync -t).
+	path := filepath.Join(dir, "people.csv")
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, []byte("userid,roles\nbob,sales\n"), 0o644))
+	require.NoError(t, os.Chtimes(path, fi.ModTime(), fi.ModTime()))
+	swapped, err = s.Reload()
+	require.NoError(t, err)
+	require.True(t, swapped, "a rewrite that kept size and modification time was not seen")
+	require.Equal(t, 3, reads())
+	out, err := plan(t, s, "r", "")
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+	require.Equal(t, "bob", out[0].Recipient)
+
+	s.reloadMu.Lock()
+	s.readAt = s.readAt.Add(-fullReadInterval)
+	s.reloadMu.Unlock()
+	_, err = s.Reload()
+	require.NoError(t, err)
+	require.Equal(t, 4, reads(), "no full read after fullReadInterval")
+}
