@@ -106,10 +106,10 @@ func (a applier) addDeliveries(c AddDeliveries) any {
 	added := 0
 	var share planShare
 	for _, nd := range c.Deliveries {
-		if _, ok := a.st.Deliveries.Get(nd.ID); ok {
+		if a.st.Deliveries.Has(nd.ID) {
 			continue // planned before, by this or an earlier leader
 		}
-		a.st.putDelivery(&Delivery{
+		a.st.addDelivery(&Delivery{
 			ID: nd.ID, RunKey: run.Key, Rule: run.Rule, Slot: run.Slot,
 			Recipient: nd.Recipient, Channel: nameOf(nd.Channel), Payload: share.payloadOf(nd.Payload),
 			Priority: nd.Priority, NotBefore: nd.NotBefore, Deadline: nd.Deadline, Retry: share.retryOf(nd.Retry),
@@ -154,11 +154,10 @@ func (a applier) claim(c ClaimDeliveries) any {
 	a.stamp(c.Now)
 	res := ClaimResult{}
 	for _, id := range c.IDs {
-		d, ok := a.st.Deliveries.Get(id)
+		d, ok := a.st.Deliveries.Mine(id)
 		if !ok || !a.claimable(d, c.Now) {
 			continue
 		}
-		nd := *d
 		if d.State == StateClaimed && d.Claim.Term == a.term {
 			// This leader's own claim ran out: the send is stuck (or its
 			// result was lost). It goes again with the same key.
@@ -171,10 +170,12 @@ func (a applier) claim(c ClaimDeliveries) any {
 		if d.Claim != nil {
 			seq = d.Claim.Seq + 1
 		}
-		nd.State = StateClaimed
-		nd.Claim = &Claim{Seq: seq, Leader: c.Leader, Term: a.term, At: c.Now, ExpiresAt: c.Now.Add(c.Timeout)}
-		a.st.putDelivery(&nd)
-		res.Claimed = append(res.Claimed, Claimed{ID: id, Seq: seq, Attempt: nd.Attempts + 1})
+		a.st.unindexDue(d) // before it changes: its due time is the old one's
+		d.State = StateClaimed
+		d.Claim = &Claim{Seq: seq, Leader: c.Leader, Term: a.term, At: c.Now, ExpiresAt: c.Now.Add(c.Timeout)}
+		a.st.Deliveries.Set(id, d)
+		a.st.indexDue(d)
+		res.Claimed = append(res.Claimed, Claimed{ID: id, Seq: seq, Attempt: d.Attempts + 1})
 	}
 	return res
 }
@@ -242,7 +243,7 @@ func (a applier) recordResults(c RecordResults) any {
 			// says it stops the node clearly, not with a stack trace.
 			a.stop(fmt.Sprintf("the result for %s has unknown status %d", r.ID, r.Status))
 		}
-		a.st.putDelivery(&nd)
+		a.st.replaceDelivery(d, &nd)
 		a.settleDigest(&nd)
 		applied++
 	}

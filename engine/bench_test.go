@@ -138,10 +138,14 @@ func BenchmarkDeliveryMemory(b *testing.B) {
 		base := heap()
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
+		start := time.Now()
 		applyAll(plan)
+		took := time.Since(start)
 		planned := heap()
+		start = time.Now()
 		applyAll(claims)
 		applyAll(results)
+		took += time.Since(start)
 		runtime.ReadMemStats(&m1)
 		sent := heap()
 		if d, _ := f.Delivery(ids[n-1]); d.State != StateSent {
@@ -151,6 +155,7 @@ func BenchmarkDeliveryMemory(b *testing.B) {
 		b.ReportMetric(float64(sent-base)/n, "bytes/sent")
 		b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/n, "allocs/delivery")
 		b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/n, "alloc-bytes/delivery")
+		b.ReportMetric(float64(took.Nanoseconds())/n, "apply-ns/delivery")
 		runtime.KeepAlive(plan)
 		runtime.KeepAlive(claims)
 		runtime.KeepAlive(results)

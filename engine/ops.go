@@ -112,8 +112,9 @@ func (a applier) pauseRule(c PauseRule) any {
 	if _, ok := a.st.Paused[c.Rule]; ok {
 		return ErrAlreadyPaused
 	}
-	for _, d := range a.st.Deliveries.All() {
-		if d.Rule == c.Rule && d.State == StatePending {
+	for _, r := range a.st.Deliveries.records() {
+		if r.getRule() == c.Rule && r.getState() == StatePending {
+			d := r.delivery()
 			a.st.dueTree(d.Priority).Delete(newDue(a.st.dueAt(d), d.ID))
 		}
 	}
@@ -127,9 +128,9 @@ func (a applier) resumeRule(c ResumeRule) any {
 		return ErrNotPaused
 	}
 	delete(a.st.Paused, c.Rule)
-	for _, d := range a.st.Deliveries.All() {
-		if d.Rule == c.Rule && d.State == StatePending {
-			a.st.indexDue(d)
+	for _, r := range a.st.Deliveries.records() {
+		if r.getRule() == c.Rule && r.getState() == StatePending {
+			a.st.indexDue(r.delivery())
 		}
 	}
 	return nil

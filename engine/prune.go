@@ -38,8 +38,9 @@ func (a applier) prune(c Prune) any {
 	}
 	var res PruneResult
 	gone := map[string]bool{}
-	for id, d := range a.st.Deliveries.All() {
-		if d.State.Final() && d.EndedAt.Before(c.Before) && !a.st.Compensate[id] {
+	for id, r := range a.st.Deliveries.records() { // records: no Delivery made for those that stay
+		if r.getState().Final() && r.endedBefore(c.Before) && !a.st.Compensate[id] {
+			d := r.delivery()
 			a.st.Deliveries.Delete(id)
 			// Nothing waits for its channel any more: a recall or card
 			// update left asked would name a delivery no longer held.

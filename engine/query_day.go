@@ -62,10 +62,11 @@ func (f *FSM) FindDeliveries(flt DeliveryFilter) ([]*Delivery, int) {
 		from, to = day, day.AddDate(0, 0, 1)
 	}
 	f.mu.RLock()
-	for _, d := range f.st.Deliveries.All() {
-		if len(flt.Recipients) > 0 && !slices.Contains(flt.Recipients, d.Recipient) {
+	for _, r := range f.st.Deliveries.records() {
+		if len(flt.Recipients) > 0 && !slices.Contains(flt.Recipients, r.getRecipient()) {
 			continue
 		}
+		d := r.delivery()
 		if flt.Keep != nil && !flt.Keep(d) {
 			continue
 		}

@@ -106,7 +106,9 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 	}
 	enc := gob.NewEncoder(bw)
 	st := s.st
-	deliveries := slices.SortedFunc(st.Deliveries.Values(), func(a, b *Delivery) int { return cmp.Compare(a.ID, b.ID) })
+	// Records, each made a Delivery as it is written: not every delivery
+	// made at once (512 bytes each) beside the state.
+	deliveries := slices.SortedFunc(st.Deliveries.recordValues(), func(a, b *deliveryRec) int { return cmp.Compare(a.getID(), b.getID()) })
 	// Tasks go in due order, read off their indexes: no sorting here, and
 	// little in Restore.
 	tasks := slices.AppendSeq(make([]*Task, 0, st.Tasks.Len()), st.tasksFrom(nil))
@@ -137,7 +139,7 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 	}
 	err = cmp.Or(
 		writeSection(enc, "runs", slices.SortedFunc(st.Runs.Values(), func(a, b *Run) int { return cmp.Compare(a.Key, b.Key) })),
-		writeSection(enc, "deliveries", deliveries),
+		writeSectionAs(enc, "deliveries", deliveries, (*deliveryRec).delivery),
 		writeSection(enc, "cursors", timeEntries(maps.All(st.Cursors))),
 		writeSection(enc, "members", sortedValues(st.Members)),
 		writeSection(enc, "alerts", sortedValues(st.Alerts)),
@@ -278,11 +280,16 @@ func timeEntries(m iter.Seq2[string, time.Time]) []timeEntry {
 }
 
 func writeSection[T any](enc *gob.Encoder, name string, items []T) error {
+	return writeSectionAs(enc, name, items, func(it T) T { return it })
+}
+
+// writeSectionAs writes items as what as makes of each.
+func writeSectionAs[T, U any](enc *gob.Encoder, name string, items []T, as func(T) U) error {
 	if err := enc.Encode(section{Name: name, Count: len(items)}); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	for _, it := range items {
-		if err := enc.Encode(it); err != nil {
+		if err := enc.Encode(as(it)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}

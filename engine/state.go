@@ -24,7 +24,7 @@ import (
 // are cowMaps: a snapshot captures them in constant time (see clone).
 type state struct {
 	Runs       cowMap[*Run]
-	Deliveries cowMap[*Delivery]
+	Deliveries deliveryMap
 	Cursors    map[string]time.Time
 	Members    map[string]Member
 	Alerts     map[string]*Alert
@@ -235,15 +235,36 @@ func (s *state) dueTree(p heraldtype.Priority) *btree.BTreeG[dueItem] {
 
 // putDelivery stores d, keeping the due index in step with it.
 func (s *state) putDelivery(d *Delivery) {
-	if old, ok := s.Deliveries.Get(d.ID); ok {
-		if at := s.dueAt(old); !at.IsZero() {
-			s.dueTree(old.Priority).Delete(newDue(at, old.ID)) // a no-op for a parked one
-		}
+	old, _ := s.Deliveries.Get(d.ID)
+	s.replaceDelivery(old, d)
+}
+
+// addDelivery stores d, a delivery not stored before, without keeping d
+// itself (addDeliveries makes one on its stack for each it plans).
+func (s *state) addDelivery(d *Delivery) {
+	s.byRun[d.RunKey] = append(s.byRun[d.RunKey], d.ID)
+	s.Deliveries.m.Set(d.ID, compactCopy(d))
+	s.indexDue(d)
+}
+
+// replaceDelivery is putDelivery for a caller that holds the record d
+// replaces (nil for a new one): a read makes a Delivery (deliveryRec).
+func (s *state) replaceDelivery(old, d *Delivery) {
+	if old != nil {
+		s.unindexDue(old)
 	} else {
 		s.byRun[d.RunKey] = append(s.byRun[d.RunKey], d.ID)
 	}
 	s.Deliveries.Set(d.ID, d)
 	s.indexDue(d)
+}
+
+// unindexDue takes d out of the due index (a no-op for a parked one, or
+// one without a due time).
+func (s *state) unindexDue(d *Delivery) {
+	if at := s.dueAt(d); !at.IsZero() {
+		s.dueTree(d.Priority).Delete(newDue(at, d.ID))
+	}
 }
 
 // indexDue puts d in the due index if it has a due time (a digest's
