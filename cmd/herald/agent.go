@@ -49,6 +49,7 @@ its data and never bootstraps again.`,
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
+			applyGCPercent(cfg, log)
 			n, err := startNode(ctx, cfg, log)
 			if err != nil {
 				return logged(log, cfg.LogFormat, err)

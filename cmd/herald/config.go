@@ -59,6 +59,10 @@ type nodeConfig struct {
 	// either fails, names the limit and sends nothing.
 	RuleTimeout string `yaml:"rule_timeout"`
 	PlanTimeout string `yaml:"plan_timeout"`
+	// GCPercent is how far past the live heap Go's collector lets the heap
+	// grow before it collects (gc.go; default 50, where Go's is 100): set
+	// at start; GOGC in the environment wins.
+	GCPercent string `yaml:"gc_percent"`
 	// PprofAddr, when set, serves Go's profiles (/debug/pprof/) there, on a
 	// listener of its own: for `herald bench --profile` and diagnosis.
 	// It must be a loopback address (profiles show the process's insides,
@@ -167,6 +171,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"rule_memory_limit", "rule-memory-limit", "stop a rule call that grows the node's memory by more than this (default 128MiB; KiB, MiB or GiB, at least 16MiB)", &c.RuleMemoryLimit, nil},
 		{"rule_timeout", "rule-timeout", "stop a rule call (top level, recipients, one person's message, a hook) that runs longer than this (default 2s, 100ms to 1m)", &c.RuleTimeout, nil},
 		{"plan_timeout", "plan-timeout", "fail a run whose whole plan (every rule call and replicating its deliveries) takes longer than this (default 1m, 1s to 1h, at least rule_timeout)", &c.PlanTimeout, nil},
+		{"gc_percent", "gc-percent", "let the heap grow this many percent past what is live before Go collects (default 50, 10 to 1000; read at start; GOGC in the environment wins)", &c.GCPercent, nil},
 		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty; loopback only unless pprof_allow_remote", &c.PprofAddr, nil},
 		{"pprof_allow_remote", "pprof-allow-remote", "let pprof_addr be an address other machines can reach (profiles have no auth)", nil, &c.PprofAllowRemote},
 	}
@@ -320,6 +325,9 @@ func (c *nodeConfig) validate() error {
 	}
 	if _, _, err := c.timeouts(); err != nil {
 		return err
+	}
+	if _, err := parseGCPercent(c.GCPercent); err != nil {
+		return fmt.Errorf("config: gc_percent %q: %w", c.GCPercent, err)
 	}
 	if _, _, err := c.retentions(); err != nil {
 		return err

@@ -147,6 +147,7 @@ func runDev(ctx context.Context, dataDir, logLevel, logFormat string, ports devP
 		}
 		wg.Wait()
 	}()
+	applyGCPercent(nodeConfig{}, slog.New(quiet)) // the three nodes share the process
 	for i, d := range devNodes {
 		cfg := nodeConfig{
 			NodeID: d.id, DataDir: filepath.Join(dataDir, d.id), RaftAddr: d.raft, HTTPAddr: d.http,
