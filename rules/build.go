@@ -63,15 +63,23 @@ func (s *Set) reload() (bool, error) {
 		s.watchDirs = stamps.dirs
 		return false, nil // nothing changed since the last read (see racyWindow)
 	}
+	if s.beforeRead != nil {
+		s.beforeRead()
+	}
 	scan, err := scanDir(s.cfg.Dir, true)
 	if err != nil {
 		s.metrics.reload("error")
 		return false, err
 	}
-	// The stamps are from before the read: a change between the two makes
-	// the next stamps differ, and the next rescan reads again.
-	s.stampFP, s.stampedAt, s.readAt = stampFP, started, started
 	s.reads++
+	// The stamps are kept only when they held throughout the read: the
+	// stamps after it are the same (a link swapped during the read and
+	// swapped back later would otherwise match and leave the content read
+	// in force), and no read failed for a reason its stamp would not show.
+	s.stampFP, s.stampedAt, s.readAt = "", started, started
+	if after, err := scanDir(s.cfg.Dir, false); err == nil && !scan.readFailed() && after.fingerprint()+setting == stampFP {
+		s.stampFP = stampFP
+	}
 	s.watchDirs = scan.dirs
 	fp := scan.fingerprint() + setting
 	if prev != nil && prev.fingerprint == fp {

@@ -74,9 +74,9 @@ func profileKey(pr *profile) (string, bool) {
 	list(pr.Roles)
 	list(pr.Departments)
 	list(pr.Tags)
-	if q := pr.Quiet; q != nil {
+	if q := pr.Quiet; q != nil { // each number ends with a mark: no digits run on into the next length
 		b = strconv.AppendInt(append(b, 'q'), int64(q.From), 10)
-		b = strconv.AppendInt(append(b, '-'), int64(q.To), 10)
+		b = append(strconv.AppendInt(append(b, '-'), int64(q.To), 10), ';')
 	}
 	for _, x := range pr.extras {
 		str(x.key)
@@ -90,7 +90,8 @@ func profileKey(pr *profile) (string, bool) {
 			if err != nil {
 				return "", false
 			}
-			b = append(append(b, 'j'), j...)
+			b = append(b, 'j')
+			str(string(j)) // with its length, like a text: a number's digits would run on into the next length
 		}
 	}
 	return string(b), true
@@ -116,7 +117,7 @@ func (in *interner) list(l []string) []string {
 	if len(l) == 0 {
 		return nil
 	}
-	k := strings.Join(l, "\x00")
+	k := listKey(l)
 	if prev, ok := in.lists[k]; ok {
 		return prev
 	}
@@ -124,7 +125,7 @@ func (in *interner) list(l []string) []string {
 	for i, x := range l {
 		shared[i] = in.text(x)
 	}
-	in.lists[strings.Clone(k)] = shared
+	in.lists[k] = shared
 	return shared
 }
 
@@ -142,4 +143,14 @@ func (in *interner) value(v any) any {
 	v = s
 	in.values[s] = v
 	return v
+}
+
+// listKey is a text equal for equal lists only: each item with its length
+// first (items joined with NUL made ["a\x00b"] and ["a", "b"] one list).
+func listKey(l []string) string {
+	b := make([]byte, 0, 32)
+	for _, x := range l {
+		b = append(append(strconv.AppendInt(b, int64(len(x)), 10), ':'), x...)
+	}
+	return string(b)
 }

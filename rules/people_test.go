@@ -332,3 +332,40 @@ func TestPeopleShareProfiles(t *testing.T) {
 	level, _ := first.Extra("level")
 	require.Equal(t, 1.0, level)
 }
+
+// TestPeopleProfileKeysDoNotRunOn: a number in the profile key had no
+// length and no end, so its digits ran on into the next column name's
+// length: {a: 1, "abc22:s…": true} and {a: 12, abc: "s…btrue"} made one
+// key, and the second person read the first's columns (found in review).
+func TestPeopleProfileKeysDoNotRunOn(t *testing.T) {
+	t.Parallel()
+	s17 := strings.Repeat("s", 17)
+	data := `[{"userid": "first", "a": 1, "abc22:` + s17 + `": true},
+ {"userid": "second", "a": 12, "abc": "` + s17 + `btrue"}]`
+	d, err := parsePeople("people.json", []byte(data))
+	require.NoError(t, err)
+	second, _ := d.Get("second")
+	a, _ := second.Extra("a")
+	require.Equal(t, 12.0, a, "second reads first's column a")
+	abc, ok := second.Extra("abc")
+	require.True(t, ok, "second lost its column abc")
+	require.Equal(t, s17+"btrue", abc)
+}
+
+// TestPeopleListsKeyedByItems: lists were shared by their items joined
+// with NUL, so ["a\x00b"] and ["a", "b"] were one list; through the WeCom
+// merge since each snapshot person's lists are shared too (found in
+// review).
+func TestPeopleListsKeyedByItems(t *testing.T) {
+	t.Parallel()
+	file, err := parsePeople("people.csv", []byte("userid\nzed\n"))
+	require.NoError(t, err)
+	d := mergeDirectory(file, &DirectorySnapshot{People: []DirectoryPerson{
+		{UserID: "ann", Tags: []string{"a\x00b"}},
+		{UserID: "bob", Tags: []string{"a", "b"}},
+	}})
+	ann, _ := d.Get("ann")
+	bob, _ := d.Get("bob")
+	require.Equal(t, []string{"a\x00b"}, ann.Tags)
+	require.Equal(t, []string{"a", "b"}, bob.Tags, "bob reads ann's tags")
+}

@@ -49,7 +49,13 @@ type scanned struct {
 	data []byte
 	hash string
 	err  error // could not be read (too big, unreadable)
+	// readFailed: the read itself failed (EMFILE, EIO, ESTALE), which may
+	// pass without the file's stamp changing: the next rescan reads again.
+	readFailed bool
 }
+
+// readFile reads a file of the rules directory; tests make it fail.
+var readFile = (*os.Root).ReadFile
 
 // scanResult is the relevant content of the directory at one moment, by
 // path relative to the directory (forward slashes), and the directories a
@@ -60,6 +66,16 @@ type scanResult struct {
 	// lastChange is the latest modification or change time of the files
 	// (a stamp pass's; see stillSince).
 	lastChange time.Time
+}
+
+// readFailed reports whether a file's read failed (see scanned).
+func (r *scanResult) readFailed() bool {
+	for _, f := range r.files {
+		if f.readFailed {
+			return true
+		}
+	}
+	return false
 }
 
 // stillSince reports whether no file of a stamp pass changed within
@@ -219,9 +235,9 @@ func readScanned(root *os.Root, rel, kind string, size int64) *scanned {
 		f.hash = fmt.Sprintf("size-%d", size)
 		return f
 	}
-	data, err := root.ReadFile(rel)
+	data, err := readFile(root, rel)
 	if err != nil {
-		f.err = err
+		f.err, f.readFailed = err, true
 		return f
 	}
 	if int64(len(data)) > limit {

@@ -142,11 +142,12 @@ type Set struct {
 	dirHash   string
 	// stampFP is the stamp pass's fingerprint before the last read (see
 	// racyWindow), stampedAt when that pass began, readAt the last read.
-	stampFP   string
-	stampedAt time.Time
-	readAt    time.Time
-	racy      time.Duration // racyWindow; tests shorten it
-	reads     int           // directory reads, for tests
+	stampFP    string
+	stampedAt  time.Time
+	readAt     time.Time
+	racy       time.Duration // racyWindow; tests shorten it
+	reads      int           // directory reads, for tests
+	beforeRead func()        // tests: runs between the stamp pass and the read
 	// recentDirs keeps the last few snapshots before dir, by hash
 	// (recentOrder oldest first), for runs started with them.
 	recentDirs  map[string]*DirectorySnapshot

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -393,4 +394,72 @@ func TestRescanReadsOnlyWhatChanged(t *testing.T) {
 	_, err = s.Reload()
 	require.NoError(t, err)
 	require.Equal(t, 4, reads(), "no full read after fullReadInterval")
+}
+
+// TestRescanRetriesAFailedRead: a read that failed (EMFILE, EIO, ESTALE:
+// nothing its stamp shows) is tried again at the next rescan; the stamps
+// taken before it were kept, so the new people waited 10 minutes for the
+// full read (found in review). Not parallel: it swaps readFile.
+func TestRescanRetriesAFailedRead(t *testing.T) {
+	dir := newDir(t, map[string]string{"people.csv": "userid\nann\n", "r.lua": simpleRule("r", `return people.all()`)})
+	s := load(t, dir)
+	s.reloadMu.Lock()
+	s.racy = 0 // still long enough, without waiting
+	s.reloadMu.Unlock()
+	writeFiles(t, dir, map[string]string{"people.csv": "userid\nbob\n"})
+	failed := false
+	readFile = func(r *os.Root, rel string) ([]byte, error) {
+		if rel == "people.csv" && !failed {
+			failed = true
+			return nil, syscall.EMFILE
+		}
+		return r.ReadFile(rel)
+	}
+	t.Cleanup(func() { readFile = (*os.Root).ReadFile })
+	_, err := s.Reload()
+	require.NoError(t, err)
+	require.True(t, failed)
+	st, _ := statusOf(s, "people.csv")
+	require.Contains(t, st.Error, "too many open files")
+
+	_, err = s.Reload() // the next rescan
+	require.NoError(t, err)
+	_, bob := s.cur.Load().people.Get("bob")
+	require.True(t, bob, "a failed read was not tried again")
+}
+
+// TestRescanSeesALinkSwappedDuringTheRead: people.csv, a link, swapped
+// from a to b between the stamp pass and the read (b's people are read)
+// and later swapped back: the stamps kept were a's, so they matched again
+// and b's people stayed in force (found in review).
+func TestRescanSeesALinkSwappedDuringTheRead(t *testing.T) {
+	t.Parallel()
+	dir := newDir(t, map[string]string{"people-a.csv": "userid\nann\n", "people-b.csv": "userid\nbob\n",
+		"r.lua": simpleRule("r", `return people.all()`)})
+	link := func(target string) {
+		tmp := filepath.Join(dir, ".tmp-link")
+		_ = os.Remove(tmp)
+		require.NoError(t, os.Symlink(target, tmp))
+		require.NoError(t, os.Rename(tmp, filepath.Join(dir, "people.csv")))
+	}
+	link("people-a.csv")
+	s := load(t, dir)
+	s.reloadMu.Lock()
+	s.racy = 0
+	s.beforeRead = func() { link("people-b.csv") }
+	s.reloadMu.Unlock()
+	writeFiles(t, dir, map[string]string{"r.lua": simpleRule("r", `return people.all() `)}) // a change: the rescan reads
+	_, err := s.Reload()
+	require.NoError(t, err)
+	_, bob := s.cur.Load().people.Get("bob")
+	require.True(t, bob, "the swap did not reach the read")
+
+	s.reloadMu.Lock()
+	s.beforeRead = nil
+	s.reloadMu.Unlock()
+	link("people-a.csv") // swapped back
+	_, err = s.Reload()
+	require.NoError(t, err)
+	_, ann := s.cur.Load().people.Get("ann")
+	require.True(t, ann, "people.csv names people-a.csv again, but b's people are in force")
 }
