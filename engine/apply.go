@@ -243,7 +243,7 @@ func (a applier) recordResults(c RecordResults) any {
 			// says it stops the node clearly, not with a stack trace.
 			a.stop(fmt.Sprintf("the result for %s has unknown status %d", r.ID, r.Status))
 		}
-		a.st.replaceDelivery(d, &nd)
+		a.st.replaceDeliveryCopy(d, &nd)
 		a.settleDigest(&nd)
 		applied++
 	}

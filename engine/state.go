@@ -259,6 +259,14 @@ func (s *state) replaceDelivery(old, d *Delivery) {
 	s.indexDue(d)
 }
 
+// replaceDeliveryCopy is replaceDelivery for a d the caller goes on to
+// own (recordResults' copy on its stack): d itself is not kept.
+func (s *state) replaceDeliveryCopy(old, d *Delivery) {
+	s.unindexDue(old)
+	s.Deliveries.m.Set(d.ID, compactCopy(d))
+	s.indexDue(d)
+}
+
 // unindexDue takes d out of the due index (a no-op for a parked one, or
 // one without a due time).
 func (s *state) unindexDue(d *Delivery) {
