@@ -92,7 +92,7 @@ func requireSubset(t *testing.T, path string, want, got any) {
 // id whatever its address.
 func goldenConfig(t *testing.T, dir string) Config {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", loopbackAddr(t))
 	require.NoError(t, err)
 	return DevConfig(Config{NodeID: "n1", DataDir: dir, RaftListener: ln, HTTPAddr: "127.0.0.1:1", Logger: testLogger()})
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -98,7 +99,7 @@ func tryTestNode(t *testing.T, o nodeOpts) (*testNode, error) {
 	}
 	addr := o.raftAddr
 	if addr == "" {
-		addr = "127.0.0.1:0"
+		addr = loopbackAddr(t)
 	}
 	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
@@ -311,9 +312,36 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// freeAddr returns a 127.0.0.1 address where nothing listens (now).
+// testLoopback is the loopback address (127.a.b.c) the nodes of the
+// calling test listen on, drawn once per top-level test. Raft has no
+// cluster identity on its RPCs: a leader (of another test here, or of
+// another test process) still sending to a stopped node's port would be
+// taken for a leader by a node whose new listener got that port on
+// 127.0.0.1. Once, a test state machine here applied another process's
+// SubmitTask that way. On an address of its own no other test reaches it,
+// and the test's certificates can name it (devTLS).
+func testLoopback(t testing.TB) string {
+	t.Helper()
+	root, _, _ := strings.Cut(t.Name(), "/")
+	if ip, ok := loopbacks.Load(root); ok {
+		return ip.(string)
+	}
+	b := make([]byte, 3)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	ip, _ := loopbacks.LoadOrStore(root, fmt.Sprintf("127.%d.%d.%d", 1+b[0]%254, b[1], 1+b[2]%254))
+	return ip.(string)
+}
+
+var loopbacks sync.Map // top-level test name → its testLoopback
+
+// loopbackAddr is a free port on the test's loopback address.
+func loopbackAddr(t testing.TB) string { return net.JoinHostPort(testLoopback(t), "0") }
+
+// freeAddr returns a loopback address (loopbackAddr) where nothing
+// listens (now).
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", loopbackAddr(t))
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())

@@ -98,7 +98,7 @@ func TestRaftPeerCheckNeedsCertificatesNamingNodes(t *testing.T) {
 func TestRaftPeerCheckWhenHostsNameEveryNode(t *testing.T) {
 	t.Parallel()
 	names := []string{"n1", "n2", "n3", "n4"}
-	_, stores := devTLSHosts(t, append([]string{"127.0.0.1", "localhost"}, names...), names...)
+	_, stores := devTLSHosts(t, append([]string{"127.0.0.1", "localhost", testLoopback(t)}, names...), names...)
 	nodes := newCluster(t, 3, nil, func(c *Config) { c.TLS = stores[c.NodeID].RaftConfig() })
 	leader := leaderOf(t, nodes)
 	member := followersOf(nodes, leader)[0]

@@ -20,7 +20,8 @@ import (
 )
 
 // testTLS returns a mutual-TLS config trusting one self-signed certificate
-// for 127.0.0.1, used by every node both to accept and to dial.
+// for 127.0.0.1 and the test's loopback address, used by every node both
+// to accept and to dial.
 func testTLS(t *testing.T) *tls.Config {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -30,7 +31,7 @@ func testTLS(t *testing.T) *tls.Config {
 		Subject:               pkix.Name{CommonName: "herald-test"},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(testLoopback(t))},
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true,
@@ -90,7 +91,7 @@ func TestTLSWithoutCertificateIsRefused(t *testing.T) {
 // returns a store per name.
 func devTLS(t *testing.T, names ...string) (string, map[string]*CertStore) {
 	t.Helper()
-	return devTLSHosts(t, []string{"127.0.0.1", "localhost"}, names...)
+	return devTLSHosts(t, []string{"127.0.0.1", "localhost", testLoopback(t)}, names...)
 }
 
 // devTLSHosts is devTLS with --hosts: every certificate carries them all.
