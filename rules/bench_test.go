@@ -182,7 +182,7 @@ func BenchmarkLoad100k(b *testing.B) {
 // BenchmarkNewSandbox builds one Lua state with Herald's library (what a
 // pool miss costs).
 func BenchmarkNewSandbox(b *testing.B) {
-	e := &env{people: &Directory{byID: map[string]*Person{}}, calendars: nil, logger: nil}
+	e := &env{people: &Directory{}, calendars: nil, logger: nil}
 	for b.Loop() {
 		newSandbox(e).L.Close()
 	}

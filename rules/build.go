@@ -259,7 +259,7 @@ func (s *Set) buildPeople(scan *scanResult, prev, v *version) {
 		v.status[f] = st
 	}
 	if v.people == nil {
-		v.people = &Directory{byID: map[string]*Person{}, extra: map[string]bool{}}
+		v.people = &Directory{extra: map[string]bool{}}
 	}
 }
 

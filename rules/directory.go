@@ -109,7 +109,7 @@ func mergeDirectory(file *Directory, snap *DirectorySnapshot) *Directory {
 	if snap == nil || len(snap.People) == 0 {
 		return file
 	}
-	out := &Directory{File: file.File, byID: make(map[string]*Person, len(file.people)+len(snap.People)), extra: file.extra}
+	out := &Directory{File: file.File, people: make([]*Person, 0, len(file.people)+len(snap.People)), extra: file.extra}
 	// WeCom userids ignore case: a file row ZhangSan is the directory's
 	// zhangsan, not a second person.
 	fromSnap := make(map[string]*DirectoryPerson, len(snap.People))
@@ -122,22 +122,22 @@ func mergeDirectory(file *Directory, snap *DirectorySnapshot) *Directory {
 			p = fillFromSnapshot(p, sp, in)
 		}
 		out.people = append(out.people, p)
-		out.byID[foldID(p.UserID)] = p
 	}
+	added := make(map[string]bool, len(snap.People)) // while merging only
 	for i := range snap.People {
 		sp := &snap.People[i]
-		if _, ok := out.byID[foldID(sp.UserID)]; ok {
+		if _, ok := file.Get(sp.UserID); ok || added[foldID(sp.UserID)] {
 			continue // in the file, or twice in the snapshot
 		}
+		added[foldID(sp.UserID)] = true
 		f := &personFields{UserID: sp.UserID, Name: sp.Name, Manager: sp.Manager}
 		f.Departments, f.Tags = sp.Departments, sp.Tags
 		if len(f.Departments) > 0 {
 			f.Department = f.Departments[0]
 		}
-		p := in.person(f)
-		out.people = append(out.people, p)
-		out.byID[foldID(p.UserID)] = p
+		out.people = append(out.people, in.person(f))
 	}
+	out.byID, _, _, _ = indexUsers(out.people) // no repeats: skipped above
 	// A file person's manager must be in the file (checked at parse), a
 	// snapshot person's in the snapshot (checked at parse): both are here.
 	return out

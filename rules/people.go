@@ -132,8 +132,8 @@ type lunarDay struct {
 type Directory struct {
 	File   string
 	people []*Person
-	byID   map[string]*Person // by folded userid (foldID)
-	extra  map[string]bool    // extra field names present in any entry
+	byID   userIndex       // by folded userid (foldID)
+	extra  map[string]bool // extra field names present in any entry
 
 	zonesOnce sync.Once
 	zones     []string // the people's own zones, sorted (see Zones)
@@ -152,8 +152,7 @@ func (d *Directory) Get(id string) (*Person, bool) {
 	if d == nil {
 		return nil, false
 	}
-	p, ok := d.byID[foldID(id)]
-	return p, ok
+	return d.byID.find(d.people, id)
 }
 
 // lineError is an error with the line of the file it was found on.
@@ -176,7 +175,7 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 		return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: 1,
 			Msg: "the file is empty (a directory with nobody in it is [] or a CSV header)"})
 	}
-	d := &Directory{File: name, byID: map[string]*Person{}, extra: map[string]bool{}}
+	d := &Directory{File: name, extra: map[string]bool{}}
 	var lines []int // each person's line, for the duplicate and manager checks
 	in := newInterner()
 	// Each row becomes a person as it is read, so a large file never holds
@@ -186,14 +185,6 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 		if err != nil {
 			return &lineError{Line: r.line, Msg: err.Error()}
 		}
-		id := foldID(p.UserID)
-		if prev, dup := d.byID[id]; dup {
-			// Only on the error: no second map of every userid to its line.
-			line := lines[slices.Index(d.people, prev)]
-			return &lineError{Line: r.line,
-				Msg: fmt.Sprintf("userid %q is already used on line %d (as %q; WeCom userids ignore case)", p.UserID, line, prev.UserID)}
-		}
-		d.byID[id] = p
 		d.people = append(d.people, p)
 		lines = append(lines, r.line)
 		for _, x := range p.extras {
@@ -214,6 +205,13 @@ func parsePeople(name string, data []byte) (*Directory, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPeople, err)
+	}
+	// Repeats are found as the index is made, in file order.
+	var i, prev int
+	var dup bool
+	if d.byID, i, prev, dup = indexUsers(d.people); dup {
+		return nil, fmt.Errorf("%w: %w", ErrPeople, &lineError{Line: lines[i],
+			Msg: fmt.Sprintf("userid %q is already used on line %d (as %q; WeCom userids ignore case)", d.people[i].UserID, lines[prev], d.people[prev].UserID)})
 	}
 	for i, p := range d.people {
 		if p.Manager != "" {
