@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,15 +144,29 @@ func copyExecutable(t *testing.T, exe string) string {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	require.NoError(t, os.Chmod(dir, 0o755))
 	dst := filepath.Join(dir, "host.test")
-	in, err := os.Open(exe)
-	require.NoError(t, err)
-	defer in.Close()
-	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o755)
-	require.NoError(t, err)
-	_, err = io.Copy(f, in)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	install(t, exe, dst)
 	return dst
+}
+
+// writeExecutable writes a script that the test then runs.
+func writeExecutable(t *testing.T, path string, script []byte) {
+	t.Helper()
+	src := path + ".src"
+	require.NoError(t, os.WriteFile(src, script, 0o600))
+	install(t, src, path)
+	require.NoError(t, os.Remove(src))
+}
+
+// install copies src to dst, mode 0755, in a process of its own. Written
+// from this one, dst's descriptor would be inherited by any child a
+// parallel test forks in that moment, and exec'ing dst then fails with
+// "text file busy" (ETXTBSY) until that child has exec'd in turn; CI hit
+// it once. The install process forks nothing, so when it exits nobody
+// holds dst open for writing.
+func install(t *testing.T, src, dst string) {
+	t.Helper()
+	out, err := exec.Command("install", "-m", "0755", src, dst).CombinedOutput()
+	require.NoError(t, err, "%s", out)
 }
 
 // With plugin_user, an agent run as root starts its plugins as that user:

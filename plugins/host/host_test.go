@@ -230,7 +230,7 @@ func TestBadPluginsDoNotKillTheHost(t *testing.T) {
 	dir := t.TempDir()
 	linkPlugin(t, dir, "v2")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ExternalPrefix+"noexec"), []byte("#!/bin/sh\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ExternalPrefix+"quits"), []byte("#!/bin/sh\necho not a plugin >&2\nexit 1\n"), 0o755))
+	writeExecutable(t, filepath.Join(dir, ExternalPrefix+"quits"), []byte("#!/bin/sh\necho not a plugin >&2\nexit 1\n"))
 
 	b := setup(t, map[string]ChannelConfig{
 		"v2":     {Plugin: "v2"},
