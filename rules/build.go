@@ -135,7 +135,7 @@ func (s *Set) build(scan *scanResult, prev *version) *version {
 	v.dir, v.dirHash = s.dir, s.dirHash
 	v.filePeople = v.people
 	v.people = mergeDirectory(v.people, v.dir)
-	v.env = &env{people: v.people, calendars: s.cfg.Calendars, logger: s.cfg.Logger, memoryLimit: s.cfg.MemoryLimit}
+	v.env = &env{people: v.people, calendars: s.cfg.Calendars, logger: s.cfg.Logger, memoryLimit: s.cfg.memoryLimitFor(v.people.Len())}
 	v.pool = newPool(v.env, s.cfg.PoolSize)
 	v.pool.hook = s.testHook
 	// Every rule file is compiled first; then the files whose rule was in

@@ -10,9 +10,28 @@ import (
 	"time"
 )
 
-// DefaultMemoryLimit is Config.MemoryLimit when it is zero: how much the
-// node's heap may grow while one rule call runs.
+// DefaultMemoryLimit is how much the node's heap may grow while one rule
+// call runs when Config.MemoryLimit is zero, before PersonMemoryAllowance.
 const DefaultMemoryLimit = 128 << 20
+
+// PersonMemoryAllowance is what the default limit grows by for each person
+// in the directory. The limit is there to stop a runaway rule, and a rule
+// that lists everyone once is not one: people.all() costs about 140 bytes
+// a person in Lua (an empty table standing for them, its slot in the list,
+// its entry in the stub registry: person_table.go), so a million people
+// are 135 MiB, past a fixed 128 MiB with nothing else done. 256 bytes
+// leaves room for a table of one's own per person besides. A limit set by
+// the node's config is used as it is.
+const PersonMemoryAllowance = 256
+
+// memoryLimitFor is the rule memory limit of a version with that many
+// people.
+func (c *Config) memoryLimitFor(people int) uint64 {
+	if c.MemoryLimit != 0 {
+		return c.MemoryLimit
+	}
+	return DefaultMemoryLimit + PersonMemoryAllowance*uint64(people)
+}
 
 // ErrMemory means a rule call grew the node's memory past Config.MemoryLimit
 // and was stopped.

@@ -180,3 +180,20 @@ func TestHalfGarbageGrowthStopped(t *testing.T) {
 		require.Contains(t, st.Error, "over the rule memory limit of 32MiB", "try %d", i)
 	}
 }
+
+// The default limit grows with the directory, so people.all() over a
+// million people (about 135 MiB of stubs) is not stopped at a fixed
+// 128 MiB; a limit the config sets is kept as it is.
+func TestDefaultMemoryLimitGrowsWithThePeople(t *testing.T) {
+	t.Parallel()
+	var csv strings.Builder
+	csv.WriteString("userid,name\n")
+	for i := range 1000 {
+		fmt.Fprintf(&csv, "u%d,P%d\n", i, i)
+	}
+	files := map[string]string{"people.csv": csv.String(), "all.lua": simpleRule("all", `return people.all()`)}
+	s := load(t, newDir(t, files))
+	require.Equal(t, uint64(DefaultMemoryLimit+1000*PersonMemoryAllowance), s.cur.Load().env.memoryLimit)
+	s = load(t, newDir(t, files), memoryLimited)
+	require.Equal(t, uint64(32<<20), s.cur.Load().env.memoryLimit)
+}

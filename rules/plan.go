@@ -42,7 +42,7 @@ func (s *Set) Plan(ctx context.Context, rule string, run engine.RunContext) ([]e
 		return err
 	})
 	if err != nil {
-		return nil, s.atLimit(ctx, err)
+		return nil, s.atLimit(ctx, v, err)
 	}
 	return out, nil
 }
@@ -52,11 +52,11 @@ func (s *Set) Plan(ctx context.Context, rule string, run engine.RunContext) ([]e
 // alert says which and what to change. Stopped by its caller's context
 // (the planner's own time limit), it is left as it is: the caller names
 // its limit.
-func (s *Set) atLimit(ctx context.Context, err error) error {
+func (s *Set) atLimit(ctx context.Context, v *version, err error) error {
 	switch {
 	case errors.Is(err, ErrMemory):
 		// The node setting cmd/herald reads into MemoryLimit.
-		return &engine.LimitError{Limit: "rule memory limit", Value: FormatSize(s.cfg.MemoryLimit), Setting: "rule_memory_limit", Err: err}
+		return &engine.LimitError{Limit: "rule memory limit", Value: FormatSize(v.env.memoryLimit), Setting: "rule_memory_limit", Err: err}
 	case errors.Is(err, ErrTimeout) && ctx.Err() == nil:
 		// The node setting cmd/herald reads into CallTimeout.
 		return &engine.LimitError{Limit: "rule time limit", Value: s.cfg.CallTimeout.String(), Setting: "rule_timeout", Err: err}

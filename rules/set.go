@@ -50,8 +50,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// MemoryLimit bounds how much the node's memory may grow while one
 	// call of a rule function runs (see memory.go); past it the call is
-	// stopped like one past CallTimeout. Default DefaultMemoryLimit
-	// (128 MiB).
+	// stopped like one past CallTimeout. Default (0) DefaultMemoryLimit
+	// (128 MiB) plus PersonMemoryAllowance for each person in the
+	// directory: see memoryLimitFor.
 	MemoryLimit uint64
 	// PoolSize is how many idle Lua states a version keeps. Default
 	// GOMAXPROCS.
@@ -89,9 +90,6 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = DefaultCallTimeout
-	}
-	if c.MemoryLimit == 0 {
-		c.MemoryLimit = DefaultMemoryLimit
 	}
 	if c.PoolSize <= 0 {
 		c.PoolSize = runtime.GOMAXPROCS(0)

@@ -168,7 +168,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"retention", "retention", "keep finished deliveries this long (default 168h: 7 days; at least 1h)", &c.Retention, nil},
 		{"ledger_retention", "ledger-retention", "refuse a pruned run's slot this long (default 2160h: 90 days; longer than retention and every rule's catchup)", &c.LedgerRetention, nil},
 		{"raft_timeouts", "raft-timeouts", "Raft failure detection: lan (default), wan, or heartbeat=D,election=D,lease=D", &c.RaftTimeouts, nil},
-		{"rule_memory_limit", "rule-memory-limit", "stop a rule call that grows the node's memory by more than this (default 128MiB; KiB, MiB or GiB, at least 16MiB)", &c.RuleMemoryLimit, nil},
+		{"rule_memory_limit", "rule-memory-limit", "stop a rule call that grows the node's memory by more than this (default 128MiB plus 256 bytes per person in the directory; KiB, MiB or GiB, at least 16MiB)", &c.RuleMemoryLimit, nil},
 		{"rule_timeout", "rule-timeout", "stop a rule call (top level, recipients, one person's message, a hook) that runs longer than this (default 2s, 100ms to 1m)", &c.RuleTimeout, nil},
 		{"plan_timeout", "plan-timeout", "fail a run whose whole plan (every rule call and replicating its deliveries) takes longer than this (default 1m, 1s to 1h, at least rule_timeout)", &c.PlanTimeout, nil},
 		{"gc_percent", "gc-percent", "let the heap grow this many percent past what is live before Go collects (default 50, 10 to 1000; read at start; GOGC in the environment wins)", &c.GCPercent, nil},

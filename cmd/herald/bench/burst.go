@@ -178,7 +178,10 @@ func runBurst(ctx context.Context, o *benchOpts, n int, lead time.Duration, prof
 	c := &cluster.Client{Addr: env.addrs[0], HTTP: benchHTTP}
 	nextRun := time.Now()
 	for expected < 0 || len(seen) < expected {
-		if expected < 0 && time.Now().After(nextRun) {
+		// The run is looked at whatever is expected: one the leader
+		// stopped (a rule limit) ends the bench with its reason at once,
+		// not after --timeout with nothing sent.
+		if time.Now().After(nextRun) {
 			r, err := benchRun(ctx, c, key)
 			if err != nil {
 				return nil, err
@@ -186,7 +189,7 @@ func runBurst(ctx context.Context, o *benchOpts, n int, lead time.Duration, prof
 			switch {
 			case r.failed():
 				return nil, fmt.Errorf("bench: the run failed: %s", r.Error)
-			case !r.PlannedAt.IsZero():
+			case expected < 0 && !r.PlannedAt.IsZero():
 				expected = r.Planned
 			}
 			nextRun = time.Now().Add(time.Second)
