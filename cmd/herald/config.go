@@ -589,12 +589,12 @@ func parseDurationIn(s string, def, lo, hi time.Duration) (time.Duration, error)
 // rules over a few thousand people would be stopped.
 const minRuleMemoryLimit = 16 << 20
 
-// parseRuleMemoryLimit reads rule_memory_limit: "" is rules'
-// DefaultMemoryLimit, else a whole number of KiB, MiB or GiB of at least
+// parseRuleMemoryLimit reads rule_memory_limit: "" is 0, rules' default
+// (DefaultMemoryLimit plus PersonMemoryAllowance a person), else a whole number of KiB, MiB or GiB of at least
 // minRuleMemoryLimit.
 func parseRuleMemoryLimit(s string) (uint64, error) {
 	if s == "" {
-		return rules.DefaultMemoryLimit, nil
+		return 0, nil
 	}
 	bad := fmt.Errorf("want a size of at least %s in KiB, MiB or GiB, such as 128MiB or 1GiB", rules.FormatSize(minRuleMemoryLimit))
 	num, unit := strings.TrimSpace(s), uint64(0)

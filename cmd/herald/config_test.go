@@ -230,7 +230,7 @@ func TestReadmeSecureConfigLoads(t *testing.T) {
 }
 
 func TestRuleMemoryLimitConfig(t *testing.T) {
-	for in, want := range map[string]uint64{"": 128 << 20, "16MiB": 16 << 20, "512 MiB": 512 << 20, "2GiB": 2 << 30, "65536KiB": 64 << 20} {
+	for in, want := range map[string]uint64{"": 0, "16MiB": 16 << 20, "512 MiB": 512 << 20, "2GiB": 2 << 30, "65536KiB": 64 << 20} {
 		got, err := parseRuleMemoryLimit(in)
 		require.NoError(t, err, in)
 		require.Equal(t, want, got, in)
