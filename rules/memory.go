@@ -33,8 +33,8 @@ func (c *Config) memoryLimitFor(people int) uint64 {
 	return DefaultMemoryLimit + PersonMemoryAllowance*uint64(people)
 }
 
-// ErrMemory means a rule call grew the node's memory past Config.MemoryLimit
-// and was stopped.
+// ErrMemory means a rule call grew the node's memory past its version's
+// limit (Config.MemoryLimit, or memoryLimitFor's default) and was stopped.
 var ErrMemory = errors.New("rule call stopped: memory limit")
 
 // memorySampleEvery is how often the watch reads the heap while calls run.

@@ -49,7 +49,7 @@ type env struct {
 	people      *Directory
 	calendars   *calendar.Registry
 	logger      *slog.Logger
-	memoryLimit uint64 // 0: DefaultMemoryLimit
+	memoryLimit uint64 // Config.memoryLimitFor the version's people; 0 (a test's bare env): DefaultMemoryLimit
 }
 
 // runState is what the library functions need to know of the run being

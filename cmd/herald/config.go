@@ -589,8 +589,9 @@ func parseDurationIn(s string, def, lo, hi time.Duration) (time.Duration, error)
 // rules over a few thousand people would be stopped.
 const minRuleMemoryLimit = 16 << 20
 
-// parseRuleMemoryLimit reads rule_memory_limit: "" is 0, rules' default
-// (DefaultMemoryLimit plus PersonMemoryAllowance a person), else a whole number of KiB, MiB or GiB of at least
+// parseRuleMemoryLimit reads rule_memory_limit: "" is 0, which rules
+// takes for its default (DefaultMemoryLimit plus PersonMemoryAllowance a
+// person), else a whole number of KiB, MiB or GiB of at least
 // minRuleMemoryLimit.
 func parseRuleMemoryLimit(s string) (uint64, error) {
 	if s == "" {
