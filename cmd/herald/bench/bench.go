@@ -126,7 +126,7 @@ func (o *benchOpts) writePeopleTo(rulesDir string, people int) error {
 		if people == 0 {
 			return nil
 		}
-		return writePeople(filepath.Join(rulesDir, "people.csv"), people, false)
+		return writePeople(filepath.Join(rulesDir, "people.csv"), people, 2)
 	}
 	name, err := peopleFileName(o.people)
 	if err != nil {

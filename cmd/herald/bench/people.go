@@ -19,19 +19,25 @@ import (
 // rules/examples/people.csv.
 var wideColumns = []string{"userid", "name", "department", "roles", "manager", "birthday", "lunar_birthday", "timezone", "region"}
 
-// writePeople writes a CSV people file of n people: two columns (userid,
-// name), as the burst has always planned, or, wide, every documented
-// column. The wide file has the shapes a real directory has: four
-// departments, one person in ten a manager (the others report to the
-// manager of their ten), half in sales, three zones and four regions, a
-// solar birthday for everyone and a lunar one for one in five.
-func writePeople(path string, n int, wide bool) error {
+// tagsColumn is the tenth column of --columns 10: everyone is tagged
+// "staff" (people.in_tag "staff" plans the same people as people.all())
+// and with their region's tag, "region-east" as the README's example.
+const tagsColumn = "tags"
+
+// writePeople writes a CSV people file of n people in columns 2, 9 or 10:
+// two (userid, name), as the burst has always planned, nine, every
+// documented column, or ten, those and tags. The wide files have the
+// shapes a real directory has: four departments, one person in ten a
+// manager (the others report to the manager of their ten), half in sales,
+// three zones and four regions, a solar birthday for everyone and a lunar
+// one for one in five.
+func writePeople(path string, n, columns int) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	if !wide {
+	if columns == 2 {
 		fmt.Fprintln(w, "userid,name")
 		for i := range n {
 			fmt.Fprintf(w, "u%06d,u%06d\n", i, i)
@@ -40,7 +46,11 @@ func writePeople(path string, n int, wide bool) error {
 		depts := []string{"sales", "support", "engineering", "finance"}
 		zones := []string{"Asia/Shanghai", "Asia/Shanghai", "Asia/Tokyo", "Europe/Berlin"}
 		regions := []string{"north", "east", "south", "west"}
-		fmt.Fprintln(w, strings.Join(wideColumns, ","))
+		header := strings.Join(wideColumns, ",")
+		if columns == 10 {
+			header += "," + tagsColumn
+		}
+		fmt.Fprintln(w, header)
 		for i := range n {
 			roles, manager := "sales", fmt.Sprintf("u%06d", i-i%10)
 			if i%2 == 1 {
@@ -54,8 +64,12 @@ func writePeople(path string, n int, wide bool) error {
 			if i%5 == 0 {
 				lunar = fmt.Sprintf("%02d-%02d", i%12+1, i%29+1)
 			}
-			fmt.Fprintf(w, "u%06d,Person %d,%s,%s,%s,19%02d-%02d-%02d,%s,%s,%s\n", i, i, depts[i%len(depts)], roles, manager,
+			fmt.Fprintf(w, "u%06d,Person %d,%s,%s,%s,19%02d-%02d-%02d,%s,%s,%s", i, i, depts[i%len(depts)], roles, manager,
 				60+i%40, i%12+1, i%28+1, lunar, zones[i%len(zones)], regions[i%len(regions)])
+			if columns == 10 {
+				fmt.Fprintf(w, ",staff;region-%s", regions[i%len(regions)])
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	if err := w.Flush(); err != nil {
@@ -86,17 +100,18 @@ func newBenchPeopleCmd() *cobra.Command {
 (the default) every column the README documents (userid, name,
 department, roles, manager, birthday, lunar_birthday, timezone, region),
 half of them with the role sales and one in ten a manager; with
---columns 2 the userid,name file bench burst generates by itself. Starts
-no cluster.`,
+--columns 10 those and tags (everyone "staff" and "region-<region>", for
+people.in_tag); with --columns 2 the userid,name file bench burst
+generates by itself. Starts no cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if n <= 0 || out == "" {
 				return errors.New("--n must be positive and --out given")
 			}
-			if columns != 2 && columns != 9 {
-				return fmt.Errorf("--columns %d: want 2 or 9", columns)
+			if columns != 2 && columns != 9 && columns != 10 {
+				return fmt.Errorf("--columns %d: want 2, 9 or 10", columns)
 			}
-			if err := writePeople(out, n, columns == 9); err != nil {
+			if err := writePeople(out, n, columns); err != nil {
 				return err
 			}
 			st, err := os.Stat(out)
@@ -109,6 +124,6 @@ no cluster.`,
 	}
 	cmd.Flags().IntVar(&n, "n", 100000, "people in the file")
 	cmd.Flags().StringVar(&out, "out", "", "the file to write")
-	cmd.Flags().IntVar(&columns, "columns", 9, "2 (userid,name) or 9 (every documented column)")
+	cmd.Flags().IntVar(&columns, "columns", 9, "2 (userid,name), 9 (every documented column) or 10 (those and tags)")
 	return cmd
 }

@@ -18,26 +18,38 @@ import (
 	"github.com/heraldhq/herald/rules"
 )
 
-// TestWritePeopleLoads: both generated files, two and nine columns, are
-// people files a node loads, and a rule planning the nine-column file by
-// role checks; the nine-column header has every documented column.
+// TestWritePeopleLoads: the generated files, two, nine and ten columns,
+// are people files a node loads, and a rule planning the wide files by
+// role or tag checks; the nine-column header has every documented column,
+// the ten-column one tags as well.
 func TestWritePeopleLoads(t *testing.T) {
 	t.Parallel()
-	for _, wide := range []bool{false, true} {
+	for _, columns := range []int{2, 9, 10} {
 		dir := t.TempDir()
-		require.NoError(t, writePeople(filepath.Join(dir, "people.csv"), 50, wide))
-		src := benchRule("bench_burst", cronAt(time.Now()), "mock", "2h", `return people.where { roles = "sales" }`)
+		require.NoError(t, writePeople(filepath.Join(dir, "people.csv"), 50, columns))
+		rule := `return people.where { roles = "sales" }`
+		if columns == 10 {
+			rule = `return people.in_tag "staff"`
+		}
+		src := benchRule("bench_burst", cronAt(time.Now()), "mock", "2h", rule)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "burst.lua"), []byte(src), 0o600))
-		require.Empty(t, rules.CheckChannels(dir, []string{"mock"}), "wide=%v", wide)
+		require.Empty(t, rules.CheckChannels(dir, []string{"mock"}), "columns=%d", columns)
 		b, err := os.ReadFile(filepath.Join(dir, "people.csv"))
 		require.NoError(t, err)
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		require.Len(t, lines, 51)
-		if wide {
+		switch columns {
+		case 2:
+			require.Equal(t, "userid,name", lines[0])
+		case 9:
 			require.Equal(t, strings.Join(wideColumns, ","), lines[0])
 			require.Len(t, strings.Split(lines[1], ","), 9)
-		} else {
-			require.Equal(t, "userid,name", lines[0])
+		case 10:
+			require.Equal(t, strings.Join(wideColumns, ",")+",tags", lines[0])
+			// people.in_tag "staff" plans everyone, as people.all() does.
+			for _, l := range lines[1:] {
+				require.Regexp(t, `,staff;region-(north|east|south|west)$`, l)
+			}
 		}
 	}
 }
@@ -58,7 +70,7 @@ func TestPeopleFileName(t *testing.T) {
 func TestWritePeopleToCopiesTheFile(t *testing.T) {
 	t.Parallel()
 	src := filepath.Join(t.TempDir(), "nine.csv")
-	require.NoError(t, writePeople(src, 5, true))
+	require.NoError(t, writePeople(src, 5, 9))
 	dst := t.TempDir()
 	require.NoError(t, (&benchOpts{people: src}).writePeopleTo(dst, 100))
 	want, err := os.ReadFile(src)
