@@ -32,15 +32,20 @@ type tasksResult struct {
 	// CPUMsPerSubmit is the CPU the three nodes spent over the fill
 	// (process_cpu_seconds_total), per submission: steadier than the
 	// rate on a machine shared with other work.
-	CPUMsPerSubmit  float64            `json:"cpu_ms_per_submit"`
-	Pending         float64            `json:"pending"` // herald_tasks_pending on the leader after the fill
-	SnapshotS       float64            `json:"snapshot_s"`
-	SnapshotBytes   int64              `json:"snapshot_bytes"`
-	RestoreS        float64            `json:"restore_s"`
-	PendingRestored float64            `json:"pending_restored"` // herald_tasks_pending on the leader after the restore
-	Wiped           string             `json:"wiped"`
-	CatchUpS        float64            `json:"catch_up_s"`
-	PeakRSSMiB      map[string]float64 `json:"peak_rss_mib"`
+	CPUMsPerSubmit  float64 `json:"cpu_ms_per_submit"`
+	Pending         float64 `json:"pending"` // herald_tasks_pending on the leader after the fill
+	SnapshotS       float64 `json:"snapshot_s"`
+	SnapshotBytes   int64   `json:"snapshot_bytes"`
+	RestoreS        float64 `json:"restore_s"`
+	PendingRestored float64 `json:"pending_restored"` // herald_tasks_pending on the leader after the restore
+	Wiped           string  `json:"wiped"`
+	CatchUpS        float64 `json:"catch_up_s"`
+	// After the fill, before the backup: each node's resident set now and
+	// its Go heap in use (process_resident_memory_bytes,
+	// go_memstats_heap_inuse_bytes), what the peak is made of.
+	FilledRSSMiB  map[string]float64 `json:"filled_rss_mib"`
+	FilledHeapMiB map[string]float64 `json:"filled_heap_mib"`
+	PeakRSSMiB    map[string]float64 `json:"peak_rss_mib"`
 }
 
 func newBenchTasksCmd(o *benchOpts) *cobra.Command {
@@ -82,6 +87,8 @@ cluster (it restores over the state and wipes a node): no --addr.`,
 				{"submissions/s (last tenth)", fmt.Sprintf("%.0f", res.LastTenthPerSecond)},
 				{"node CPU per submission", fmt.Sprintf("%.2f ms (three nodes together)", res.CPUMsPerSubmit)},
 				{"pending on the leader", fmt.Sprintf("%.0f", res.Pending)},
+				{"RSS after the fill", fmtRSS(res.FilledRSSMiB)},
+				{"Go heap in use after the fill", fmtRSS(res.FilledHeapMiB)},
 				{"snapshot (backup)", fmt.Sprintf("%.2f s, %s", res.SnapshotS, fmtBytes(float64(res.SnapshotBytes)))},
 				{"restore", fmt.Sprintf("%.2f s (pending after: %.0f)", res.RestoreS, res.PendingRestored)},
 				{"wiped follower caught up", fmt.Sprintf("%.2f s (%s)", res.CatchUpS, res.Wiped)},
@@ -209,6 +216,8 @@ func runTasks(ctx context.Context, o *benchOpts, n, concurrency int, due time.Du
 		return nil, err
 	}
 	res.Pending, _ = scrapeMetric(ctx, leader.http, "herald_tasks_pending")
+	res.FilledRSSMiB = c.gaugeMiB(ctx, "process_resident_memory_bytes")
+	res.FilledHeapMiB = c.gaugeMiB(ctx, "go_memstats_heap_inuse_bytes")
 
 	// Backup and restore stream the whole state: no client timeout but
 	// the bench's own.
@@ -280,6 +289,18 @@ func runTasks(ctx context.Context, o *benchOpts, n, concurrency int, due time.Du
 	res.CatchUpS = time.Since(t0).Seconds()
 	res.PeakRSSMiB = env.peakRSS(ctx, rss)
 	return res, nil
+}
+
+// gaugeMiB is a gauge of bytes of each live node, in MiB; a node that
+// does not answer is left out.
+func (c *benchCluster) gaugeMiB(ctx context.Context, name string) map[string]float64 {
+	out := map[string]float64{}
+	for _, n := range c.live() {
+		if v, err := scrapeMetric(ctx, n.http, name); err == nil {
+			out[n.id] = v / (1 << 20)
+		}
+	}
+	return out
 }
 
 // submitRetrying submits one task, again while the cluster answers 503
