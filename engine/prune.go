@@ -72,7 +72,11 @@ func (a applier) prune(c Prune) any {
 			res.Runs++
 		}
 	}
-	for key, t := range a.st.Tasks.All() {
+	for key, r := range a.st.Tasks.records() {
+		if r.state() == TaskPending {
+			continue // the most of them, held compact: no Task made to skip it
+		}
+		t := r.task()
 		ended := t.FiredAt
 		if t.State == TaskCancelled {
 			ended = t.CancelledAt

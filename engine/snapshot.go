@@ -111,9 +111,12 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 	deliveries := slices.SortedFunc(st.Deliveries.recordValues(), func(a, b *deliveryRec) int { return cmp.Compare(a.getID(), b.getID()) })
 	// Tasks go in due order, read off their indexes: no sorting here, and
 	// little in Restore.
-	tasks := slices.AppendSeq(make([]*Task, 0, st.Tasks.Len()), st.tasksFrom(nil))
-	if len(tasks) != st.Tasks.Len() { // never; but never lose a task over it
-		tasks = slices.SortedFunc(st.Tasks.Values(), func(a, b *Task) int { return dueCmp(newDue(a.DueAt, a.Key), newDue(b.DueAt, b.Key)) })
+	// Records, each made a Task as it is written, as deliveries are.
+	tasks := slices.AppendSeq(make([]*taskRec, 0, st.Tasks.Len()), st.taskRecords())
+	if len(tasks) != st.Tasks.Len() || slices.Contains(tasks, nil) { // never; but never lose a task over it
+		tasks = slices.SortedFunc(maps.Values(st.Tasks.m.toMap()), func(a, b *taskRec) int {
+			return dueCmp(newDue(a.due(), a.task().Key), newDue(b.due(), b.task().Key))
+		})
 	}
 	daily := make([]dayEntry, 0, len(st.Daily))
 	for _, date := range slices.Sorted(maps.Keys(st.Daily)) {
@@ -144,7 +147,7 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 		writeSection(enc, "members", sortedValues(st.Members)),
 		writeSection(enc, "alerts", sortedValues(st.Alerts)),
 		writeSection(enc, "missed", missed),
-		writeSection(enc, "tasks", tasks),
+		writeSectionAs(enc, "tasks", tasks, (*taskRec).task),
 		writeSection(enc, "ledger", timeEntries(st.Ledger.All())),
 		writeSection(enc, "compensate", compensate),
 		writeSection(enc, "daily", daily),

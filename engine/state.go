@@ -32,7 +32,7 @@ type state struct {
 	// finally failed and has not been made good by a later sent one.
 	Missed map[string]map[string][]string
 	// Tasks are the API tasks by key.
-	Tasks cowMap[*Task]
+	Tasks taskMap
 	// Ledger remembers the run keys of runs pruned by retention, with
 	// their slot (or the time they fired, if later), so that a slot or a
 	// task key never fires twice.
@@ -199,11 +199,11 @@ func (s *state) reindex() {
 		fillDue(s.due[p], items)
 	}
 	var pending, done []dueItem
-	for k, t := range s.Tasks.All() {
-		if t.State == TaskPending {
-			pending = append(pending, newDue(t.DueAt, k))
+	for k, r := range s.Tasks.records() {
+		if r.state() == TaskPending {
+			pending = append(pending, newDue(r.due(), k))
 		} else {
-			done = append(done, newDue(t.DueAt, k))
+			done = append(done, newDue(r.due(), k))
 		}
 	}
 	fillDue(s.taskQueue, pending)
@@ -324,6 +324,18 @@ func (s *state) tasksOf(items iter.Seq[dueItem]) iter.Seq[*Task] {
 	return func(yield func(*Task) bool) {
 		for it := range items {
 			if !yield(s.Tasks.At(it.id)) {
+				return
+			}
+		}
+	}
+}
+
+// taskRecords yields the records of every task by due time, then key,
+// as tasksFrom(nil) yields the tasks, without making them.
+func (s *state) taskRecords() iter.Seq[*taskRec] {
+	return func(yield func(*taskRec) bool) {
+		for it := range mergeDue(dueFrom(s.taskQueue, nil), dueFrom(s.taskDone, nil)) {
+			if !yield(s.Tasks.record(it.id)) {
 				return
 			}
 		}

@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"encoding/json"
+	"iter"
+	"math"
+	"time"
+	"unique"
+)
+
+// taskRec is how the state holds an API task: a pending task as its key,
+// rule, data and two instants, 80 bytes where a Task is 176. Pending tasks
+// are what piles up (ten million waiting on every node is a shape the
+// README sizes for); a task that fired or was cancelled, or has an alert,
+// or an instant this form cannot give back exactly, is held whole in full.
+//
+// The form is invisible: taskMap gives back a Task equal (== on every
+// field, reflect.DeepEqual) to the one it was given, instants with their
+// location included, so Apply, queries and snapshots see what they saw
+// before. Records are replaced, never mutated, so a Task made for a read
+// can be handed out.
+type taskRec struct {
+	full *Task
+
+	key  string
+	data json.RawMessage
+	rule unique.Handle[string]
+	// dueAt, submittedAt: Unix nanoseconds, in the zone their zone
+	// fields name (packZoned).
+	dueAt, submittedAt     int64
+	dueZone, submittedZone int32
+}
+
+// Zones of a packed instant besides a fixed offset in seconds (the
+// location time.Parse gives an RFC 3339 offset: FixedZone("", offset),
+// one shared Location for a whole hour).
+const (
+	zoneUTC   = math.MinInt32
+	zoneLocal = math.MinInt32 + 1
+)
+
+// packZoned is t as a taskRec holds it, and false when it cannot be given
+// back exactly: the zero time, a monotonic reading, an instant outside
+// the nanoseconds' range, or a location other than UTC, Local or an
+// unnamed whole-hour offset.
+func packZoned(t time.Time) (n int64, zone int32, ok bool) {
+	if t.IsZero() {
+		return 0, 0, false
+	}
+	n = t.UnixNano()
+	switch loc := t.Location(); {
+	case loc == time.UTC:
+		zone = zoneUTC
+	case loc == time.Local:
+		zone = zoneLocal
+	default:
+		_, off := t.Zone()
+		zone = int32(off)
+	}
+	return n, zone, t == unpackZoned(n, zone)
+}
+
+func unpackZoned(n int64, zone int32) time.Time {
+	t := time.Unix(0, n)
+	switch zone {
+	case zoneUTC:
+		return t.UTC()
+	case zoneLocal:
+		return t.In(time.Local)
+	}
+	return t.In(time.FixedZone("", int(zone)))
+}
+
+// compactTask is t as the state holds it.
+func compactTask(t *Task) *taskRec {
+	if t.State != TaskPending || t.Alert != "" || !t.FiredAt.IsZero() || !t.CancelledAt.IsZero() {
+		return &taskRec{full: t}
+	}
+	due, dz, ok1 := packZoned(t.DueAt)
+	sub, sz, ok2 := packZoned(t.SubmittedAt)
+	if !ok1 || !ok2 {
+		return &taskRec{full: t}
+	}
+	return &taskRec{key: t.Key, data: t.Data, rule: unique.Make(t.Rule), dueAt: due, submittedAt: sub, dueZone: dz, submittedZone: sz}
+}
+
+// task is the Task r holds.
+func (r *taskRec) task() *Task {
+	if r.full != nil {
+		return r.full
+	}
+	return &Task{Key: r.key, Rule: r.rule.Value(), DueAt: unpackZoned(r.dueAt, r.dueZone), Data: r.data,
+		State: TaskPending, SubmittedAt: unpackZoned(r.submittedAt, r.submittedZone)}
+}
+
+// The fields the scans over every task read, without making a Task.
+
+func (r *taskRec) state() TaskState {
+	if r.full != nil {
+		return r.full.State
+	}
+	return TaskPending
+}
+
+func (r *taskRec) due() time.Time {
+	if r.full != nil {
+		return r.full.DueAt
+	}
+	return unpackZoned(r.dueAt, r.dueZone)
+}
+
+// taskMap is the state's tasks by key: a cowMap of taskRecs that takes
+// and gives Tasks, with cowMap's methods.
+type taskMap struct{ m cowMap[*taskRec] }
+
+func (c *taskMap) Get(k string) (*Task, bool) {
+	r, ok := c.m.Get(k)
+	if !ok {
+		return nil, false
+	}
+	return r.task(), true
+}
+
+// At returns the task k, or nil.
+func (c *taskMap) At(k string) *Task {
+	t, _ := c.Get(k)
+	return t
+}
+
+func (c *taskMap) Has(k string) bool                    { return c.m.Has(k) }
+func (c *taskMap) Len() int                             { return c.m.Len() }
+func (c *taskMap) Set(k string, t *Task)                { c.m.Set(k, compactTask(t)) }
+func (c *taskMap) Delete(k string)                      { c.m.Delete(k) }
+func (c *taskMap) reserve(n int)                        { c.m.reserve(n) }
+func (c *taskMap) freeze() taskMap                      { return taskMap{c.m.freeze()} }
+func (c *taskMap) records() iter.Seq2[string, *taskRec] { return c.m.All() }
+
+// record is the record of task k, or nil.
+func (c *taskMap) record(k string) *taskRec { return c.m.At(k) }
+
+// All yields every task, in no particular order; as cowMap.All, the
+// caller may delete only the entry yielded. Each is made for the read:
+// a scan that only filters reads records() instead.
+func (c *taskMap) All() iter.Seq2[string, *Task] {
+	return func(yield func(string, *Task) bool) {
+		for k, r := range c.m.All() {
+			if !yield(k, r.task()) {
+				return
+			}
+		}
+	}
+}
+
+// Values yields every task, in no particular order.
+func (c *taskMap) Values() iter.Seq[*Task] {
+	return func(yield func(*Task) bool) {
+		for _, t := range c.All() {
+			if !yield(t) {
+				return
+			}
+		}
+	}
+}
+
+// toMap copies the tasks into a plain map (the version-1 snapshot and
+// tests).
+func (c *taskMap) toMap() map[string]*Task {
+	out := make(map[string]*Task, c.Len())
+	for k, t := range c.All() {
+		out[k] = t
+	}
+	return out
+}
+
+// fromMap sets every task of m.
+func (c *taskMap) fromMap(m map[string]*Task) {
+	for k, t := range m {
+		c.Set(k, t)
+	}
+}
