@@ -51,14 +51,20 @@ func TestTaskRecordGivesBackWhatItTook(t *testing.T) {
 		{"2026-12-05T09:00:00Z", "2026-12-04T21:00:00.123456789Z"},
 		{"2026-12-05T09:00:00+08:00", "2026-12-04T21:00:00Z"},
 		{"2026-12-05T09:00:00-05:00", "2026-12-04T21:00:00+14:00"},
-		{"2026-12-05T09:00:00" + time.Now().Format("-07:00"), "2026-12-04T21:00:00Z"}, // Local, as parsed where the offset is the machine's
+		// Local, as parsed where the offset is the machine's at that instant
+		// (whatever the zone and today's date).
+		{time.Date(2026, 12, 5, 9, 0, 0, 0, time.Local).Format(time.RFC3339), "2026-12-04T21:00:00Z"},
 	} {
 		r := roundTrip(t, pending(c.due, c.submitted))
 		require.Nil(t, r.full, "%s, %s: held whole", c.due, c.submitted)
 	}
 	// Not compact, and still given back: an offset of a half hour (a
-	// Location of its own), a monotonic reading, the zero time, no data.
-	require.NotNil(t, roundTrip(t, pending("2026-12-05T09:00:00+05:30", "2026-12-04T21:00:00Z")).full)
+	// Location of its own; made, not parsed, which on a machine at +05:30
+	// would give Local), a monotonic reading, the zero time; and compact
+	// with no data.
+	halfHour := pending("2026-12-05T09:00:00Z", "2026-12-04T21:00:00Z")
+	halfHour.DueAt = time.Date(2026, 12, 5, 9, 0, 0, 0, time.FixedZone("", 5*3600+1800))
+	require.NotNil(t, roundTrip(t, halfHour).full)
 	mono := pending("2026-12-05T09:00:00Z", "2026-12-04T21:00:00Z")
 	mono.SubmittedAt = time.Now()
 	require.NotNil(t, roundTrip(t, mono).full)
