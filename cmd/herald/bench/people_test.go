@@ -122,13 +122,16 @@ func TestFillTasksSubmitsEachOnceConcurrently(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	defer srv.Close()
-	res, err := fillTasks(context.Background(), strings.TrimPrefix(srv.URL, "http://"), "r", 200, 8, time.Now().Add(time.Hour))
+	res, err := fillTasks(context.Background(), strings.TrimPrefix(srv.URL, "http://"), "r", 50, 200, 8, time.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.Len(t, keys, 200)
 	for k, v := range keys {
 		require.Equal(t, 1, v, k)
 	}
-	require.Contains(t, keys, "bench-task-00000199")
+	// The fill goes on after the tasks held before it (--held 50).
+	require.Contains(t, keys, "bench-task-00000050")
+	require.Contains(t, keys, "bench-task-00000249")
+	require.NotContains(t, keys, "bench-task-00000049")
 	require.GreaterOrEqual(t, most.Load(), int64(4), "submissions were concurrent")
 	require.Positive(t, res.took)
 	require.Positive(t, res.lastTenth)
@@ -142,6 +145,6 @@ func TestFillTasksStopsAtARefusal(t *testing.T) {
 		http.Error(w, `{"error":"no rule r"}`, http.StatusBadRequest)
 	}))
 	defer srv.Close()
-	_, err := fillTasks(context.Background(), strings.TrimPrefix(srv.URL, "http://"), "r", 50, 4, time.Now().Add(time.Hour))
+	_, err := fillTasks(context.Background(), strings.TrimPrefix(srv.URL, "http://"), "r", 0, 50, 4, time.Now().Add(time.Hour))
 	require.ErrorContains(t, err, "bench: task")
 }

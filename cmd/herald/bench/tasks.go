@@ -20,11 +20,19 @@ import (
 
 // tasksResult is what `herald bench tasks` measures.
 type tasksResult struct {
-	Kind        string  `json:"kind"`
-	Tasks       int     `json:"tasks"`
-	Concurrency int     `json:"concurrency"`
-	Via         string  `json:"via"` // the follower the tasks were submitted through
-	FillS       float64 `json:"fill_s"`
+	Kind  string `json:"kind"`
+	Tasks int    `json:"tasks"`
+	// Held tasks the cluster held before the fill (--held), loaded by a
+	// restore: HeldBuildS to make their backup, HeldRestoreS to restore
+	// it; HeldRSSMiB each node's resident set then.
+	Held         int                `json:"held"`
+	HeldBuildS   float64            `json:"held_build_s,omitempty"`
+	HeldRestoreS float64            `json:"held_restore_s,omitempty"`
+	HeldBytes    int64              `json:"held_bytes,omitempty"`
+	HeldRSSMiB   map[string]float64 `json:"held_rss_mib,omitempty"`
+	Concurrency  int                `json:"concurrency"`
+	Via          string             `json:"via"` // the follower the tasks were submitted through
+	FillS        float64            `json:"fill_s"`
 	// SubmitsPerSecond is over the whole fill; LastTenthPerSecond over its
 	// last tenth, when the cluster already holds nine tenths.
 	SubmitsPerSecond   float64 `json:"submits_per_second"`
@@ -49,7 +57,7 @@ type tasksResult struct {
 }
 
 func newBenchTasksCmd(o *benchOpts) *cobra.Command {
-	var n, concurrency, profileSeconds int
+	var n, held, concurrency, profileSeconds int
 	var due time.Duration
 	cmd := &cobra.Command{
 		Use:   "tasks",
@@ -62,7 +70,15 @@ submissions per second over the whole fill and over its last tenth. Then
 takes a backup of the state (GET /v1/snapshot, from the follower: time
 and size), restores it (PUT /v1/snapshot: time), and finally stops a
 follower, empties its data dir and starts it again: the time until it has
-applied everything the leader had. Needs the local
+applied everything the leader had.
+
+With --held K the cluster first holds K pending tasks, and the fill's
+rate is what submissions get while it does: K submissions would take
+hours at a few thousand a second, so the bench applies them to the
+cluster's own state in an engine state machine of its own (SubmitTasks
+entries of 1,000, as a busy leader's group commit makes them), writes
+that state as a backup and restores it through the follower (time and
+size printed). The backup, restore and catch-up then move K+N. Needs the local
 cluster (it restores over the state and wipes a node): no --addr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -72,16 +88,26 @@ cluster (it restores over the state and wipes a node): no --addr.`,
 			if n <= 0 || concurrency <= 0 || due <= 0 {
 				return errors.New("--n, --concurrency and --due must be positive")
 			}
+			if held < 0 {
+				return errors.New("--held must not be negative")
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 			defer cancel()
-			res, err := runTasks(ctx, o, n, concurrency, due, profileSeconds)
+			res, err := runTasks(ctx, o, n, held, concurrency, due, profileSeconds)
 			if err != nil {
 				return err
 			}
 			if o.asJSON {
 				return cliout.EmitJSON(cmd, res)
 			}
-			printTable(cmd, fmt.Sprintf("herald bench tasks: %d pending API tasks, %d clients through %s", n, concurrency, res.Via), [][2]string{
+			var rows [][2]string
+			if held > 0 {
+				rows = append(rows,
+					[2]string{"held tasks: backup made", fmt.Sprintf("%.2f s, %s", res.HeldBuildS, fmtBytes(float64(res.HeldBytes)))},
+					[2]string{"held tasks: restored", fmt.Sprintf("%.2f s", res.HeldRestoreS)},
+					[2]string{"RSS holding them", fmtRSS(res.HeldRSSMiB)})
+			}
+			printTable(cmd, fmt.Sprintf("herald bench tasks: %d pending API tasks held, %d submitted by %d clients through %s", held, n, concurrency, res.Via), append(rows, [][2]string{
 				{"fill", fmt.Sprintf("%.2f s", res.FillS)},
 				{"submissions/s (all)", fmt.Sprintf("%.0f", res.SubmitsPerSecond)},
 				{"submissions/s (last tenth)", fmt.Sprintf("%.0f", res.LastTenthPerSecond)},
@@ -93,11 +119,12 @@ cluster (it restores over the state and wipes a node): no --addr.`,
 				{"restore", fmt.Sprintf("%.2f s (pending after: %.0f)", res.RestoreS, res.PendingRestored)},
 				{"wiped follower caught up", fmt.Sprintf("%.2f s (%s)", res.CatchUpS, res.Wiped)},
 				{"peak RSS per node", fmtRSS(res.PeakRSSMiB)},
-			})
+			}...))
 			return nil
 		},
 	}
 	cmd.Flags().IntVar(&n, "n", 100000, "pending API tasks to fill the cluster with")
+	cmd.Flags().IntVar(&held, "held", 0, "pending API tasks the cluster holds before the fill, loaded by a restore")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 64, "submissions in flight at once")
 	cmd.Flags().DurationVar(&due, "due", 30*24*time.Hour, "the tasks are due this long after the fill starts")
 	cmd.Flags().StringVar(&o.profile, "profile", "", "write the CPU profiles (from the fill's start, --profile-seconds long) and allocation profiles (after the fill) of the leader (cpu.pprof, allocs.pprof) and of the follower the tasks go through (follower-cpu.pprof, follower-allocs.pprof) into this directory")
@@ -115,7 +142,7 @@ type fillResult struct {
 // fillTasks submits n tasks of rule, due at due, to addr from concurrency
 // clients at once (taskBody; resubmitting one already taken is a 200). It
 // stops at the first refusal.
-func fillTasks(ctx context.Context, addr, rule string, n, concurrency int, due time.Time) (fillResult, error) {
+func fillTasks(ctx context.Context, addr, rule string, from, n, concurrency int, due time.Time) (fillResult, error) {
 	c := &cluster.Client{Addr: addr, HTTP: benchHTTP}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -133,8 +160,8 @@ func fillTasks(ctx context.Context, addr, rule string, n, concurrency int, due t
 				if i >= int64(n) || ctx.Err() != nil {
 					return
 				}
-				if err := submitRetrying(ctx, c, taskBody(i, rule, due)); err != nil {
-					once.Do(func() { firstErr = fmt.Errorf("bench: task %d: %w", i, err) })
+				if err := submitRetrying(ctx, c, taskBody(int64(from)+i, rule, due)); err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("bench: task %d: %w", int64(from)+i, err) })
 					cancel()
 					return
 				}
@@ -156,7 +183,7 @@ func fillTasks(ctx context.Context, addr, rule string, n, concurrency int, due t
 	return res, nil
 }
 
-func runTasks(ctx context.Context, o *benchOpts, n, concurrency int, due time.Duration, profileSeconds int) (*tasksResult, error) {
+func runTasks(ctx context.Context, o *benchOpts, n, held, concurrency int, due time.Duration, profileSeconds int) (*tasksResult, error) {
 	env, err := o.setup(ctx, 0, nil)
 	if err != nil {
 		return nil, err
@@ -186,8 +213,17 @@ func runTasks(ctx context.Context, o *benchOpts, n, concurrency int, due time.Du
 	if err := waitRule(ctx, via.http, benchTasksRule, dueAt); err != nil {
 		return nil, err
 	}
-	res := &tasksResult{Kind: "tasks", Tasks: n, Concurrency: concurrency, Via: via.id, Wiped: via.id}
+	res := &tasksResult{Kind: "tasks", Tasks: n, Held: held, Concurrency: concurrency, Via: via.id, Wiped: via.id}
 	rss := map[string]uint64{}
+	if held > 0 {
+		h, err := holdTasks(ctx, via.http, env.dir, benchTasksRule, held, dueAt)
+		if err != nil {
+			return nil, err
+		}
+		res.HeldBuildS, res.HeldRestoreS, res.HeldBytes = h.buildS, h.restoreS, h.bytes
+		env.sampleRSS(ctx, rss)
+		res.HeldRSSMiB = c.gaugeMiB(ctx, "process_resident_memory_bytes")
+	}
 
 	var prof *profiler
 	if o.profile != "" {
@@ -196,7 +232,7 @@ func runTasks(ctx context.Context, o *benchOpts, n, concurrency int, due time.Du
 		}
 	}
 	cpu0 := sumMetric(ctx, env.addrs, "process_cpu_seconds_total")
-	fill, err := fillTasks(ctx, via.http, benchTasksRule, n, concurrency, dueAt)
+	fill, err := fillTasks(ctx, via.http, benchTasksRule, held, n, concurrency, dueAt)
 	if err != nil {
 		return nil, err
 	}
@@ -342,10 +378,12 @@ func waitRule(ctx context.Context, addr, rule string, due time.Time) error {
 // bytes of data, the size BenchmarkPendingTasks holds.
 func taskBody(i int64, rule string, due time.Time) map[string]any {
 	return map[string]any{
-		"key": fmt.Sprintf("bench-task-%08d", i), "rule": rule, "due_at": due.Format(time.RFC3339Nano),
+		"key": taskKey(i), "rule": rule, "due_at": due.Format(time.RFC3339Nano),
 		"data": map[string]any{"customer": fmt.Sprintf("customer-%08d", i), "owner": "bench-owner"},
 	}
 }
+
+func taskKey(i int64) string { return fmt.Sprintf("bench-task-%08d", i) }
 
 // stop1 stops one node (SIGTERM to its group, SIGKILL after 20 seconds),
 // recording its peak RSS first.
