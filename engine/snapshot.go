@@ -301,9 +301,30 @@ func writeSectionAs[T, U any](enc *gob.Encoder, name string, items []T, as func(
 
 // Restore replaces the whole state with a snapshot's, of this version or
 // an earlier one.
+//
+// Once the header reads (its version and FSM version are ones this build
+// applies), the state being replaced is let go before the new one is
+// read: a node holds one state at a time, not two (ten million pending
+// tasks are gigabytes of each). Reads meanwhile see an empty state. A
+// snapshot refused by its header leaves the state as it was; one whose
+// body then does not read stops the node through its halt func when it
+// held a state (SetHalt: Raft would otherwise go on applying its log to
+// an empty state), and is an error for a node that held none (a node
+// starting, which falls back to an older snapshot or its log).
 func (f *FSM) Restore(r io.Reader) error {
-	st, info, err := readSnapshot(r)
+	br, h, info, err := readSnapshotHeader(r)
 	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	held := f.applied > 0
+	f.st, f.applied = newState(), 0
+	f.mu.Unlock()
+	st, info, err := readSnapshotBody(br, h, info)
+	if err != nil {
+		if held {
+			f.haltRestore(info, err)
+		}
 		return err
 	}
 	f.mu.Lock()
@@ -312,6 +333,31 @@ func (f *FSM) Restore(r io.Reader) error {
 	f.mu.Unlock()
 	f.notify(AnyChange | TasksChange) // every task may have changed
 	return nil
+}
+
+// RestoreError is a snapshot whose body did not read after the node had
+// let its state go for it (Restore): the node must stop.
+type RestoreError struct {
+	Applied uint64 // the index the snapshot says it is at
+	Err     error
+}
+
+func (e *RestoreError) Error() string {
+	return fmt.Sprintf("the snapshot at index %d does not read (%v): this node let its state go to restore it and stops; started again, it restores from its own data dir or a leader's snapshot", e.Applied, e.Err)
+}
+
+func (e *RestoreError) Unwrap() error { return e.Err }
+
+// haltRestore stops the node on a snapshot that did not read. It does not
+// return.
+func (f *FSM) haltRestore(info SnapshotInfo, err error) {
+	e := &RestoreError{Applied: info.Applied, Err: err}
+	halt := f.halt
+	if halt == nil {
+		halt = func(err error) { panic(err) }
+	}
+	halt(e)
+	panic(e) // a halt func that returns must not let the node go on
 }
 
 // SnapshotInfo describes a snapshot read whole (InspectSnapshot,
@@ -364,20 +410,41 @@ func RewriteSnapshot(r io.Reader, w io.Writer, members []Member) (SnapshotInfo, 
 
 // readSnapshot reads a whole snapshot into a fresh state.
 func readSnapshot(r io.Reader) (*state, SnapshotInfo, error) {
+	br, h, info, err := readSnapshotHeader(r)
+	if err != nil {
+		return nil, info, err
+	}
+	return readSnapshotBody(br, h, info)
+}
+
+// readSnapshotHeader reads a snapshot's header line and refuses a layout
+// or an FSM version this build does not read; the body follows in the
+// reader returned.
+func readSnapshotHeader(r io.Reader) (*bufio.Reader, snapshotHeader, SnapshotInfo, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	line, err := br.ReadBytes('\n')
 	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
-		return nil, SnapshotInfo{}, fmt.Errorf("read snapshot header: %w", err)
+		return nil, snapshotHeader{}, SnapshotInfo{}, fmt.Errorf("read snapshot header: %w", err)
 	}
 	var h snapshotHeader
 	if err := json.Unmarshal(line, &h); err != nil {
-		return nil, SnapshotInfo{}, fmt.Errorf("read snapshot header: %w", err)
+		return nil, h, SnapshotInfo{}, fmt.Errorf("read snapshot header: %w", err)
 	}
 	info := SnapshotInfo{Version: h.Version, FSMVersion: max(h.FSMVersion, 1), Applied: h.Applied}
 	if h.FSMVersion > FSMVersion {
-		return nil, info, fmt.Errorf("snapshot written by a build that applies FSM version %d; this build (%s) applies %d: upgrade this node to the build the other members run", h.FSMVersion, Build, FSMVersion)
+		return nil, h, info, fmt.Errorf("snapshot written by a build that applies FSM version %d; this build (%s) applies %d: upgrade this node to the build the other members run", h.FSMVersion, Build, FSMVersion)
 	}
+	if h.Version != 1 && h.Version != 2 {
+		return nil, h, info, fmt.Errorf("snapshot version %d: this binary reads versions 1 to %d", h.Version, SnapshotVersion)
+	}
+	return br, h, info, nil
+}
+
+// readSnapshotBody reads the state that follows a header read by
+// readSnapshotHeader into a fresh state.
+func readSnapshotBody(br *bufio.Reader, h snapshotHeader, info SnapshotInfo) (*state, SnapshotInfo, error) {
 	st := newState()
+	var err error
 	switch h.Version {
 	case 1:
 		err = readVersion1(br, st)
@@ -386,8 +453,6 @@ func readSnapshot(r io.Reader) (*state, SnapshotInfo, error) {
 		}
 	case 2:
 		info.Sections, err = readVersion2(br, st)
-	default:
-		return nil, info, fmt.Errorf("snapshot version %d: this binary reads versions 1 to %d", h.Version, SnapshotVersion)
 	}
 	if err != nil {
 		return nil, info, fmt.Errorf("read snapshot: %w", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/gob"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -254,24 +255,88 @@ func TestRestoreRefusesBadSnapshots(t *testing.T) {
 		flipped[i] ^= 0x5a
 		cases[fmt.Sprint("byte ", i, " flipped")] = flipped
 	}
+	// Refused by the header: the state is kept. Past it, a node that held
+	// a state has let it go (one state at a time, not two) and stops
+	// through its halt func; a node that held none gets the error.
+	byHeader := map[string]bool{"empty": true, "not json": true, "newer version": true}
 	for name, in := range cases {
 		f := busyFSM(t, 2).fsm
+		var halted error
+		f.SetHalt(func(err error) { halted = err; panic(haltedRestore{}) })
 		before := persistV1(t, f)
-		err := func() (err error) {
-			defer func() {
-				if p := recover(); p != nil {
-					err = fmt.Errorf("panic: %v", p)
-				}
-			}()
-			return f.Restore(bytes.NewReader(in))
-		}()
+		err := restoreRecovering(f, in)
 		if strings.HasPrefix(name, "byte ") && err == nil {
 			continue // a flip inside a string or a time may still decode
 		}
 		require.Error(t, err, name)
+		if byHeader[name] {
+			require.NotContains(t, err.Error(), "panic", name)
+			require.Nil(t, halted, name)
+			require.True(t, bytes.Equal(before, persistV1(t, f)), "%s: the state changed", name)
+			continue
+		}
+		var re *RestoreError
+		require.ErrorAs(t, halted, &re, "%s: the node went on with its state let go", name)
+		require.Equal(t, uint64(f.AppliedIndex()), uint64(0), name)
+
+		fresh := NewFSM()
+		err = restoreRecovering(fresh, in)
+		require.Error(t, err, name)
 		require.NotContains(t, err.Error(), "panic", name)
-		require.True(t, bytes.Equal(before, persistV1(t, f)), "%s: the state changed", name)
+		require.Zero(t, fresh.AppliedIndex(), name)
 	}
+}
+
+// haltedRestore is what the tests' halt funcs panic with.
+type haltedRestore struct{}
+
+// restoreRecovering restores in into f, a panic (a halt) as an error.
+func restoreRecovering(f *FSM, in []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return f.Restore(bytes.NewReader(in))
+}
+
+// TestRestoreLetsTheOldStateGo: while a snapshot's body is read, the state
+// it replaces is no longer held (a node holds one state, not two), and a
+// read meanwhile sees an empty one, not a half-read one.
+func TestRestoreLetsTheOldStateGo(t *testing.T) {
+	t.Parallel()
+	old := busyFSM(t, 6)
+	s, err := busyFSM(t, 3).fsm.Snapshot()
+	require.NoError(t, err)
+	raw := persist(t, s)
+	require.NotEmpty(t, old.fsm.Runs(func(*Run) bool { return true }))
+	var seen []int
+	r := &midRead{r: bytes.NewReader(raw), at: len(raw) / 2, fn: func() {
+		seen = append(seen, len(old.fsm.Runs(func(*Run) bool { return true })), int(old.fsm.AppliedIndex()))
+	}}
+	require.NoError(t, old.fsm.Restore(r))
+	require.Equal(t, []int{0, 0}, seen, "mid-read: runs and applied index")
+	require.NotEmpty(t, old.fsm.Runs(func(*Run) bool { return true }))
+}
+
+// midRead calls fn once, when at bytes of r have been read.
+type midRead struct {
+	r    io.Reader
+	n    int
+	at   int
+	fn   func()
+	done bool
+}
+
+func (m *midRead) Read(p []byte) (int, error) {
+	if !m.done && m.n >= m.at {
+		m.done = true
+		m.fn()
+	}
+	p = p[:min(len(p), 4096)]
+	n, err := m.r.Read(p)
+	m.n += n
+	return n, err
 }
 
 // While a member still runs a build of FSM version 1, nothing of version 2
