@@ -63,6 +63,10 @@ type nodeConfig struct {
 	// grow before it collects (gc.go; default 50, where Go's is 100): set
 	// at start; GOGC in the environment wins.
 	GCPercent string `yaml:"gc_percent"`
+	// GCHeadroom is how far past the live heap the heap may always grow,
+	// whatever GCPercent says (gc.go; default 128MiB, 0 none): a small
+	// heap is not collected every few megabytes. GOGC wins here too.
+	GCHeadroom string `yaml:"gc_headroom"`
 	// PprofAddr, when set, serves Go's profiles (/debug/pprof/) there, on a
 	// listener of its own: for `herald bench --profile` and diagnosis.
 	// It must be a loopback address (profiles show the process's insides,
@@ -172,6 +176,7 @@ func (c *nodeConfig) keys() []configKey {
 		{"rule_timeout", "rule-timeout", "stop a rule call (top level, recipients, one person's message, a hook) that runs longer than this (default 2s, 100ms to 1m)", &c.RuleTimeout, nil},
 		{"plan_timeout", "plan-timeout", "fail a run whose whole plan (every rule call and replicating its deliveries) takes longer than this (default 1m, 1s to 1h, at least rule_timeout)", &c.PlanTimeout, nil},
 		{"gc_percent", "gc-percent", "let the heap grow this many percent past what is live before Go collects (default 50, 10 to 1000; read at start; GOGC in the environment wins)", &c.GCPercent, nil},
+		{"gc_headroom", "gc-headroom", "let the heap always grow at least this far past what is live, whatever gc_percent says (default 128MiB; KiB, MiB or GiB, at least 1MiB, or 0 for none; read at start; GOGC in the environment wins)", &c.GCHeadroom, nil},
 		{"pprof_addr", "pprof-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty; loopback only unless pprof_allow_remote", &c.PprofAddr, nil},
 		{"pprof_allow_remote", "pprof-allow-remote", "let pprof_addr be an address other machines can reach (profiles have no auth)", nil, &c.PprofAllowRemote},
 	}
@@ -328,6 +333,9 @@ func (c *nodeConfig) validate() error {
 	}
 	if _, err := parseGCPercent(c.GCPercent); err != nil {
 		return fmt.Errorf("config: gc_percent %q: %w", c.GCPercent, err)
+	}
+	if _, err := parseGCHeadroom(c.GCHeadroom); err != nil {
+		return fmt.Errorf("config: gc_headroom %q: %w", c.GCHeadroom, err)
 	}
 	if _, _, err := c.retentions(); err != nil {
 		return err
@@ -597,7 +605,13 @@ func parseRuleMemoryLimit(s string) (uint64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	bad := fmt.Errorf("want a size of at least %s in KiB, MiB or GiB, such as 128MiB or 1GiB", rules.FormatSize(minRuleMemoryLimit))
+	return parseSize(s, minRuleMemoryLimit)
+}
+
+// parseSize reads a whole number of KiB, MiB or GiB of at least least
+// bytes.
+func parseSize(s string, least uint64) (uint64, error) {
+	bad := fmt.Errorf("want a size of at least %s in KiB, MiB or GiB, such as 128MiB or 1GiB", rules.FormatSize(least))
 	num, unit := strings.TrimSpace(s), uint64(0)
 	for suffix, u := range map[string]uint64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
 		if n, ok := strings.CutSuffix(num, suffix); ok {
@@ -605,7 +619,7 @@ func parseRuleMemoryLimit(s string) (uint64, error) {
 		}
 	}
 	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || unit == 0 || n > (1<<62)/unit || n*unit < minRuleMemoryLimit {
+	if err != nil || unit == 0 || n > (1<<62)/unit || n*unit < least {
 		return 0, bad
 	}
 	return n * unit, nil

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/heraldhq/herald/cluster"
@@ -94,7 +94,7 @@ func holdTasks(ctx context.Context, via, dir, rule string, k int, due time.Time)
 		return res, err
 	}
 	f, snap = nil, nil //nolint:ineffassign,wastedassign // the state is on disk: let it go before the nodes load it
-	runtime.GC()
+	debug.FreeOSMemory() // and give its pages back: the nodes beside this process need them
 	if h.Size, err = state.Seek(0, io.SeekCurrent); err != nil {
 		return res, err
 	}
