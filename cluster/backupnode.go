@@ -169,13 +169,24 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader) (BackupInfo, erro
 		if !n.IsLeader() {
 			return n.errNotLeader()
 		}
-		return mapRaftErr(n.raft.Restore(meta, bufio.NewReaderSize(spool, 1<<20), n.cfg.ApplyTimeout))
+		return n.restoreRaft(meta, bufio.NewReaderSize(spool, 1<<20))
 	})
 	if err != nil {
 		return info, fmt.Errorf("restore: %w", err)
 	}
 	n.log.Warn("backup restored", "backup_cluster", h.ClusterID, "backup_index", h.Index, "index", n.raft.AppliedIndex())
 	return info, nil
+}
+
+// restoreRaft installs the state read from r through raft.Restore, with no
+// timeout: raft's timer runs from the call, not from the enqueue, and
+// once it has fired (a state of millions of records takes minutes to
+// restore) the no-op raft appends after the restore is refused as
+// ErrEnqueueTimeout half the time, on a cluster that did restore. Raft's
+// loop answers both requests in every role (a follower's: not leader),
+// so neither waits for ever.
+func (n *Node) restoreRaft(meta *raft.SnapshotMeta, r io.Reader) error {
+	return mapRaftErr(n.raft.Restore(meta, r, 0))
 }
 
 // RestoreAnswer is the body of a PUT /v1/snapshot that restored.

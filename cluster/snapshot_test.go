@@ -1,11 +1,15 @@
 package cluster
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )
 
@@ -137,4 +141,38 @@ func twoSnapshots(t *testing.T, trailing uint64) (dir, raftAddr string) {
 	}
 	first.stop()
 	return dir, first.raftAddr
+}
+
+// TestRestoreSlowerThanApplyTimeout: a restore that takes longer than
+// ApplyTimeout (ten million tasks take minutes) is answered by its
+// outcome. raft.Restore's timer runs from the call, so with ApplyTimeout
+// passed it refused the no-op after a finished restore as an enqueue
+// timeout about every other time; six restores in a row then all
+// succeeded once in 64 runs.
+func TestRestoreSlowerThanApplyTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = 50 * time.Millisecond
+	nodes := newCluster(t, 1, nil, func(c *Config) { c.ApplyTimeout = timeout })
+	leader := leaderOf(t, nodes)
+	for i := range 6 {
+		raw, err := json.Marshal(smState{Data: map[string]string{"restored": fmt.Sprint(i)}})
+		require.NoError(t, err)
+		// The disk under the restore is slow: the state arrives after
+		// three times ApplyTimeout.
+		r := &slowReader{r: bytes.NewReader(raw), at: time.Now().Add(3 * timeout)}
+		meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: 1, Term: 1, Size: int64(len(raw))}
+		require.NoError(t, leader.node.restoreRaft(meta, r), "restore %d", i)
+		require.Equal(t, fmt.Sprint(i), leader.sm.get("restored"))
+	}
+}
+
+// slowReader gives r's bytes only from at on.
+type slowReader struct {
+	r  io.Reader
+	at time.Time
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	<-time.After(time.Until(s.at))
+	return s.r.Read(p)
 }
