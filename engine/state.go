@@ -300,8 +300,8 @@ func (s *state) putTask(t *Task) {
 	if old, ok := s.Tasks.Get(t.Key); ok {
 		s.taskTree(old).Delete(newDue(old.DueAt, old.Key))
 	}
-	s.Tasks.Set(t.Key, t)
-	s.taskTree(t).ReplaceOrInsert(newDue(t.DueAt, t.Key))
+	k := s.Tasks.Set(t.Key, t)
+	s.taskTree(t).ReplaceOrInsert(newDue(t.DueAt, k))
 }
 
 // taskTree is the index t belongs in by its state.

@@ -8,8 +8,10 @@ import (
 	"unique"
 )
 
-// taskRec is how the state holds an API task: a pending task as its key,
-// rule, data and two instants, 80 bytes where a Task is 176. Pending tasks
+// taskRec is how the state holds an API task: a pending task as its key
+// and data in one string (the map's key is a substring of it, so the key
+// is held once), its rule and two instants: 64 bytes and one allocation
+// for key and data, where a Task is 176 and two. Pending tasks
 // are what piles up (ten million waiting on every node is a shape the
 // README sizes for); a task that fired or was cancelled, or has an alert,
 // or an instant this form cannot give back exactly, is held whole in full.
@@ -22,13 +24,14 @@ import (
 type taskRec struct {
 	full *Task
 
-	key  string
-	data json.RawMessage
-	rule unique.Handle[string]
+	// kd is the key, then the data (none: nil data); keyLen ends the key.
+	kd     string
+	rule   unique.Handle[string]
+	keyLen uint32
 	// dueAt, submittedAt: Unix nanoseconds, in the zone their zone
 	// fields name (packZoned).
-	dueAt, submittedAt     int64
 	dueZone, submittedZone int32
+	dueAt, submittedAt     int64
 }
 
 // Zones of a packed instant besides a fixed offset in seconds (the
@@ -73,7 +76,10 @@ func unpackZoned(n int64, zone int32) time.Time {
 
 // compactTask is t as the state holds it.
 func compactTask(t *Task) *taskRec {
-	if t.State != TaskPending || t.Alert != "" || !t.FiredAt.IsZero() || !t.CancelledAt.IsZero() {
+	// Data empty but not nil would come back nil; a key past 4 GiB is
+	// refused long before (CheckTaskKey).
+	if t.State != TaskPending || t.Alert != "" || !t.FiredAt.IsZero() || !t.CancelledAt.IsZero() ||
+		(t.Data != nil && len(t.Data) == 0) || len(t.Key) > math.MaxUint32 {
 		return &taskRec{full: t}
 	}
 	due, dz, ok1 := packZoned(t.DueAt)
@@ -81,7 +87,16 @@ func compactTask(t *Task) *taskRec {
 	if !ok1 || !ok2 {
 		return &taskRec{full: t}
 	}
-	return &taskRec{key: t.Key, data: t.Data, rule: unique.Make(t.Rule), dueAt: due, submittedAt: sub, dueZone: dz, submittedZone: sz}
+	return &taskRec{kd: t.Key + string(t.Data), keyLen: uint32(len(t.Key)), rule: unique.Make(t.Rule),
+		dueAt: due, submittedAt: sub, dueZone: dz, submittedZone: sz}
+}
+
+// key is the task's key.
+func (r *taskRec) key() string {
+	if r.full != nil {
+		return r.full.Key
+	}
+	return r.kd[:r.keyLen]
 }
 
 // task is the Task r holds.
@@ -89,7 +104,11 @@ func (r *taskRec) task() *Task {
 	if r.full != nil {
 		return r.full
 	}
-	return &Task{Key: r.key, Rule: r.rule.Value(), DueAt: unpackZoned(r.dueAt, r.dueZone), Data: r.data,
+	var data json.RawMessage
+	if len(r.kd) > int(r.keyLen) {
+		data = json.RawMessage(r.kd[r.keyLen:]) // a copy: the record is shared, the Task handed out
+	}
+	return &Task{Key: r.key(), Rule: r.rule.Value(), DueAt: unpackZoned(r.dueAt, r.dueZone), Data: data,
 		State: TaskPending, SubmittedAt: unpackZoned(r.submittedAt, r.submittedZone)}
 }
 
@@ -127,10 +146,22 @@ func (c *taskMap) At(k string) *Task {
 	return t
 }
 
-func (c *taskMap) Has(k string) bool                    { return c.m.Has(k) }
-func (c *taskMap) Len() int                             { return c.m.Len() }
-func (c *taskMap) Set(k string, t *Task)                { c.m.Set(k, compactTask(t)) }
-func (c *taskMap) Delete(k string)                      { c.m.Delete(k) }
+func (c *taskMap) Has(k string) bool { return c.m.Has(k) }
+func (c *taskMap) Len() int          { return c.m.Len() }
+
+func (c *taskMap) Delete(k string) { c.m.Delete(k) }
+
+// Set stores t as k and returns the key it is stored by: for a compact
+// record (k is t's key) the record's own copy, which an index should hold
+// rather than k, so that the key's bytes are held once.
+func (c *taskMap) Set(k string, t *Task) string {
+	r := compactTask(t)
+	if r.full == nil && k == t.Key {
+		k = r.key()
+	}
+	c.m.Set(k, r)
+	return k
+}
 func (c *taskMap) reserve(n int)                        { c.m.reserve(n) }
 func (c *taskMap) freeze() taskMap                      { return taskMap{c.m.freeze()} }
 func (c *taskMap) records() iter.Seq2[string, *taskRec] { return c.m.All() }
