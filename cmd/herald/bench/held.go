@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -121,17 +122,33 @@ func holdTasks(ctx context.Context, via, dir, rule string, k int, due time.Time)
 	defer os.Remove(backup)
 	res.buildS, res.bytes = time.Since(t0).Seconds(), h.Size
 
-	in, err := os.Open(backup)
-	if err != nil {
-		return res, err
-	}
-	defer in.Close()
 	t0 = time.Now()
-	if _, err := long.Restore(ctx, in); err != nil {
+	if _, err := restoreRetrying(ctx, long, backup); err != nil {
 		return res, fmt.Errorf("bench: restore of the held tasks: %w", err)
 	}
 	res.restoreS = time.Since(t0).Seconds()
 	return res, nil
+}
+
+// restoreRetrying restores the backup in file through c, again (up to
+// three times) while the answer is a 503: the leader changed before the
+// restore began (a state of millions takes minutes to check, and on two
+// shared cores a leader that busy may miss its lease), and nothing was
+// restored.
+func restoreRetrying(ctx context.Context, c *cluster.Client, file string) (cluster.RestoreAnswer, error) {
+	for try := 1; ; try++ {
+		in, err := os.Open(file)
+		if err != nil {
+			return cluster.RestoreAnswer{}, err
+		}
+		answer, err := c.Restore(ctx, in)
+		_ = in.Close()
+		var apiErr *cluster.APIError
+		if err == nil || try == 3 || !errors.As(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable {
+			return answer, err
+		}
+		fmt.Fprintf(os.Stderr, "bench: restore refused (%v); again\n", err)
+	}
 }
 
 // heldTask is the i-th held task, in the form the API would have

@@ -279,14 +279,9 @@ func runTasks(ctx context.Context, o *benchOpts, n, held, concurrency int, due t
 	res.SnapshotBytes = st.Size()
 	env.sampleRSS(ctx, rss)
 
-	f, err = os.Open(backup)
-	if err != nil {
-		return nil, err
-	}
 	t0 = time.Now()
-	answer, err := (&cluster.Client{Addr: via.http, HTTP: long}).Restore(ctx, f)
+	answer, err := restoreRetrying(ctx, &cluster.Client{Addr: via.http, HTTP: long}, backup)
 	res.RestoreS = time.Since(t0).Seconds()
-	_ = f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("bench: restore: %w", err)
 	}
