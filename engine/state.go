@@ -198,7 +198,11 @@ func (s *state) reindex() {
 	for p, items := range due {
 		fillDue(s.due[p], items)
 	}
-	var pending, done []dueItem
+	// Sized once: growing a slice of ten million copies it whole, and a
+	// copy that large cannot be preempted, so a collection waiting to
+	// stop the world, and so every goroutine of the node (Raft's
+	// heartbeats among them), waits for it.
+	pending, done := make([]dueItem, 0, s.Tasks.Len()), []dueItem(nil)
 	for k, r := range s.Tasks.records() {
 		if r.state() == TaskPending {
 			pending = append(pending, newDue(r.due(), k))
