@@ -277,7 +277,7 @@ func TestRestoreRefusesBadSnapshots(t *testing.T) {
 		}
 		var re *RestoreError
 		require.ErrorAs(t, halted, &re, "%s: the node went on with its state let go", name)
-		require.Equal(t, uint64(f.AppliedIndex()), uint64(0), name)
+		require.Zero(t, f.AppliedIndex(), name)
 
 		fresh := NewFSM()
 		err = restoreRecovering(fresh, in)

@@ -94,7 +94,7 @@ func holdTasks(ctx context.Context, via, dir, rule string, k int, due time.Time)
 	if err := bw.Flush(); err != nil {
 		return res, err
 	}
-	f, snap = nil, nil //nolint:ineffassign,wastedassign // the state is on disk: let it go before the nodes load it
+	f, snap = nil, nil   //nolint:ineffassign,wastedassign // the state is on disk: let it go before the nodes load it
 	debug.FreeOSMemory() // and give its pages back: the nodes beside this process need them
 	if h.Size, err = state.Seek(0, io.SeekCurrent); err != nil {
 		return res, err
@@ -119,7 +119,7 @@ func holdTasks(ctx context.Context, via, dir, rule string, k int, due time.Time)
 	if err != nil {
 		return res, err
 	}
-	defer os.Remove(backup)
+	defer func() { _ = os.Remove(backup) }()
 	res.buildS, res.bytes = time.Since(t0).Seconds(), h.Size
 
 	t0 = time.Now()
