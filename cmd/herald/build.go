@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -156,12 +157,24 @@ func hexOrEmpty(s string) string {
 // deployment problem: EX_CONFIG).
 const exitUnreadable = 78
 
+// exitSnapshotUnreadable is the exit status of a node whose snapshot did
+// not read past its header (engine.RestoreError): EX_IOERR, a damaged
+// file or stream.
+const exitSnapshotUnreadable = 74
+
 // newFSM is the node's state machine. A command it cannot read stops the
 // process with one clear line (which command, which build can read it)
 // instead of a panic's stack trace from inside Raft's apply loop.
 func newFSM(log *slog.Logger) *engine.FSM {
 	f := engine.NewFSM()
 	f.SetHalt(func(err error) {
+		if re := (*engine.RestoreError)(nil); errors.As(err, &re) {
+			// The snapshot's body failed after its header read: a damaged
+			// file or stream, not a build too old for it.
+			log.Error("stopping: a snapshot did not read after this node let its state go for it", "err", err)
+			_, _ = os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(exitSnapshotUnreadable)
+		}
 		log.Error("stopping: the replicated log holds a command this build cannot apply", "err", err)
 		_, _ = os.Stderr.WriteString(err.Error() + "\n") // exiting: nowhere to report a failed write
 		os.Exit(exitUnreadable)
