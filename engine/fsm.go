@@ -95,10 +95,11 @@ func (f *FSM) AppliedIndex() uint64 {
 	return f.applied
 }
 
-// SetHalt replaces what Apply does with a command it cannot read: by
-// default it panics with the *UnreadableCommandError; cmd/herald logs the
-// error and exits instead, so an operator sees one clear line, not a
-// stack trace from raft's apply loop.
+// SetHalt replaces what Apply does with a command it cannot read, and
+// Restore with a snapshot whose body does not read after the node let its
+// state go: by default it panics with the *UnreadableCommandError or
+// *RestoreError; cmd/herald logs the error and exits instead, so an
+// operator sees one clear line, not a stack trace from raft's loops.
 func (f *FSM) SetHalt(halt func(error)) { f.halt = halt }
 
 // stop is called, under f.mu, on a command this build cannot apply. It
@@ -113,12 +114,18 @@ func (f *FSM) stop(index uint64, t CommandType, v uint8, reason string) {
 	if m, ok := f.st.Members[e.NewestBuild]; ok && m.Build != "" {
 		e.NewestBuild = m.ID + ", build " + m.Build
 	}
+	f.haltWith(e)
+}
+
+// haltWith stops the node through its halt func (SetHalt; a panic when
+// none is set). It does not return.
+func (f *FSM) haltWith(err error) {
 	halt := f.halt
 	if halt == nil {
 		halt = func(err error) { panic(err) }
 	}
-	halt(e)
-	panic(e) // a halt func that returns must not let the node go on
+	halt(err)
+	panic(err) // a halt func that returns must not let the node go on
 }
 
 // Apply applies one command. A command this build cannot read (an unknown

@@ -323,7 +323,7 @@ func (f *FSM) Restore(r io.Reader) error {
 	st, info, err := readSnapshotBody(br, h, info)
 	if err != nil {
 		if held {
-			f.haltRestore(info, err)
+			f.haltWith(&RestoreError{Applied: info.Applied, Err: err})
 		}
 		return err
 	}
@@ -347,18 +347,6 @@ func (e *RestoreError) Error() string {
 }
 
 func (e *RestoreError) Unwrap() error { return e.Err }
-
-// haltRestore stops the node on a snapshot that did not read. It does not
-// return.
-func (f *FSM) haltRestore(info SnapshotInfo, err error) {
-	e := &RestoreError{Applied: info.Applied, Err: err}
-	halt := f.halt
-	if halt == nil {
-		halt = func(err error) { panic(err) }
-	}
-	halt(e)
-	panic(e) // a halt func that returns must not let the node go on
-}
 
 // SnapshotInfo describes a snapshot read whole (InspectSnapshot,
 // RewriteSnapshot).

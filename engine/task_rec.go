@@ -111,7 +111,7 @@ func (r *taskRec) task() *Task {
 		// listing reads every task it passes (64 KiB of data each at
 		// most). Nothing writes a Task's Data.
 		d := r.kd[r.keyLen:]
-		data = unsafe.Slice(unsafe.StringData(d), len(d))[:len(d):len(d)]
+		data = unsafe.Slice(unsafe.StringData(d), len(d)) // cap is len: an append copies
 	}
 	return &Task{Key: r.key(), Rule: r.rule.Value(), DueAt: unpackZoned(r.dueAt, r.dueZone), Data: data,
 		State: TaskPending, SubmittedAt: unpackZoned(r.submittedAt, r.submittedZone)}

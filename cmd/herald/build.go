@@ -168,16 +168,15 @@ const exitSnapshotUnreadable = 74
 func newFSM(log *slog.Logger) *engine.FSM {
 	f := engine.NewFSM()
 	f.SetHalt(func(err error) {
-		if re := (*engine.RestoreError)(nil); errors.As(err, &re) {
+		msg, code := "stopping: the replicated log holds a command this build cannot apply", exitUnreadable
+		if errors.As(err, new(*engine.RestoreError)) {
 			// The snapshot's body failed after its header read: a damaged
 			// file or stream, not a build too old for it.
-			log.Error("stopping: a snapshot did not read after this node let its state go for it", "err", err)
-			_, _ = os.Stderr.WriteString(err.Error() + "\n")
-			os.Exit(exitSnapshotUnreadable)
+			msg, code = "stopping: a snapshot did not read after this node let its state go for it", exitSnapshotUnreadable
 		}
-		log.Error("stopping: the replicated log holds a command this build cannot apply", "err", err)
+		log.Error(msg, "err", err)
 		_, _ = os.Stderr.WriteString(err.Error() + "\n") // exiting: nowhere to report a failed write
-		os.Exit(exitUnreadable)
+		os.Exit(code)
 	})
 	return f
 }
