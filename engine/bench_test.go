@@ -16,7 +16,8 @@ import (
 
 // BenchmarkPendingTasks reports what a pending API task costs in memory,
 // and how long a snapshot and a restore of 1,000,000 of them take, in the
-// current snapshot format and in version 1 (JSON):
+// current snapshot format (tasks packed), with every task a gob record (a
+// member on an older build) and in version 1 (JSON):
 //
 //	go test ./engine -run '^$' -bench PendingTasks -benchtime 1x
 func BenchmarkPendingTasks(b *testing.B) {
@@ -79,6 +80,25 @@ func BenchmarkPendingTasks(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(time.Since(start).Seconds(), "restore-v1-s")
+
+		// And as a cluster with a member on an older build writes it:
+		// every task a gob record, not packed (snapshot_tasks.go).
+		f.Apply(n+1, 1, mustEncode(b, CmdUpsertMember, Member{ID: "old", FSMVersion: FSMPackedTasks - 1}))
+		start = time.Now()
+		if snap, err = f.Snapshot(); err != nil {
+			b.Fatal(err)
+		}
+		buf.Reset()
+		if err := snap.Persist(&buf); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "snapshot-gob-s")
+		b.ReportMetric(float64(buf.Len())/(1<<20), "snapshot-gob-MiB")
+		start = time.Now()
+		if err := NewFSM().Restore(&buf); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "restore-gob-s")
 		runtime.KeepAlive(f)
 	}
 }

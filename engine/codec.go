@@ -18,7 +18,8 @@ import (
 // FSMVersion is the version of the replicated log this build applies: every
 // command type and body version registered in commandSpecs with Since up to
 // it. It grows by one for each release that adds a command or a body
-// version, never otherwise.
+// version, or a snapshot section an older build would refuse, never
+// otherwise.
 //
 //   - 1: the sixteen commands of the first builds (no table, no flag bit).
 //   - 2: the command table, the ignorable flag, AddDeliveries body version 2
@@ -38,7 +39,10 @@ import (
 //     submissions that arrive together in one entry (81–100 in
 //     command.go). Admit holds them while a member applies version 4, and
 //     the API then proposes one an entry, as before.
-const FSMVersion uint16 = 5
+//   - 6: no new command: the snapshot section tasks_packed
+//     (snapshot_tasks.go), which a snapshot holds only once every member
+//     applies 6.
+const FSMVersion uint16 = 6
 
 // FSMVersion4 is FSM version 4 by name, for what it added that the API
 // leaves out while a member applies 3 (the operators' notes).

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"iter"
 	"maps"
@@ -36,6 +37,9 @@ type snapshotHeader struct {
 	// refuses a snapshot from a newer FSM version: it may hold sections or
 	// fields it would drop.
 	FSMVersion uint16 `json:"fsm_version,omitempty"`
+	// Staged names a snapshot written by StageRestore, whose state the
+	// node that wrote it still holds (absent otherwise).
+	Staged string `json:"staged,omitempty"`
 }
 
 // section heads Count records of one part of the state in a version-2
@@ -78,6 +82,10 @@ const sectionEnd = "end"
 type fsmSnapshot struct {
 	st      *state
 	applied uint64
+	// staged, for StageRestore: the header's Staged, and a hash of the
+	// bytes after the header.
+	staged string
+	sum    hash.Hash
 }
 
 // Snapshot captures the state as it is now; Persist encodes it later while
@@ -97,27 +105,22 @@ func (s *fsmSnapshot) Release() {}
 // The same state always gives the same bytes.
 func (s *fsmSnapshot) Persist(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	h, err := json.Marshal(snapshotHeader{Version: SnapshotVersion, Applied: s.applied, FSMVersion: snapshotFSM(s.st)})
+	h, err := json.Marshal(snapshotHeader{Version: SnapshotVersion, Applied: s.applied, FSMVersion: snapshotFSM(s.st), Staged: s.staged})
 	if err != nil {
 		return fmt.Errorf("write snapshot header: %w", err)
 	}
 	if _, err := bw.Write(append(h, '\n')); err != nil {
 		return fmt.Errorf("write snapshot header: %w", err)
 	}
-	enc := gob.NewEncoder(bw)
+	body := io.Writer(bw)
+	if s.sum != nil {
+		body = io.MultiWriter(bw, s.sum)
+	}
+	enc := gob.NewEncoder(body)
 	st := s.st
 	// Records, each made a Delivery as it is written: not every delivery
 	// made at once (512 bytes each) beside the state.
 	deliveries := slices.SortedFunc(st.Deliveries.recordValues(), func(a, b *deliveryRec) int { return cmp.Compare(a.getID(), b.getID()) })
-	// Tasks go in due order, read off their indexes: no sorting here, and
-	// little in Restore.
-	// Records, each made a Task as it is written, as deliveries are.
-	tasks := slices.AppendSeq(make([]*taskRec, 0, st.Tasks.Len()), st.taskRecords())
-	if len(tasks) != st.Tasks.Len() || slices.Contains(tasks, nil) { // never; but never lose a task over it
-		tasks = slices.SortedFunc(maps.Values(st.Tasks.m.toMap()), func(a, b *taskRec) int {
-			return dueCmp(newDue(a.due(), a.task().Key), newDue(b.due(), b.task().Key))
-		})
-	}
 	daily := make([]dayEntry, 0, len(st.Daily))
 	for _, date := range slices.Sorted(maps.Keys(st.Daily)) {
 		for _, rule := range slices.Sorted(maps.Keys(st.Daily[date])) {
@@ -147,7 +150,9 @@ func (s *fsmSnapshot) Persist(w io.Writer) error {
 		writeSection(enc, "members", sortedValues(st.Members)),
 		writeSection(enc, "alerts", sortedValues(st.Alerts)),
 		writeSection(enc, "missed", missed),
-		writeSectionAs(enc, "tasks", tasks, (*taskRec).task),
+		// Tasks go in due order, read off their indexes: no sorting here,
+		// and little in Restore.
+		writeTasks(enc, st, packedTasks(st)),
 		writeSection(enc, "ledger", timeEntries(st.Ledger.All())),
 		writeSection(enc, "compensate", compensate),
 		writeSection(enc, "daily", daily),
@@ -225,6 +230,9 @@ func writeAudit(enc *gob.Encoder, st *state) error {
 // once that part holds something, so that members one version behind still
 // take an upgraded leader's snapshots.
 func snapshotFSM(st *state) uint16 {
+	if packedTasks(st) {
+		return FSMPackedTasks // tasks_packed (snapshot_tasks.go)
+	}
 	if len(st.Audit.Folds) > 0 {
 		return FSMAuditFolds // audit_folds (audit_fold.go)
 	}
@@ -317,6 +325,13 @@ func (f *FSM) Restore(r io.Reader) error {
 		return err
 	}
 	f.mu.Lock()
+	staged := f.staged
+	f.staged = nil
+	f.mu.Unlock()
+	if staged != nil && h.Staged == staged.token {
+		return f.restoreStaged(br, staged)
+	}
+	f.mu.Lock()
 	held := f.applied > 0
 	f.st, f.applied = newState(), 0
 	f.mu.Unlock()
@@ -389,11 +404,16 @@ func RewriteSnapshot(r io.Reader, w io.Writer, members []Member) (SnapshotInfo, 
 	if err != nil {
 		return info, err
 	}
+	setMembers(st, members)
+	return info, (&fsmSnapshot{st: st, applied: info.Applied}).Persist(w)
+}
+
+// setMembers replaces st's member records with members.
+func setMembers(st *state, members []Member) {
 	st.Members = make(map[string]Member, len(members))
 	for _, m := range members {
 		st.Members[m.ID] = m
 	}
-	return info, (&fsmSnapshot{st: st, applied: info.Applied}).Persist(w)
 }
 
 // readSnapshot reads a whole snapshot into a fresh state.
@@ -699,6 +719,9 @@ func readVersion2(r *bufio.Reader, st *state) ([]SnapshotSection, error) {
 	defer func() { st.payloads = nil }()
 	seen := map[string]bool{}
 	var sections []SnapshotSection
+	// tasks_packed is reported as part of tasks: a backup's tasks are how
+	// many it holds, however they were written.
+	var packed SnapshotSection
 	for {
 		start := cr.n
 		var sec section
@@ -712,7 +735,7 @@ func readVersion2(r *bufio.Reader, st *state) ([]SnapshotSection, error) {
 			break
 		}
 		read, ok := sectionReaders[sec.Name]
-		if !ok {
+		if !ok && sec.Name != "tasks_packed" {
 			return sections, fmt.Errorf("unknown section %q", sec.Name)
 		}
 		if seen[sec.Name] {
@@ -725,9 +748,23 @@ func readVersion2(r *bufio.Reader, st *state) ([]SnapshotSection, error) {
 				st.Runs.reserve(n)
 			case "deliveries":
 				st.Deliveries.reserve(n)
-			case "tasks":
+			case "tasks", "tasks_packed":
 				st.Tasks.reserve(n)
 			}
+		}
+		if sec.Name == "tasks_packed" {
+			for got := 0; got < sec.Count; {
+				n, err := readTaskBlock(dec, st, sec.Count-got)
+				got += n
+				if err != nil {
+					if errors.Is(err, io.EOF) {
+						err = io.ErrUnexpectedEOF
+					}
+					return sections, fmt.Errorf("%s: block ending at record %d of %d: %w", sec.Name, got, sec.Count, err)
+				}
+			}
+			packed = SnapshotSection{Name: "tasks", Count: sec.Count, Bytes: cr.n - start}
+			continue
 		}
 		for i := range sec.Count {
 			if err := read(dec, st); err != nil {
@@ -738,6 +775,10 @@ func readVersion2(r *bufio.Reader, st *state) ([]SnapshotSection, error) {
 			}
 		}
 		sections = append(sections, SnapshotSection{Name: sec.Name, Count: sec.Count, Bytes: cr.n - start})
+	}
+	if i := slices.IndexFunc(sections, func(s SnapshotSection) bool { return s.Name == "tasks" }); i >= 0 {
+		sections[i].Count += packed.Count
+		sections[i].Bytes += packed.Bytes
 	}
 	for _, name := range requiredSections {
 		if !seen[name] {
