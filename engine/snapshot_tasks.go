@@ -43,7 +43,7 @@ type taskBlock struct {
 }
 
 // A block ends at this many tasks, or once its Bytes pass
-// taskBlockBytes: a few hundred kilobytes for gob to buffer at a time.
+// taskBlockBytes: about a megabyte at most for gob to buffer at a time.
 const (
 	taskBlockTasks = 4096
 	taskBlockBytes = 1 << 20
@@ -193,9 +193,9 @@ func readTaskBlock(dec *gob.Decoder, st *state, left int) (int, error) {
 			heads = heads[w:]
 		}
 		keyLen, dataLen, rule := f[0], f[1], f[2]
+		// An empty key is read as it was written: Persist writes what the
+		// state holds, and the reading refuses only what it cannot hold.
 		switch {
-		case keyLen == 0:
-			return n, fmt.Errorf("task %d of the block has no key", n+1)
 		case rule >= int64(len(rules)):
 			return n, fmt.Errorf("task %d of the block names rule %d of %d", n+1, rule, len(rules))
 		case keyLen+dataLen > int64(len(bytes)):

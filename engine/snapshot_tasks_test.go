@@ -160,7 +160,6 @@ func TestRestoreRefusesBadTaskBlocks(t *testing.T) {
 		"more tasks than counted":  snapshotOf(1, taskBlock{Rules: []string{"r"}, Heads: append(head(1, 2, 0, 0), head(1, 2, 0, 0)...), Bytes: []byte("k{}j{}")}),
 		"fewer tasks than counted": snapshotOf(3, good, good),
 		"an empty block":           snapshotOf(1, taskBlock{Rules: []string{"r"}}),
-		"no key":                   snapshotOf(1, taskBlock{Rules: []string{"r"}, Heads: head(0, 1, 0, 0), Bytes: []byte("k")}),
 		"no such rule":             snapshotOf(1, taskBlock{Rules: []string{"r"}, Heads: head(1, 0, 1, 0), Bytes: []byte("k")}),
 		"past the bytes":           snapshotOf(1, taskBlock{Rules: []string{"r"}, Heads: head(1, 5, 0, 0), Bytes: []byte("k{}")}),
 		"bytes left over":          snapshotOf(1, taskBlock{Rules: []string{"r"}, Heads: head(1, 0, 0, 0), Bytes: []byte("k{}")}),
