@@ -331,10 +331,7 @@ func (f *FSM) Restore(r io.Reader) error {
 	if staged != nil && h.Staged == staged.token {
 		return f.restoreStaged(br, staged)
 	}
-	f.mu.Lock()
-	held := f.applied > 0
-	f.st, f.applied = newState(), 0
-	f.mu.Unlock()
+	held := f.letGo()
 	st, info, err := readSnapshotBody(br, h, info)
 	if err != nil {
 		if held {
@@ -342,12 +339,26 @@ func (f *FSM) Restore(r io.Reader) error {
 		}
 		return err
 	}
+	f.install(st, info.Applied)
+	return nil
+}
+
+// letGo replaces the state with an empty one, for a restore, and says
+// whether the node held one (had applied anything).
+func (f *FSM) letGo() (held bool) {
 	f.mu.Lock()
-	f.st = st
-	f.applied = info.Applied
+	defer f.mu.Unlock()
+	held = f.applied > 0
+	f.st, f.applied = newState(), 0
+	return held
+}
+
+// install makes st, at index applied, the state.
+func (f *FSM) install(st *state, applied uint64) {
+	f.mu.Lock()
+	f.st, f.applied = st, applied
 	f.mu.Unlock()
 	f.notify(AnyChange | TasksChange) // every task may have changed
-	return nil
 }
 
 // RestoreError is a snapshot whose body did not read after the node had

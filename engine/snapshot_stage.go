@@ -78,18 +78,11 @@ func (f *FSM) restoreStaged(br io.Reader, staged *stagedState) error {
 	}
 	if err != nil {
 		err = fmt.Errorf("read snapshot: %w", err)
-		f.mu.Lock()
-		held := f.applied > 0
-		f.st, f.applied = newState(), 0
-		f.mu.Unlock()
-		if held {
+		if f.letGo() {
 			f.haltWith(&RestoreError{Applied: staged.applied, Err: err})
 		}
 		return err
 	}
-	f.mu.Lock()
-	f.st, f.applied = staged.st, staged.applied
-	f.mu.Unlock()
-	f.notify(AnyChange | TasksChange)
+	f.install(staged.st, staged.applied)
 	return nil
 }
