@@ -143,10 +143,10 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader) (BackupInfo, erro
 		_ = os.Remove(spool.Name())
 	}()
 	bw := bufio.NewWriterSize(spool, 1<<20)
-	// The state read is kept for raft.Restore's call to Restore, which
-	// then installs it without reading the spool again.
-	defer n.sm.Unstage()
-	info.State, err = n.sm.StageRestore(body, bw, members)
+	// Checked on its way to the spool, not kept: Raft's Restore then
+	// reads it once, after the state served is let go (one state held
+	// at a time, not two).
+	info.State, err = engine.RewriteSnapshot(body, bw, members)
 	// As in InspectBackup: the checksum first, then the state's reason.
 	if _, derr := io.Copy(io.Discard, body); derr != nil {
 		return info, derr

@@ -26,12 +26,6 @@ type StateMachine interface {
 	Snapshot() (engine.Snapshot, error)
 	// Restore replaces the whole state with one read from r.
 	Restore(r io.Reader) error
-	// StageRestore reads a backup's state whole, checking every record,
-	// and writes it to w as this build writes snapshots, with members for
-	// its member records; it keeps the state for the Restore of exactly
-	// those bytes (engine.FSM.StageRestore). Unstage lets it go.
-	StageRestore(r io.Reader, w io.Writer, members []engine.Member) (engine.SnapshotInfo, error)
-	Unstage()
 	// Members lists the replicated member records.
 	Members() []engine.Member
 	// RemovedMember is the record of removed member id, if it is one

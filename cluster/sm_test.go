@@ -67,14 +67,6 @@ type testSM struct {
 
 var _ StateMachine = (*testSM)(nil)
 
-// StageRestore rewrites an engine snapshot, keeping nothing: the test
-// state machine restores its own format only.
-func (s *testSM) StageRestore(r io.Reader, w io.Writer, members []engine.Member) (engine.SnapshotInfo, error) {
-	return engine.RewriteSnapshot(r, w, members)
-}
-
-func (s *testSM) Unstage() {}
-
 func newTestSM() *testSM {
 	return &testSM{data: map[string]string{}, members: map[string]engine.Member{}, removed: map[string]engine.RemovedMember{}}
 }

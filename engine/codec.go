@@ -42,7 +42,11 @@ import (
 //   - 6: no new command: the snapshot section tasks_packed
 //     (snapshot_tasks.go), which a snapshot holds only once every member
 //     applies 6.
-const FSMVersion uint16 = 6
+//   - 7: no new command: a snapshot's header may name the members a
+//     restore installs (FSMSnapshotMembers: a backup restored reads once
+//     on the leader, its body passed through as it came); a build on 6
+//     would keep the body's members, so it refuses the snapshot.
+const FSMVersion uint16 = 7
 
 // FSMVersion4 is FSM version 4 by name, for what it added that the API
 // leaves out while a member applies 3 (the operators' notes).

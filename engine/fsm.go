@@ -28,8 +28,6 @@ type FSM struct {
 	halt func(error) // see SetHalt
 
 	stamps stamps // the last command's stamped time (clocks.go)
-
-	staged *stagedState // see StageRestore; under mu
 }
 
 // NewFSM returns an empty state machine.

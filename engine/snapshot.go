@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"iter"
 	"maps"
@@ -37,10 +36,17 @@ type snapshotHeader struct {
 	// refuses a snapshot from a newer FSM version: it may hold sections or
 	// fields it would drop.
 	FSMVersion uint16 `json:"fsm_version,omitempty"`
-	// Staged names a snapshot written by StageRestore, whose state the
-	// node that wrote it still holds (absent otherwise).
-	Staged string `json:"staged,omitempty"`
+	// Members, when present, are the member records a restore of the
+	// snapshot installs in place of those its body holds: a backup
+	// restored into a cluster takes that cluster's members
+	// (RewriteSnapshot). Such a header says FSMSnapshotMembers at least,
+	// so that a build that would keep the body's members refuses it.
+	Members *[]Member `json:"members,omitempty"`
 }
+
+// FSMSnapshotMembers is the FSM version that first read the members of a
+// snapshot's header.
+const FSMSnapshotMembers uint16 = 7
 
 // section heads Count records of one part of the state in a version-2
 // snapshot.
@@ -82,10 +88,6 @@ const sectionEnd = "end"
 type fsmSnapshot struct {
 	st      *state
 	applied uint64
-	// staged, for StageRestore: the header's Staged, and a hash of the
-	// bytes after the header.
-	staged string
-	sum    hash.Hash
 }
 
 // Snapshot captures the state as it is now; Persist encodes it later while
@@ -105,18 +107,14 @@ func (s *fsmSnapshot) Release() {}
 // The same state always gives the same bytes.
 func (s *fsmSnapshot) Persist(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	h, err := json.Marshal(snapshotHeader{Version: SnapshotVersion, Applied: s.applied, FSMVersion: snapshotFSM(s.st), Staged: s.staged})
+	h, err := json.Marshal(snapshotHeader{Version: SnapshotVersion, Applied: s.applied, FSMVersion: snapshotFSM(s.st)})
 	if err != nil {
 		return fmt.Errorf("write snapshot header: %w", err)
 	}
 	if _, err := bw.Write(append(h, '\n')); err != nil {
 		return fmt.Errorf("write snapshot header: %w", err)
 	}
-	body := io.Writer(bw)
-	if s.sum != nil {
-		body = io.MultiWriter(bw, s.sum)
-	}
-	enc := gob.NewEncoder(body)
+	enc := gob.NewEncoder(bw)
 	st := s.st
 	// Records, each made a Delivery as it is written: not every delivery
 	// made at once (512 bytes each) beside the state.
@@ -324,15 +322,8 @@ func (f *FSM) Restore(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	f.mu.Lock()
-	staged := f.staged
-	f.staged = nil
-	f.mu.Unlock()
-	if staged != nil && h.Staged == staged.token {
-		return f.restoreStaged(br, staged)
-	}
 	held := f.letGo()
-	st, info, err := readSnapshotBody(br, h, info)
+	st, info, err := readSnapshotBody(br, h, info, false)
 	if err != nil {
 		if held {
 			f.haltWith(&RestoreError{Applied: info.Applied, Err: err})
@@ -398,25 +389,53 @@ type SnapshotSection struct {
 }
 
 // InspectSnapshot reads a whole snapshot as Restore would, without
-// installing it: an error is what Restore would refuse it with.
+// installing it: an error is what Restore would refuse it with. It checks
+// the tasks without keeping them (checkSnapshot).
 func InspectSnapshot(r io.Reader) (SnapshotInfo, error) {
-	_, info, err := readSnapshot(r)
+	br, h, info, err := readSnapshotHeader(r)
+	if err != nil {
+		return info, err
+	}
+	_, info, err = readSnapshotBody(br, h, info, true)
 	return info, err
 }
 
 // RewriteSnapshot reads a whole snapshot as Restore would and writes it to
-// w as this build writes snapshots, with members for the snapshot's
-// member records. A backup restored into another cluster keeps that
-// cluster's members (their addresses, their builds): the old cluster's
-// would send forwarded writes to machines that are gone. Nothing is
-// written to w when the snapshot cannot be read.
+// w with members for its member records. A backup restored into another
+// cluster keeps that cluster's members (their addresses, their builds):
+// the old cluster's would send forwarded writes to machines that are
+// gone.
+//
+// What it writes is the snapshot's header naming members (and
+// FSMSnapshotMembers), then its body as it came: the body is read on its
+// way through, to refuse what Restore would refuse, but not kept. A
+// leader restoring a backup of ten million tasks so holds the state it
+// serves and not a second one beside it, and reads the backup whole only
+// once more, in Restore, after letting the state it served go. When an
+// error is returned, what w holds is not a snapshot to restore.
 func RewriteSnapshot(r io.Reader, w io.Writer, members []Member) (SnapshotInfo, error) {
-	st, info, err := readSnapshot(r)
+	br, h, info, err := readSnapshotHeader(r)
 	if err != nil {
 		return info, err
 	}
-	setMembers(st, members)
-	return info, (&fsmSnapshot{st: st, applied: info.Applied}).Persist(w)
+	h.Members = &members
+	h.FSMVersion = max(h.FSMVersion, FSMSnapshotMembers)
+	line, err := json.Marshal(h)
+	if err != nil {
+		return info, fmt.Errorf("write snapshot header: %w", err)
+	}
+	if _, err := w.Write(append(line, '\n')); err != nil {
+		return info, fmt.Errorf("write snapshot header: %w", err)
+	}
+	body := bufio.NewReaderSize(io.TeeReader(br, w), 1<<20)
+	if _, info, err = readSnapshotBody(body, h, info, true); err != nil {
+		return info, err
+	}
+	// And whatever follows the end, as Restore would find it.
+	if _, err := io.Copy(io.Discard, body); err != nil {
+		return info, err
+	}
+	return info, nil
 }
 
 // setMembers replaces st's member records with members.
@@ -425,15 +444,6 @@ func setMembers(st *state, members []Member) {
 	for _, m := range members {
 		st.Members[m.ID] = m
 	}
-}
-
-// readSnapshot reads a whole snapshot into a fresh state.
-func readSnapshot(r io.Reader) (*state, SnapshotInfo, error) {
-	br, h, info, err := readSnapshotHeader(r)
-	if err != nil {
-		return nil, info, err
-	}
-	return readSnapshotBody(br, h, info)
 }
 
 // readSnapshotHeader reads a snapshot's header line and refuses a layout
@@ -460,9 +470,13 @@ func readSnapshotHeader(r io.Reader) (*bufio.Reader, snapshotHeader, SnapshotInf
 }
 
 // readSnapshotBody reads the state that follows a header read by
-// readSnapshotHeader into a fresh state.
-func readSnapshotBody(br *bufio.Reader, h snapshotHeader, info SnapshotInfo) (*state, SnapshotInfo, error) {
+// readSnapshotHeader into a fresh state. A check reads and checks every
+// record but keeps no task (checkTasks): what it returns is the rest of
+// the state.
+func readSnapshotBody(br *bufio.Reader, h snapshotHeader, info SnapshotInfo, check bool) (*state, SnapshotInfo, error) {
 	st := newState()
+	st.checkTasks = check
+	defer func() { st.checkTasks = false }()
 	var err error
 	switch h.Version {
 	case 1:
@@ -480,6 +494,9 @@ func readSnapshotBody(br *bufio.Reader, h snapshotHeader, info SnapshotInfo) (*s
 		if d.State == StateClaimed && d.Claim == nil {
 			return nil, info, fmt.Errorf("read snapshot: delivery %s is claimed without a claim", d.ID)
 		}
+	}
+	if h.Members != nil {
+		setMembers(st, *h.Members)
 	}
 	st.reindex()
 	return st, info, nil
@@ -640,7 +657,10 @@ var sectionReaders = map[string]func(*gob.Decoder, *state) error{
 	"tasks": func(dec *gob.Decoder, st *state) error {
 		return readRecord(dec, func(t *Task) {
 			t.Rule = nameOf(t.Rule)
-			st.Tasks.Set(t.Key, t)
+			if !st.checkTasks {
+				k := st.Tasks.Set(t.Key, t)
+				st.taskTree(t).ReplaceOrInsert(newDue(t.DueAt, k)) // see reindex
+			}
 		})
 	},
 	"ledger": func(dec *gob.Decoder, st *state) error {

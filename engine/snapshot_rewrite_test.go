@@ -2,14 +2,16 @@ package engine
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// A backup restored into another cluster takes that cluster's members and
-// everything else from the backup: the rewritten snapshot restores to the
-// same state but for the member records.
+// A backup restored into another cluster takes that cluster's members
+// and everything else from the backup: the rewritten snapshot is the
+// backup's body as it was under a header naming the members, and it
+// restores to the same state but for the member records.
 func TestRewriteSnapshotReplacesOnlyMembers(t *testing.T) {
 	t.Parallel()
 	b := busyFSM(t, 8)
@@ -17,6 +19,7 @@ func TestRewriteSnapshotReplacesOnlyMembers(t *testing.T) {
 	s, err := b.fsm.Snapshot()
 	require.NoError(t, err)
 	backup := persist(t, s)
+	_, body, _ := bytes.Cut(backup, []byte("\n"))
 
 	own := []Member{{ID: "n1", RaftAddr: "127.0.0.1:9001", HTTPAddr: "127.0.0.1:9101", FSMVersion: FSMVersion, Build: "x"}}
 	var out bytes.Buffer
@@ -24,16 +27,27 @@ func TestRewriteSnapshotReplacesOnlyMembers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, SnapshotVersion, info.Version)
 	require.Equal(t, b.fsm.AppliedIndex(), info.Applied)
+	outHead, outBody, _ := bytes.Cut(out.Bytes(), []byte("\n"))
+	require.True(t, bytes.Equal(body, outBody), "the body passes through as it came")
+	var h snapshotHeader
+	require.NoError(t, json.Unmarshal(outHead, &h))
+	require.Equal(t, FSMSnapshotMembers, h.FSMVersion, "a build that would keep the body's members refuses it")
+	require.Equal(t, &own, h.Members)
 
 	r := NewFSM()
 	require.NoError(t, r.Restore(bytes.NewReader(out.Bytes())))
 	require.Equal(t, own, r.Members())
 
-	// Put the backup's members back: then it is the backup, byte for byte.
+	// Put the backup's members back: then it restores to the backup's
+	// state, and it persists as the backup, byte for byte.
 	var again bytes.Buffer
 	_, err = RewriteSnapshot(bytes.NewReader(out.Bytes()), &again, b.fsm.Members())
 	require.NoError(t, err)
-	require.Equal(t, string(backup), again.String())
+	back := NewFSM()
+	require.NoError(t, back.Restore(bytes.NewReader(again.Bytes())))
+	s, err = back.Snapshot()
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(backup, persist(t, s)), "restored with its own members, the backup persists as it was")
 }
 
 // InspectSnapshot reads the whole stream: every section with its records

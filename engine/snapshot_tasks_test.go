@@ -6,10 +6,12 @@ import (
 	"encoding/gob"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/btree"
 	"github.com/stretchr/testify/require"
 )
 
@@ -100,6 +102,7 @@ func TestPackedTasksRoundTrip(t *testing.T) {
 			}
 			now := t0.Add(2 * time.Hour)
 			require.Equal(t, b.fsm.DueTasks(now, n), r.DueTasks(now, n))
+			requireTasksIndexed(t, r.st)
 		})
 	}
 }
@@ -118,6 +121,62 @@ func TestNoPackedTasksWithoutPendingTasks(t *testing.T) {
 	require.Less(t, h.FSMVersion, FSMPackedTasks)
 	require.False(t, packed)
 	require.Equal(t, 1, counts["tasks"])
+}
+
+// requireTasksIndexed checks that st's task indexes, as a restore's
+// reading filled them, are those indexTasks makes from its tasks.
+func requireTasksIndexed(t *testing.T, st *state) {
+	t.Helper()
+	items := func() [2][]dueItem {
+		var out [2][]dueItem
+		for i, tree := range []*btree.BTreeG[dueItem]{st.taskQueue, st.taskDone} {
+			tree.Ascend(func(it dueItem) bool { out[i] = append(out[i], it); return true })
+		}
+		return out
+	}
+	read := items()
+	st.indexTasks()
+	require.Equal(t, items(), read)
+}
+
+// A task key read twice, in tasks_packed and then in tasks (no snapshot
+// Herald wrote has one; Restore takes the last, as it always did), leaves
+// the indexes holding that record's entry alone.
+func TestRestoreIndexesATaskReadTwiceOnce(t *testing.T) {
+	t.Parallel()
+	var h []byte
+	for _, u := range []uint64{1, 2, 0} {
+		h = binary.AppendUvarint(h, u)
+	}
+	for _, v := range []int64{t0.UnixNano(), zoneUTC, t0.UnixNano(), zoneUTC} {
+		h = binary.AppendVarint(h, v)
+	}
+	fired := Task{Key: "k", Rule: "r", DueAt: t0.Add(time.Hour), State: TaskFired, FiredAt: t0.Add(time.Hour), SubmittedAt: t0}
+	var buf bytes.Buffer
+	buf.WriteString(`{"version":2,"applied":9,"fsm_version":6}` + "\n")
+	enc := gob.NewEncoder(&buf)
+	for _, name := range requiredSections {
+		switch name {
+		case "tasks":
+			require.NoError(t, enc.Encode(section{Name: "tasks_packed", Count: 1}))
+			require.NoError(t, enc.Encode(&taskBlock{Rules: []string{"r"}, Heads: h, Bytes: []byte("k{}")}))
+			require.NoError(t, enc.Encode(section{Name: "tasks", Count: 1}))
+			require.NoError(t, enc.Encode(&fired))
+		default:
+			require.NoError(t, enc.Encode(section{Name: name}))
+		}
+	}
+	require.NoError(t, enc.Encode(section{Name: sectionEnd}))
+
+	r := NewFSM()
+	require.NoError(t, r.Restore(bytes.NewReader(buf.Bytes())))
+	require.Equal(t, 1, r.st.Tasks.Len())
+	require.Zero(t, r.st.taskQueue.Len(), "the pending entry read first is gone")
+	require.Empty(t, r.DueTasks(t0.Add(2*time.Hour), 10))
+	requireTasksIndexed(t, r.st)
+	got, _ := r.ListTasks(TaskFilter{Limit: 10})
+	require.Len(t, got, 1)
+	require.Equal(t, TaskFired, got[0].State)
 }
 
 // A damaged tasks_packed section is refused with a reason, and never
@@ -175,5 +234,11 @@ func TestRestoreRefusesBadTaskBlocks(t *testing.T) {
 		require.NotContains(t, err.Error(), "panic", name)
 		pending, _ := fresh.Counts()
 		require.Zero(t, pending, name)
+		// A check, which reads the tasks without keeping them, refuses
+		// what Restore refuses, for the same reason.
+		_, ierr := InspectSnapshot(bytes.NewReader(in))
+		require.EqualError(t, ierr, err.Error(), name)
+		_, rerr := RewriteSnapshot(bytes.NewReader(in), io.Discard, nil)
+		require.EqualError(t, rerr, err.Error(), name)
 	}
 }

@@ -89,6 +89,11 @@ type state struct {
 	// payloads, during a restore only, holds one copy of each payload
 	// read, for the deliveries to share.
 	payloads map[string]json.RawMessage
+	// checkTasks, during a check's read only (InspectSnapshot,
+	// RewriteSnapshot), says the tasks are read and checked but not
+	// kept: a backup's ten million would be gigabytes beside the state a
+	// node serves.
+	checkTasks bool
 }
 
 // dueItem is an entry of a due index: an instant, as Unix nanoseconds,
@@ -159,10 +164,10 @@ func (s *state) initIndexes() {
 	s.cardUpdates = map[string]bool{}
 }
 
-// reindex rebuilds the derived indexes after a restore. It inserts in
-// order: a b-tree fills about twice as fast so as at random.
+// reindex builds the derived indexes of a state read by a restore (fresh
+// from newState, its indexes empty but the tasks'). It inserts in order:
+// a b-tree fills about twice as fast so as at random.
 func (s *state) reindex() {
-	s.initIndexes()
 	s.Audit.reindex()
 	for k, r := range s.Runs.All() {
 		if r.Approval != nil || r.FiredToken != "" {
@@ -198,6 +203,26 @@ func (s *state) reindex() {
 	for p, items := range due {
 		fillDue(s.due[p], items)
 	}
+	// A version-2 snapshot's readers index each task as they read it (in
+	// due order, as written: a walk of ten million records and a sort
+	// saved). Indexes that then hold other than one entry a task were
+	// not filled so (a version-1 snapshot) or met a key twice (no
+	// snapshot Herald wrote): they are made again from the tasks.
+	if s.taskQueue.Len()+s.taskDone.Len() != s.Tasks.Len() {
+		s.indexTasks()
+	}
+	for k, r := range s.Runs.All() {
+		if r.State == RunPlanning {
+			s.planning[k] = true
+		}
+	}
+	s.Events.reindex()
+}
+
+// indexTasks makes the task indexes again from the tasks.
+func (s *state) indexTasks() {
+	s.taskQueue.Clear(false)
+	s.taskDone.Clear(false)
 	// Sized once: growing a slice of ten million copies it whole, and a
 	// copy that large cannot be preempted, so a collection waiting to
 	// stop the world, and so every goroutine of the node (Raft's
@@ -212,12 +237,6 @@ func (s *state) reindex() {
 	}
 	fillDue(s.taskQueue, pending)
 	fillDue(s.taskDone, done)
-	for k, r := range s.Runs.All() {
-		if r.State == RunPlanning {
-			s.planning[k] = true
-		}
-	}
-	s.Events.reindex()
 }
 
 // fillDue puts items in tree, sorted first: a b-tree fills faster in
