@@ -147,6 +147,11 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader) (BackupInfo, erro
 	// reads it once, after the state served is let go (one state held
 	// at a time, not two).
 	info.State, err = engine.RewriteSnapshot(body, bw, members)
+	// A write that failed is this node's disk, not the backup (bufio
+	// keeps the first error).
+	if ferr := bw.Flush(); ferr != nil {
+		return info, fmt.Errorf("restore: spool file: %w", ferr)
+	}
 	// As in InspectBackup: the checksum first, then the state's reason.
 	if _, derr := io.Copy(io.Discard, body); derr != nil {
 		return info, derr
@@ -155,9 +160,6 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader) (BackupInfo, erro
 		return info, fmt.Errorf("%w: the checksum matches but the state does not read: %v", ErrBadBackup, err)
 	}
 	info.SHA256 = body.(*backupBody).sumHex()
-	if err := bw.Flush(); err != nil {
-		return info, fmt.Errorf("restore: spool file: %w", err)
-	}
 	size, err := spool.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return info, fmt.Errorf("restore: spool file: %w", err)

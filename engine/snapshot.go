@@ -10,6 +10,7 @@ import (
 	"io"
 	"iter"
 	"maps"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -323,6 +324,16 @@ func (f *FSM) Restore(r io.Reader) error {
 		return err
 	}
 	held := f.letGo()
+	if held {
+		// The state let go is garbage now: collected before the new one
+		// is read, its pages hold the new one. Otherwise the collector
+		// paces itself by the old state's size and lets the heap grow to
+		// half again that first, the two side by side: a leader holding
+		// ten million tasks peaked at 5.1 GiB restoring, against 2.7
+		// held. The collection marks only what is still live, which is
+		// little.
+		runtime.GC()
+	}
 	st, info, err := readSnapshotBody(br, h, info, false)
 	if err != nil {
 		if held {
@@ -418,7 +429,11 @@ func RewriteSnapshot(r io.Reader, w io.Writer, members []Member) (SnapshotInfo, 
 	if err != nil {
 		return info, err
 	}
-	h.Members = &members
+	own := slices.Clone(members)
+	if own == nil {
+		own = []Member{} // "members": [], not null, which names none
+	}
+	h.Members = &own
 	h.FSMVersion = max(h.FSMVersion, FSMSnapshotMembers)
 	line, err := json.Marshal(h)
 	if err != nil {
@@ -476,7 +491,7 @@ func readSnapshotHeader(r io.Reader) (*bufio.Reader, snapshotHeader, SnapshotInf
 func readSnapshotBody(br *bufio.Reader, h snapshotHeader, info SnapshotInfo, check bool) (*state, SnapshotInfo, error) {
 	st := newState()
 	st.checkTasks = check
-	defer func() { st.checkTasks = false }()
+	defer func() { st.checkTasks, st.checkBlock = false, taskBlock{} }()
 	var err error
 	switch h.Version {
 	case 1:
@@ -780,7 +795,9 @@ func readVersion2(r *bufio.Reader, st *state) ([]SnapshotSection, error) {
 			case "deliveries":
 				st.Deliveries.reserve(n)
 			case "tasks", "tasks_packed":
-				st.Tasks.reserve(n)
+				if !st.checkTasks { // a check keeps none
+					st.Tasks.reserve(n)
+				}
 			}
 		}
 		if sec.Name == "tasks_packed" {

@@ -48,6 +48,15 @@ func TestRewriteSnapshotReplacesOnlyMembers(t *testing.T) {
 	s, err = back.Snapshot()
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(backup, persist(t, s)), "restored with its own members, the backup persists as it was")
+
+	// No members (a cluster with no member records yet) is none, not the
+	// backup's.
+	var none bytes.Buffer
+	_, err = RewriteSnapshot(bytes.NewReader(backup), &none, nil)
+	require.NoError(t, err)
+	empty := NewFSM()
+	require.NoError(t, empty.Restore(bytes.NewReader(none.Bytes())))
+	require.Empty(t, empty.Members())
 }
 
 // InspectSnapshot reads the whole stream: every section with its records

@@ -94,6 +94,7 @@ type state struct {
 	// kept: a backup's ten million would be gigabytes beside the state a
 	// node serves.
 	checkTasks bool
+	checkBlock taskBlock // the block a check reads each one into
 }
 
 // dueItem is an entry of a due index: an instant, as Unix nanoseconds,
