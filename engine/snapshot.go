@@ -328,10 +328,10 @@ func (f *FSM) Restore(r io.Reader) error {
 		// The state let go is garbage now: collected before the new one
 		// is read, its pages hold the new one. Otherwise the collector
 		// paces itself by the old state's size and lets the heap grow to
-		// half again that first, the two side by side: a leader holding
-		// ten million tasks peaked at 5.1 GiB restoring, against 2.7
-		// held. The collection marks only what is still live, which is
-		// little.
+		// half again that first, the two side by side: restoring ten
+		// million tasks over ten million took a heap of 2,887 MiB, and
+		// 2,455 with this, in the same time. The collection marks only
+		// what is still live, which is little.
 		runtime.GC()
 	}
 	st, info, err := readSnapshotBody(br, h, info, false)
@@ -401,7 +401,7 @@ type SnapshotSection struct {
 
 // InspectSnapshot reads a whole snapshot as Restore would, without
 // installing it: an error is what Restore would refuse it with. It checks
-// the tasks without keeping them (checkSnapshot).
+// the tasks without keeping them (state.checkTasks).
 func InspectSnapshot(r io.Reader) (SnapshotInfo, error) {
 	br, h, info, err := readSnapshotHeader(r)
 	if err != nil {
@@ -808,7 +808,7 @@ func readVersion2(r *bufio.Reader, st *state) ([]SnapshotSection, error) {
 					if errors.Is(err, io.EOF) {
 						err = io.ErrUnexpectedEOF
 					}
-					return sections, fmt.Errorf("%s: block ending at record %d of %d: %w", sec.Name, got, sec.Count, err)
+					return sections, fmt.Errorf("%s: the block after record %d of %d: %w", sec.Name, got, sec.Count, err)
 				}
 			}
 			packed = SnapshotSection{Name: "tasks", Count: sec.Count, Bytes: cr.n - start}

@@ -195,7 +195,7 @@ func readTaskBlock(dec *gob.Decoder, st *state, left int) (int, error) {
 	}
 	for ; len(heads) > 0; n++ {
 		if n == left {
-			return 0, fmt.Errorf("a block holds more tasks than the section's %d", left)
+			return 0, fmt.Errorf("a block holds more tasks than the %d left of the section", left)
 		}
 		var f [7]int64
 		for i := range f {
