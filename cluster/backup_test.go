@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -116,6 +117,48 @@ func TestBackupRefusesAnUnreadableState(t *testing.T) {
 	_, err := InspectBackup(&b)
 	require.ErrorIs(t, err, ErrBadBackup)
 	require.ErrorContains(t, err, "the checksum matches but the state does not read")
+}
+
+// A restore's spool that cannot be written is the node's disk, said so,
+// and not a bad backup; one that can holds the backup's body under a
+// header naming this cluster's members.
+func TestSpoolBackupTellsTheDiskFromTheBackup(t *testing.T) {
+	t.Parallel()
+	b := backupOf(t, 60000, nil) // past the spool's 1 MiB buffer: the disk fills while the backup is read
+	require.Greater(t, len(b), 2<<20)
+	members := []engine.Member{{ID: "n1", FSMVersion: engine.FSMVersion}}
+
+	_, body, err := OpenBackup(bytes.NewReader(b))
+	require.NoError(t, err)
+	_, _, err = spoolBackup(body, &fullDisk{room: 4096}, members)
+	require.ErrorContains(t, err, "restore: spool file: no space left")
+	require.NotErrorIs(t, err, ErrBadBackup)
+
+	_, body, err = OpenBackup(bytes.NewReader(b))
+	require.NoError(t, err)
+	var spool bytes.Buffer
+	state, sum, err := spoolBackup(body, &spool, members)
+	require.NoError(t, err)
+	info, err := InspectBackup(bytes.NewReader(b))
+	require.NoError(t, err)
+	require.Equal(t, info.SHA256, sum)
+	require.Equal(t, info.State.Sections, state.Sections)
+	f := engine.NewFSM()
+	require.NoError(t, f.Restore(&spool))
+	require.Equal(t, members, f.Members())
+}
+
+// fullDisk takes room bytes, then fails as a full disk does.
+type fullDisk struct{ room int }
+
+func (d *fullDisk) Write(p []byte) (int, error) {
+	if len(p) > d.room {
+		n := d.room
+		d.room = 0
+		return n, errors.New("no space left on device")
+	}
+	d.room -= len(p)
+	return len(p), nil
 }
 
 // The header is one line of JSON with the fields inspect shows.

@@ -142,24 +142,9 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader) (BackupInfo, erro
 		spool.Close()
 		_ = os.Remove(spool.Name())
 	}()
-	bw := bufio.NewWriterSize(spool, 1<<20)
-	// Checked on its way to the spool, not kept: Raft's Restore then
-	// reads it once, after the state served is let go (one state held
-	// at a time, not two).
-	info.State, err = engine.RewriteSnapshot(body, bw, members)
-	// A write that failed is this node's disk, not the backup (bufio
-	// keeps the first error).
-	if ferr := bw.Flush(); ferr != nil {
-		return info, fmt.Errorf("restore: spool file: %w", ferr)
+	if info.State, info.SHA256, err = spoolBackup(body, spool, members); err != nil {
+		return info, err
 	}
-	// As in InspectBackup: the checksum first, then the state's reason.
-	if _, derr := io.Copy(io.Discard, body); derr != nil {
-		return info, derr
-	}
-	if err != nil {
-		return info, fmt.Errorf("%w: the checksum matches but the state does not read: %v", ErrBadBackup, err)
-	}
-	info.SHA256 = body.(*backupBody).sumHex()
 	size, err := spool.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return info, fmt.Errorf("restore: spool file: %w", err)
@@ -181,6 +166,29 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader) (BackupInfo, erro
 	}
 	n.log.Warn("backup restored", "backup_cluster", h.ClusterID, "backup_index", h.Index, "index", n.raft.AppliedIndex())
 	return info, nil
+}
+
+// spoolBackup writes the body of a backup (OpenBackup's) to spool as the
+// snapshot Raft restores, with members for its member records
+// (engine.RewriteSnapshot), and returns what it read and the body's
+// checksum. It is checked on its way to the spool, not kept: Raft's
+// Restore then reads it once, after the state served is let go (one
+// state held at a time, not two). A write that fails is this node's
+// disk, not a bad backup.
+func spoolBackup(body io.Reader, spool io.Writer, members []engine.Member) (engine.SnapshotInfo, string, error) {
+	bw := bufio.NewWriterSize(spool, 1<<20)
+	state, err := engine.RewriteSnapshot(body, bw, members)
+	if ferr := bw.Flush(); ferr != nil { // bufio keeps the first error
+		return state, "", fmt.Errorf("restore: spool file: %w", ferr)
+	}
+	// As in InspectBackup: the checksum first, then the state's reason.
+	if _, derr := io.Copy(io.Discard, body); derr != nil {
+		return state, "", derr
+	}
+	if err != nil {
+		return state, "", fmt.Errorf("%w: the checksum matches but the state does not read: %v", ErrBadBackup, err)
+	}
+	return state, body.(*backupBody).sumHex(), nil
 }
 
 // restoreRaft installs the state read from r through raft.Restore, with no
