@@ -323,7 +323,10 @@ func (f *FSM) Restore(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	held := f.letGo()
+	f.mu.Lock()
+	held := f.applied > 0
+	f.st, f.applied = newState(), 0
+	f.mu.Unlock()
 	if held {
 		// The state let go is garbage now: collected before the new one
 		// is read, its pages hold the new one. Otherwise the collector
@@ -341,26 +344,11 @@ func (f *FSM) Restore(r io.Reader) error {
 		}
 		return err
 	}
-	f.install(st, info.Applied)
-	return nil
-}
-
-// letGo replaces the state with an empty one, for a restore, and says
-// whether the node held one (had applied anything).
-func (f *FSM) letGo() (held bool) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	held = f.applied > 0
-	f.st, f.applied = newState(), 0
-	return held
-}
-
-// install makes st, at index applied, the state.
-func (f *FSM) install(st *state, applied uint64) {
-	f.mu.Lock()
-	f.st, f.applied = st, applied
+	f.st, f.applied = st, info.Applied
 	f.mu.Unlock()
 	f.notify(AnyChange | TasksChange) // every task may have changed
+	return nil
 }
 
 // RestoreError is a snapshot whose body did not read after the node had
@@ -491,7 +479,7 @@ func readSnapshotHeader(r io.Reader) (*bufio.Reader, snapshotHeader, SnapshotInf
 func readSnapshotBody(br *bufio.Reader, h snapshotHeader, info SnapshotInfo, check bool) (*state, SnapshotInfo, error) {
 	st := newState()
 	st.checkTasks = check
-	defer func() { st.checkTasks, st.checkBlock = false, taskBlock{} }()
+	defer func() { st.checkTasks = false }()
 	var err error
 	switch h.Version {
 	case 1:
@@ -801,8 +789,12 @@ func readVersion2(r *bufio.Reader, st *state) ([]SnapshotSection, error) {
 			}
 		}
 		if sec.Name == "tasks_packed" {
+			var scratch *taskBlock // a check reads every block into one
+			if st.checkTasks {
+				scratch = new(taskBlock)
+			}
 			for got := 0; got < sec.Count; {
-				n, err := readTaskBlock(dec, st, sec.Count-got)
+				n, err := readTaskBlock(dec, st, sec.Count-got, scratch)
 				got += n
 				if err != nil {
 					if errors.Is(err, io.EOF) {

@@ -167,15 +167,15 @@ func writeTaskBlocks(enc *gob.Encoder, tasks []*taskRec, count int) error {
 // mostly go together, and a node never holds more of them than the
 // restore gave it.
 //
-// A check (checkTasks) keeps nothing, so it reads every block into the
-// same one, emptied first (gob leaves a field the stream omits as it
+// A check (checkTasks) keeps nothing, so it reads every block into
+// scratch, emptied first (gob leaves a field the stream omits as it
 // was), and makes no records: a leader checking a backup of ten million
 // allocated a gigabyte and a half for the collector beside the state it
 // serves, and peaked at 4.9 GiB.
-func readTaskBlock(dec *gob.Decoder, st *state, left int) (int, error) {
+func readTaskBlock(dec *gob.Decoder, st *state, left int, scratch *taskBlock) (int, error) {
 	b := new(taskBlock)
-	if st.checkTasks {
-		b = &st.checkBlock
+	if scratch != nil {
+		b = scratch
 		*b = taskBlock{Rules: b.Rules[:0], Heads: b.Heads[:0], Bytes: b.Bytes[:0]}
 	}
 	if err := dec.Decode(b); err != nil {

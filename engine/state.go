@@ -94,7 +94,6 @@ type state struct {
 	// kept: a backup's ten million would be gigabytes beside the state a
 	// node serves.
 	checkTasks bool
-	checkBlock taskBlock // the block a check reads each one into
 }
 
 // dueItem is an entry of a due index: an instant, as Unix nanoseconds,
@@ -177,6 +176,9 @@ func (s *state) reindex() {
 		if r.Approval != nil && r.Approval.State == ApprovalAwaiting {
 			s.heldRuns[k] = true
 		}
+		if r.State == RunPlanning {
+			s.planning[k] = true
+		}
 	}
 	var due [heraldtype.PriorityLow + 1][]dueItem
 	for id, d := range s.Deliveries.All() {
@@ -211,11 +213,6 @@ func (s *state) reindex() {
 	// snapshot Herald wrote): they are made again from the tasks.
 	if s.taskQueue.Len()+s.taskDone.Len() != s.Tasks.Len() {
 		s.indexTasks()
-	}
-	for k, r := range s.Runs.All() {
-		if r.State == RunPlanning {
-			s.planning[k] = true
-		}
 	}
 	s.Events.reindex()
 }
